@@ -1,0 +1,90 @@
+"""Render a Plan into file texts. The only module that knows Jinja; templates read the plan, decide nothing."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import asdict
+from functools import lru_cache
+from typing import Any, Iterable
+
+import jinja2
+
+from compiler.plan import Plan
+from compiler.resources import data_dir
+
+SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh")
+MANIFEST = "manifest.json"
+
+
+def quote(value: Any) -> str:
+    """The one way a value enters a script: shell-quoted, so it is always data, never code."""
+    text = str(value)
+    if "," in text and not any(c in text for c in "'"):
+        return f"'{text}'"  # shlex leaves commas bare; in an array shellcheck reads them as a mistake (SC2054)
+    return shlex.quote(text)
+
+
+# Flags that take no value: never shown on one line with the word after them.
+BARE_FLAGS = {"-d", "--privileged", "--rm", "--head", "--block", "--disable-usage-stats", "--headless",
+              "--trust-remote-code", "--enforce-eager"}
+
+
+def words(values: Iterable[Any], indent: int = 2) -> str:
+    """Array elements, one quoted word per line (for `NAME=(` ... `)` blocks)."""
+    pad = " " * indent
+    return "\n".join(pad + quote(v) for v in values)
+
+
+def argv_lines(values: Iterable[Any], indent: int = 2) -> str:
+    """A command's words for an array block: a flag and its value share a line, for the reviewer."""
+    items = [str(v) for v in values]
+    lines: list[list[str]] = []
+    for i, word in enumerate(items):
+        previous = items[i - 1] if i else ""
+        pairs = previous.startswith("-") and previous not in BARE_FLAGS and "=" not in previous
+        if lines and pairs and not word.startswith("-") and len(lines[-1]) == 1:
+            lines[-1].append(word)
+        else:
+            lines.append([word])
+    pad = " " * indent
+    return "\n".join(pad + " ".join(quote(w) for w in line) for line in lines)
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        # `{#` would swallow bash's `${#array[@]}`.
+        comment_start_string="{##",
+        comment_end_string="##}",
+    )
+    env.filters["q"] = quote
+    env.filters["words"] = words
+    env.filters["argv"] = argv_lines
+    env.filters["json"] = lambda v: json.dumps(v)
+    return env
+
+
+def render(plan: Plan) -> dict[str, str]:
+    files = {name: environment().get_template(name + ".j2").render(plan=plan) for name in SCRIPTS}
+    files[MANIFEST] = manifest(plan, files)
+    return files
+
+
+def manifest(plan: Plan, files: dict[str, str]) -> str:
+    data = {
+        "sparkc_version": plan.sparkc_version,
+        "spec": {"path": plan.spec_path, "sha256": plan.spec_sha256},
+        "plan": asdict(plan),
+        "files": {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(files.items())},
+    }
+    # Provenance already heads the manifest; keep the plan's copy out to avoid two sources of truth.
+    for key in ("sparkc_version", "spec_path", "spec_sha256"):
+        data["plan"].pop(key)
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
