@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from dataclasses import asdict
 from functools import lru_cache
@@ -20,7 +21,11 @@ MANIFEST = "manifest.json"
 def quote(value: Any) -> str:
     """The one way a value enters a script: shell-quoted, so it is always data, never code."""
     text = str(value)
-    if "," in text and not any(c in text for c in "'"):
+    if "$" in text or "`" in text:
+        # Single quotes would be right too, but shellcheck reads '$(...)' as a forgotten expansion
+        # (SC2016); double quotes with every special character escaped say the same to bash.
+        return '"' + re.sub(r'([\\$"`])', r"\\\1", text) + '"'
+    if "," in text and "'" not in text:
         return f"'{text}'"  # shlex leaves commas bare; in an array shellcheck reads them as a mistake (SC2054)
     return shlex.quote(text)
 

@@ -445,7 +445,9 @@ clear_old() {
 }
 
 # -- phase 3 ---------------------------------------------------------------------------------
-port_in_use() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+# Something accepts connections on HOST:PORT (bash's /dev/tcp; bounded, an unroutable address must not hang).
+# shellcheck disable=SC2016  # $1 and $2 belong to the inner bash
+port_in_use() { timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' port_in_use "$1" "$2" 2>/dev/null; }
 
 start_containers() {
   phase containers "start one container per node, in order: ${START_ORDER[*]}"

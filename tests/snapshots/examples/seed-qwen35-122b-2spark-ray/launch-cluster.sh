@@ -156,14 +156,13 @@ readonly START_ORDER=(
 )
 # The engine, started on the head once Ray reports every node: its output goes to the head
 # container's log and its exit status to /tmp/sparkc-engine.exit inside that container.
-# shellcheck disable=SC2016  # the sh -c script is expanded by the container's shell, not here
 readonly ENGINE_EXEC=(
   docker
   exec
   -d
   sparkc-qwen35-122b-spark-a
   sh
-  -c 'echo "$$" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; "$@" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=$?; echo "sparkc: engine exited with status $code" >> /proc/1/fd/2; echo "$code" > /tmp/sparkc-engine.exit'
+  -c "echo \"\$\$\" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; \"\$@\" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=\$?; echo \"sparkc: engine exited with status \$code\" >> /proc/1/fd/2; echo \"\$code\" > /tmp/sparkc-engine.exit"
   sparkc-engine
   /app/entrypoint.sh
   --served-model-name /models/Qwen3.5-122B-A10B-FP8
@@ -462,7 +461,9 @@ clear_old() {
 }
 
 # -- phase 3 ---------------------------------------------------------------------------------
-port_in_use() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+# Something accepts connections on HOST:PORT (bash's /dev/tcp; bounded, an unroutable address must not hang).
+# shellcheck disable=SC2016  # $1 and $2 belong to the inner bash
+port_in_use() { timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' port_in_use "$1" "$2" 2>/dev/null; }
 
 start_containers() {
   phase containers "start one container per node, in order: ${START_ORDER[*]}"

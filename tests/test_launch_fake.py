@@ -1,0 +1,320 @@
+"""Run the generated scripts against fake `ssh` and `docker` on PATH that record every call.
+
+The fakes keep per-node container state; an engine that comes up is a real local HTTP server and a
+Ray head a real listener, so the launcher's port and HTTP probes run for real.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import EXAMPLES
+from tests.fakes.cluster import FakeCluster, free_port
+
+HELLOHAL = "hellohal2064/vllm-qwen3.5-gb10:latest"
+
+
+def example(name: str) -> dict[str, Any]:
+    return YAML(typ="safe").load((EXAMPLES / name).read_text())
+
+
+@pytest.fixture
+def fake(tmp_path: Path):
+    cluster = FakeCluster(tmp_path)
+    yield cluster
+    cluster.shutdown()
+
+
+def adapt(spec: dict[str, Any], fake: FakeCluster, tmp_path: Path) -> dict[str, Any]:
+    """The example made runnable on the fake cluster: local model dir, loopback fabric, free ports."""
+    spec = copy.deepcopy(spec)
+    model = tmp_path / "models" / "m"
+    model.mkdir(parents=True, exist_ok=True)
+    spec["model"]["path"] = str(model)
+    spec["engine"]["port"] = free_port()
+    spec.setdefault("launch", {}).update(ray_port=free_port(), master_port=free_port(), timeout=120)
+    for i, node in enumerate(spec["cluster"]["nodes"]):
+        node["fabric"]["ip"] = f"127.0.0.{i + 1}"
+        target = f"{spec['cluster'].get('ssh', {}).get('user')}@{node['ssh']}" if i else ""
+        if spec["cluster"].get("ssh", {}).get("user") is None and i:
+            target = node["ssh"]
+        fake.add_node(node["name"], target, head=i == 0)
+        fake.add_image(node["name"], spec["container"]["image"], entrypoint=profile_entrypoint(spec))
+    spec["container"].pop("secrets", None)
+    return spec
+
+
+def profile_entrypoint(spec: dict[str, Any]) -> list[str] | None:
+    image = spec["container"]["image"]
+    if image.startswith("hellohal2064/"):
+        return ["/app/entrypoint.sh"]
+    if image.startswith("vllm/vllm-openai"):
+        return ["vllm", "serve"]
+    if image.startswith("nvcr.io/nvidia/vllm"):
+        return ["/opt/nvidia/nvidia_entrypoint.sh"]
+    return None
+
+
+def docker_calls(fake: FakeCluster, node: str, verb: str) -> list[str]:
+    return [c for c in fake.calls() if c.startswith(f"docker[{node}] {verb}")]
+
+
+# -- the happy paths ----------------------------------------------------------------------------
+
+
+def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    assert "READY" in launch.stdout and f"127.0.0.1:{spec['engine']['port']}" not in launch.stderr
+    calls = fake.calls()
+    # the worker is reached over ssh with BatchMode, the head's docker is used locally
+    assert any(c.startswith("ssh aurora@spark-b.local docker run") for c in calls)
+    assert not any(c.startswith("ssh") and "spark-a" in c.split()[1] for c in calls)
+    head = fake.container("spark-a", "sparkc-qwen35-122b-spark-a")
+    worker = fake.container("spark-b", "sparkc-qwen35-122b-spark-b")
+    assert head["words"][:3] == ["ray", "start", "--head"]
+    assert worker["words"][2] == f"--address=127.0.0.1:{spec['launch']['ray_port']}"
+    assert head["env"]["VLLM_HOST_IP"] == "127.0.0.1" and worker["env"]["VLLM_HOST_IP"] == "127.0.0.2"
+    assert "--rm" not in head["flags"] and not any(f.startswith("--restart") for f in head["flags"])
+    # the engine went through the image's entrypoint (adapt) with the variables it reads
+    assert head["engine"][:3] == ["vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8"]
+    assert head["env"]["PORT"] == str(spec["engine"]["port"]) and head["env"]["MAX_MODEL_LEN"] == "4096"
+    # phases ran in order: preflight before any run, Ray check before the engine exec
+    order = [i for i, c in enumerate(calls) if "docker[spark-a] run -d" in c or "exec -d" in c or "python3 -c" in c]
+    assert calls[order[0]].startswith("docker[spark-a] run -d")
+    assert "exec -d" in calls[order[-1]]
+
+    status = fake.run("status.sh")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "healthy" in status.stdout and "spark-b" in status.stdout
+
+    logs = fake.run("logs.sh", "--out", str(tmp_path / "gathered"))
+    assert logs.returncode == 0, logs.stderr
+    assert "ray start" in (tmp_path / "gathered" / "spark-b.log").read_text()
+    assert (tmp_path / "gathered" / "spark-a.state").read_text().strip().endswith("exit=0")
+
+    again = fake.run("launch-cluster.sh")
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+
+    stop = fake.run("stop-cluster.sh")
+    assert stop.returncode == 0, stop.stderr
+    assert fake.containers("spark-a") == [] and fake.containers("spark-b") == []
+    stops = [c for c in fake.calls() if " stop " in c]
+    assert "spark-b" in stops[0] and "spark-a" in stops[-1]  # workers first, then the head
+
+    relaunch = fake.run("launch-cluster.sh")
+    assert relaunch.returncode == 0, relaunch.stdout + relaunch.stderr
+
+
+def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("llama33-70b-2spark-native.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    runs = [c for c in fake.calls() if c.startswith("docker[") and " run -d " in c]
+    assert "spark-b" in runs[0] and runs[1].startswith("docker[spark-a] run -d")
+    worker = fake.container("spark-b", "sparkc-llama33-70b-spark-b")
+    head = fake.container("spark-a", "sparkc-llama33-70b-spark-a")
+    assert worker["words"][-2:] == ["--headless", "--enable-prefix-caching"] or "--headless" in worker["words"]
+    assert "--headless" not in head["words"]
+    assert worker["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f0np0" and head["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
+    assert worker["env"]["MASTER_ADDR"] == head["env"]["MASTER_ADDR"] == "127.0.0.1"
+    # nvcr keeps its entrypoint: the command runs as given
+    assert head["words"][:2] == ["/opt/nvidia/nvidia_entrypoint.sh", "vllm"]
+
+
+@pytest.mark.parametrize("backend", ["ray", "native"])
+@pytest.mark.parametrize("mode", ["bypass", "adapt", "keep"])
+def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeCluster, tmp_path: Path,
+                                                                   backend: str, mode: str) -> None:
+    import json
+
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    spec["container"]["entrypoint"] = mode
+    spec["engine"]["backend"] = backend
+    if mode == "keep":
+        spec["model"]["mount"] = "/models/model"  # the path this entrypoint serves whatever it is told
+    result = fake.compile(spec)
+    manifest = json.loads(result.files["manifest.json"])
+    effective = {e["setting"]: e for e in manifest["plan"]["effective"]}
+    expected_port = 8000 if mode == "keep" else spec["engine"]["port"]
+    assert int(effective["port"]["effective"]) == expected_port == manifest["plan"]["api_port"]
+    if mode == "keep":
+        assert effective["max_model_len"]["effective"] == "8192"
+        assert any("8000" in d.message for d in result.diagnostics)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    assert f":{expected_port}/v1" in launch.stdout
+    head = fake.container("spark-a", "sparkc-qwen35-122b-spark-a")
+    engine_words = head.get("engine") or head["words"]
+    assert engine_words[engine_words.index("--port") + 1] == str(expected_port)
+    if mode == "bypass":
+        assert "PORT" not in head["env"]
+
+
+# -- the failures -------------------------------------------------------------------------------
+
+
+def test_engine_crash_fails_fast_saves_logs_and_keeps_containers(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("llama33-70b-2spark-native.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    fake.set("crash", "spark-a")
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 1
+    assert "FAILED in phase readiness on node spark-a" in launch.stderr
+    assert "CUDA out of memory (fake)" in launch.stderr  # the last lines of the failing node
+    logs = sorted((fake.build / "logs").iterdir())
+    assert len(logs) == 1
+    assert "CUDA out of memory" in (logs[0] / "spark-a.log").read_text()
+    assert (logs[0] / "spark-b.log").exists() and "phase=readiness" in (logs[0] / "failure.txt").read_text()
+    assert fake.containers("spark-a") and fake.containers("spark-b")  # kept for inspection
+
+
+def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    fake.set("crash", "spark-a")
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 1
+    assert "engine exited with status 1" in launch.stderr
+
+
+def test_unreachable_worker_stops_preflight(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    fake.unreachable("spark-b")
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1
+    assert "FAILED in phase preflight on node spark-b" in launch.stderr
+    assert "ssh-copy-id aurora@spark-b.local" in launch.stderr
+    assert not any(" run -d " in c for c in fake.calls())
+
+
+def test_image_missing_or_different_on_a_worker(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    fake.add_image("spark-b", HELLOHAL, image_id="sha256:" + "b" * 64, entrypoint=["/app/entrypoint.sh"])
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1 and "differs between nodes" in launch.stderr
+    import shutil
+
+    shutil.rmtree(fake.state / "nodes" / "spark-b" / "images")
+    (fake.state / "nodes" / "spark-b" / "images").mkdir()
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1 and f"image {HELLOHAL} is not on spark-b" in launch.stderr
+    assert f"docker save {HELLOHAL} | ssh aurora@spark-b.local docker load" in launch.stderr
+
+
+def test_ray_missing_from_image(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    spec["container"]["image"] = "vllm/vllm-openai:v0.19.0"
+    for node in ("spark-a", "spark-b"):
+        fake.add_image(node, "vllm/vllm-openai:v0.19.0", entrypoint=["vllm", "serve"], ray=False)
+    fake.compile(spec)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1 and "Ray is not in image" in launch.stderr
+
+
+def test_profile_mismatch_stops_keep_and_adapt(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    for node in ("spark-a", "spark-b"):
+        fake.add_image(node, HELLOHAL, entrypoint=["/opt/start.sh"])
+    fake.compile(spec)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1 and "no longer matches profile" in launch.stderr
+
+
+def test_running_deployment_needs_yes_to_replace(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("solo-qwen3-32b.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    assert fake.run("launch-cluster.sh").returncode == 0
+    spec["engine"]["max_model_len"] = 8192  # another spec, same deployment
+    fake.compile(spec)
+    refused = fake.run("launch-cluster.sh")
+    assert refused.returncode == 1 and "--yes" in refused.stderr
+    replaced = fake.run("launch-cluster.sh", "--yes")
+    assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+
+
+def test_foreign_container_with_our_name_is_never_removed(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("solo-qwen3-32b.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    import json
+
+    d = fake.state / "nodes" / "spark-a" / "containers" / "sparkc-qwen3-32b-spark-a"
+    d.mkdir(parents=True)
+    (d / "meta.json").write_text(json.dumps({"name": d.name, "labels": {}, "env": {}, "words": [],
+                                             "status": "running", "image": "x", "flags": []}))
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1 and "was not created by deployment" in launch.stderr
+    assert fake.containers("spark-a") == ["sparkc-qwen3-32b-spark-a"]
+    assert not any(" rm " in c for c in fake.calls())
+
+
+def test_dry_run_touches_nothing(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    dry = fake.run("launch-cluster.sh", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert fake.calls() == []
+    assert "[spark-b] docker run -d --name sparkc-qwen35-122b-spark-b" in dry.stdout
+    assert "[spark-a] docker exec -d sparkc-qwen35-122b-spark-a sh -c" in dry.stdout
+
+
+def test_hostile_values_stay_data(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("solo-qwen3-32b.yaml"), fake, tmp_path)
+    canary = tmp_path / "pwned"
+    spec["model"]["name"] = f"x'$(touch {canary})\"`touch {canary}`"
+    spec["engine"]["args"] = [f"--chat-template=$(touch {canary}); touch {canary}"]
+    spec["container"]["env"] = {"GREETING": f"a b; touch {canary} 'q'"}
+    fake.compile(spec)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    assert not canary.exists()
+    head = fake.container("spark-a", "sparkc-qwen3-32b-spark-a")
+    assert head["env"]["GREETING"] == f"a b; touch {canary} 'q'"
+    assert head["words"][-1] == f"--chat-template=$(touch {canary}); touch {canary}"
+    assert fake.run("status.sh").returncode == 0 and not canary.exists()
+
+
+def test_secrets_reach_workers_without_a_command_line(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("llama33-70b-2spark-native.yaml"), fake, tmp_path)
+    spec["container"]["secrets"] = ["HF_TOKEN"]
+    fake.compile(spec)
+    missing = fake.run("launch-cluster.sh")
+    assert missing.returncode == 1 and "secret HF_TOKEN is not set" in missing.stderr
+    launch = fake.run("launch-cluster.sh", env={"HF_TOKEN": "hf_s3cret"})
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    assert fake.container("spark-b", "sparkc-llama33-70b-spark-b")["env"]["HF_TOKEN"] == "hf_s3cret"
+    assert fake.container("spark-a", "sparkc-llama33-70b-spark-a")["env"]["HF_TOKEN"] == "hf_s3cret"
+    everything = "\n".join(fake.calls()) + launch.stdout + launch.stderr
+    everything += "".join(p.read_text() for p in fake.build.iterdir() if p.is_file())
+    assert "hf_s3cret" not in everything
+
+
+def test_stop_reports_an_unreachable_node(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    assert fake.run("launch-cluster.sh").returncode == 0
+    fake.unreachable("spark-b")
+    stop = fake.run("stop-cluster.sh")
+    assert stop.returncode == 1 and "spark-b: unreachable" in stop.stderr
+    assert fake.containers("spark-a") == []
+    status = fake.run("status.sh")
+    assert status.returncode == 1 and "UNREACHABLE" in status.stdout
+
+
+def test_usage_errors_exit_2(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = adapt(example("solo-qwen3-32b.yaml"), fake, tmp_path)
+    fake.compile(spec)
+    for script, args in (("launch-cluster.sh", ["--bogus"]), ("launch-cluster.sh", ["--timeout", "soon"]),
+                         ("stop-cluster.sh", ["-x"]), ("status.sh", ["now"]), ("logs.sh", ["--tail"])):
+        result = fake.run(script, *args)
+        assert result.returncode == 2, (script, args, result.stderr)
+    assert "Usage: launch-cluster.sh" in fake.run("launch-cluster.sh", "--help").stdout
