@@ -1,0 +1,141 @@
+"""The command line through click's runner: exit codes, output formats, --check, explain, schema."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import compiler.cli as cli_module
+from compiler.cli import cli, main
+from tests.conftest import EXAMPLES
+
+SEED = EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def test_compile_writes_scripts_and_check_passes(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "build"
+    result = runner.invoke(cli, ["compile", str(SEED), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["launch-cluster.sh", "logs.sh", "manifest.json", "status.sh", "stop-cluster.sh"]
+    assert (out / "launch-cluster.sh").stat().st_mode & 0o111
+    assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out), "--check"]).exit_code == 0
+    (out / "status.sh").write_text("#!/bin/sh\n")
+    check = runner.invoke(cli, ["compile", str(SEED), "-o", str(out), "--check"])
+    assert check.exit_code == 1 and "status.sh" in check.output
+
+
+def test_recompiling_another_spec_removes_only_files_sparkc_wrote(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out)]).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"]["old-script.sh"] = "0"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "old-script.sh").write_text("")
+    result = runner.invoke(cli, ["compile", str(SEED), "-o", str(out)])
+    assert "old-script.sh" in result.output and not (out / "old-script.sh").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_failed_compile_leaves_output_as_it_was(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "build"
+    assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out)]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SEED.read_text().replace("tensor_parallel: 2", "tensor_parallel: 4"))
+    result = runner.invoke(cli, ["compile", str(bad), "-o", str(out)])
+    assert result.exit_code == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_validate_reports_positions_and_json(runner: CliRunner) -> None:
+    spec = EXAMPLES / "invalid" / "unknown-keys.yaml"
+    text = runner.invoke(cli, ["validate", str(spec)])
+    assert text.exit_code == 1
+    assert f"{spec}:10:3: container.entrypiont: unknown key 'entrypiont'; did you mean 'entrypoint'?" in text.output
+    as_json = runner.invoke(cli, ["validate", str(spec), "--format", "json"])
+    assert as_json.exit_code == 1
+    items = json.loads(as_json.stdout)["diagnostics"]
+    assert {"file": str(spec), "line": 10, "column": 3, "path": "container.entrypiont", "severity": "error",
+            "message": "unknown key 'entrypiont'; did you mean 'entrypoint'?"} in items
+
+
+def test_warnings_exit_0_unless_strict(runner: CliRunner, tmp_path: Path) -> None:
+    spec = tmp_path / "custom.yaml"
+    spec.write_text((EXAMPLES / "solo-qwen3-32b.yaml").read_text().replace("vllm/vllm-openai:v0.11.2",
+                                                                              "ghcr.io/me/vllm:1"))
+    relaxed = runner.invoke(cli, ["validate", str(spec)])
+    assert relaxed.exit_code == 0 and "warning: no profile for image" in relaxed.output
+    strict = runner.invoke(cli, ["validate", str(spec), "--strict"])
+    assert strict.exit_code == 1 and "(--strict)" in strict.output
+
+
+def test_explain_shows_sources_per_node(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["explain", str(SEED)])
+    assert result.exit_code == 0, result.output
+    assert "node spark-b (worker, rank 1, aurora@spark-b.local" in result.output
+    line = next(line for line in result.output.splitlines() if line.strip().startswith("VLLM_HOST_IP")
+                and "192.168.100.11" in line)
+    assert "derived" in line
+    assert "MODEL_PATH" in result.output and "profile" in result.output
+    as_json = json.loads(runner.invoke(cli, ["explain", str(SEED), "--format", "json"]).stdout)
+    assert as_json["entrypoint_mode"] == "adapt" and len(as_json["nodes"]) == 2
+
+
+def test_schema_and_version(runner: CliRunner) -> None:
+    schema = json.loads(runner.invoke(cli, ["schema"]).output)
+    assert schema["title"] == "sparkc deployment spec"
+    assert "0.1.0" in runner.invoke(cli, ["--version"]).output
+
+
+def test_exit_codes_through_main(tmp_path: Path, capsys) -> None:
+    assert main(["compile", str(SEED), "-o", str(tmp_path / "b")]) == 0
+    assert main(["validate", str(EXAMPLES / "invalid" / "empty.yaml")]) == 1
+    assert main(["compile", "--bogus"]) == 2
+    assert main(["validate", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert main(["validate", str(binary)]) == 2
+
+
+def test_a_bug_says_please_report_without_traceback(monkeypatch, capsys) -> None:
+    def broken(*args, **kwargs):
+        raise KeyError("oops")
+
+    monkeypatch.setattr(cli_module, "compile_text", broken)
+    assert main(["validate", str(SEED)]) == 3
+    err = capsys.readouterr().err
+    assert "hit a bug" in err and "Please report" in err and "Traceback" not in err
+
+
+def test_python_dash_m_works(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "compiler", "validate", str(SEED)], capture_output=True, text=True)
+    assert result.returncode == 0 and "valid" in result.stdout
+
+
+def test_wheel_carries_templates_schemas_and_profiles(tmp_path: Path, root: Path) -> None:
+    """`pip install .` must give a working sparkc: the data folders travel inside the package."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(tmp_path), str(root)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("sparkc-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for folder, suffix in (("templates", ".j2"), ("schemas", ".json"), ("profiles", ".yaml")):
+        expected = {f"compiler/{folder}/{p.name}" for p in (root / folder).glob(f"*{suffix}")}
+        assert expected and expected <= names, folder
