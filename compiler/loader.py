@@ -1,6 +1,7 @@
 """Load a spec file: YAML with positions kept, every syntax problem and duplicate key reported."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +48,7 @@ def load_text(text: str, filename: str) -> tuple[Document, list[Diagnostic]]:
     return Document(filename, text, data), diagnostics
 
 
-def _duplicates(node: Node | None, path: Path):
+def _duplicates(node: Node | None, path: Path) -> Iterator[Diagnostic]:
     if isinstance(node, MappingNode):
         seen: dict[Any, Node] = {}
         for key_node, value_node in node.value:
@@ -59,7 +60,7 @@ def _duplicates(node: Node | None, path: Path):
                                  Severity.ERROR, mark.line + 1, mark.column + 1, True)
             elif isinstance(key, str):
                 seen[key] = key_node
-            yield from _duplicates(value_node, path + (key,))
+            yield from _duplicates(value_node, path + (str(key),))
     elif isinstance(node, SequenceNode):
         for index, item in enumerate(node.value):
             yield from _duplicates(item, path + (index,))

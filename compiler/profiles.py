@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from jsonschema import Draft202012Validator
 
@@ -39,7 +39,7 @@ class ProfileError(Exception):
     """A shipped profile file is broken: a bug in sparkc, not in the user's spec."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_profiles() -> tuple[Profile, ...]:
     validator = Draft202012Validator(load_schema("profile.schema.json"))
     profiles = []

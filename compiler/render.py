@@ -5,9 +5,10 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 import jinja2
 
@@ -83,7 +84,7 @@ def render(plan: Plan) -> dict[str, str]:
 
 
 def manifest(plan: Plan, files: dict[str, str]) -> str:
-    data = {
+    data: dict[str, Any] = {
         "sparkc_version": plan.sparkc_version,
         "spec": {"path": plan.spec_path, "sha256": plan.spec_sha256},
         "plan": asdict(plan),

@@ -319,7 +319,8 @@ class _Resolver:
 
     def _check_secrets(self, container: dict[str, Any]) -> None:
         secrets = set(container["secrets"])
-        sections = [(("container", "env"), container["env"]), (("engine", "env"), self.spec["engine"]["env"])]
+        sections: list[tuple[Path, dict[str, Any]]] = [(("container", "env"), container["env"]),
+                                                       (("engine", "env"), self.spec["engine"]["env"])]
         sections += [(("cluster", "nodes", i, "env"), n["env"]) for i, n in enumerate(self.spec["cluster"]["nodes"])]
         for path, env in sections:
             for name in env:

@@ -4,8 +4,9 @@ from __future__ import annotations
 import copy
 import difflib
 import json
-from functools import lru_cache
-from typing import Any, Iterator
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
@@ -14,7 +15,7 @@ from compiler.diagnostics import Diagnostic, error
 from compiler.resources import data_dir
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str = "spec.schema.json") -> dict[str, Any]:
     return json.loads((data_dir("schemas") / name).read_text(encoding="utf-8"))
 
@@ -34,7 +35,7 @@ def _explain(err: ValidationError) -> Iterator[Diagnostic]:
             message += f"; did you mean '{hint[0]}'?" if hint else f"; allowed: {', '.join(allowed)}"
             yield Diagnostic(path + (key,), message, at_key=True)
         return
-    custom = err.schema.get("x-error") if isinstance(err.schema, dict) else None
+    custom = _custom_message(err)
     if err.validator in ("anyOf", "oneOf") and custom:
         yield error(path, f"{err.instance!r} {custom}")
         return
@@ -46,8 +47,14 @@ def _explain(err: ValidationError) -> Iterator[Diagnostic]:
     yield error(path, _message(err))
 
 
+def _custom_message(err: ValidationError) -> str | None:
+    """The schema's own wording for a failed rule (`x-error`, beside the rule), if it has one."""
+    schema: Any = err.schema
+    return schema.get("x-error") if isinstance(schema, dict) else None
+
+
 def _message(err: ValidationError) -> str:
-    custom = err.schema.get("x-error") if isinstance(err.schema, dict) else None
+    custom = _custom_message(err)
     if err.validator == "pattern" and custom:
         return f"{err.instance!r} {custom}"
     if err.validator == "propertyNames" and custom is None:
@@ -56,8 +63,9 @@ def _message(err: ValidationError) -> str:
         missing = err.message.split("'")[1] if "'" in err.message else err.message
         return f"missing required key '{missing}'"
     if err.validator == "enum":
-        choices = ", ".join(repr(c) for c in err.validator_value)
-        hint = difflib.get_close_matches(str(err.instance), [str(c) for c in err.validator_value], n=1)
+        values = list(err.validator_value)  # type: ignore[arg-type]
+        choices = ", ".join(repr(c) for c in values)
+        hint = difflib.get_close_matches(str(err.instance), [str(c) for c in values], n=1)
         return f"{err.instance!r} is not one of {choices}" + (f"; did you mean {hint[0]!r}?" if hint else "")
     if err.validator == "type":
         return f"{err.instance!r} is not of type {_types(err.validator_value)}"
