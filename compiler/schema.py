@@ -28,7 +28,8 @@ def validate(data: Any, schema: dict[str, Any]) -> list[Diagnostic]:
 def _explain(err: ValidationError) -> Iterator[Diagnostic]:
     path = tuple(err.absolute_path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = sorted(err.schema.get("properties", {}))
+        schema: Any = err.schema
+        allowed = sorted(schema.get("properties", {}))
         for key in sorted(set(err.instance) - set(allowed)):
             hint = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
             message = f"unknown key '{key}'"
