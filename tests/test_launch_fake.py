@@ -265,6 +265,7 @@ def test_dry_run_touches_nothing(fake: FakeCluster, tmp_path: Path) -> None:
     assert fake.calls() == []
     assert "[spark-b] docker run -d --name sparkc-qwen35-122b-spark-b" in dry.stdout
     assert "[spark-a] docker exec -d sparkc-qwen35-122b-spark-a sh -c" in dry.stdout
+    assert "[spark-b] true" in dry.stdout and "[spark-b] docker image inspect" in dry.stdout  # preflight shown
 
 
 def test_hostile_values_stay_data(fake: FakeCluster, tmp_path: Path) -> None:

@@ -354,19 +354,21 @@ preflight() {
     command -v "$out" >/dev/null || fail "$HEAD" "'$out' is not installed on the head node"
   done
   for out in "${SECRETS[@]}"; do
-    [[ -n ${!out:-} ]] || fail "$HEAD" "secret $out is not set: export it in the shell that runs this script"
+    [[ -n ${!out:-} ]] && continue
+    ((DRY_RUN)) && { warn "secret $out is not set; a real launch stops here"; continue; }
+    fail "$HEAD" "secret $out is not set: export it in the shell that runs this script"
   done
   for node in "${NODES[@]}"; do
     FAILED_NODE=$node
     if ! is_local "$node"; then
-      out=$(on_node "$node" true 2>&1) \
+      out=$(run_on "$node" true 2>&1) \
         || fail "$node" "cannot reach ${TARGET[$node]} over ssh: ${out:-no answer}. Check the address, that" \
           "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
     fi
-    out=$(on_node "$node" docker version --format '{{.Server.Version}}' 2>&1) \
+    out=$(run_on "$node" docker version --format '{{.Server.Version}}' 2>&1) \
       || fail "$node" "docker does not answer on $node: ${out}. Start it (systemctl start docker) and make" \
         "sure this user may use it (group docker)"
-    id=$(on_node "$node" docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null) \
+    id=$(run_on "$node" docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null) \
       || fail "$node" "image $IMAGE is not on $node. Pull it there, or copy it from the head:" \
         "docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
     if [[ -z $first_id ]]; then
@@ -375,18 +377,18 @@ preflight() {
       fail "$node" "image $IMAGE differs between nodes: $first_node has $first_id, $node has $id." \
         "Every node must run the same build: copy it with docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
     fi
-    on_node "$node" test -d "$MODEL_HOST_PATH" \
+    run_on "$node" test -d "$MODEL_HOST_PATH" \
       || fail "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
         "same absolute path on every node (copy them once over the fabric with rsync)"
-    log "$node: reachable, docker $out, image ${id:7:12}, model present"
+    ((DRY_RUN)) || log "$node: reachable, docker $out, image ${id:7:12}, model present"
   done
   FAILED_NODE=""
   check_profile
   if ((RAY_REQUIRED)); then
-    out=$(on_node "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version 2>&1) \
+    out=$(run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version 2>&1) \
       || fail "$HEAD" "Ray is not in image $IMAGE (${out##*$'\n'}). Recent vLLM images ship without it:" \
         "use engine.backend native, or an image with Ray"
-    log "image has ${out##*$'\n'}"
+    ((DRY_RUN)) || log "image has ${out##*$'\n'}"
   fi
   phase_done
 }
@@ -395,6 +397,10 @@ preflight() {
 check_profile() {
   [[ -n $EXPECTED_ENTRYPOINT || ${#PROFILE_ENV_DEFAULTS[@]} -gt 0 ]] || return 0
   local entry envs expected name line problems=()
+  if ((DRY_RUN)); then
+    run_on "$HEAD" docker image inspect --format '{{json .Config.Entrypoint}} {{json .Config.Env}}' "$IMAGE"
+    return 0
+  fi
   entry=$(on_node "$HEAD" docker image inspect --format '{{json .Config.Entrypoint}}' "$IMAGE")
   if [[ -n $EXPECTED_ENTRYPOINT && $entry != "$EXPECTED_ENTRYPOINT" ]]; then
     problems+=("entrypoint is $entry, profile $PROFILE_NAME expects $EXPECTED_ENTRYPOINT")
@@ -616,7 +622,7 @@ main() {
   trap on_interrupt INT TERM
   log "launching $DEPLOYMENT: ${#NODES[@]} node(s), head $HEAD, image $IMAGE, timeout ${TIMEOUT}s"
   ((DRY_RUN)) && log "dry run: printing commands, touching nothing"
-  if ((SKIP_PREFLIGHT || DRY_RUN)); then
+  if ((SKIP_PREFLIGHT)); then
     log "== preflight skipped"
   else
     preflight
