@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from compiler.diagnostics import Diagnostic, Severity, has_errors
 from compiler.lint import lint_scripts
@@ -65,6 +64,3 @@ def _locate_all(document: Document, diagnostics: list[Diagnostic], strict: bool)
 class GeneratedScriptError(Exception):
     """A generated script failed shellcheck or bash -n: a bug in sparkc's templates."""
 
-
-def spec_summary(plan: Plan) -> dict[str, Any]:
-    return {"name": plan.name, "engine": plan.engine, "backend": plan.backend, "nodes": len(plan.nodes)}
