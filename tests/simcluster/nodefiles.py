@@ -1,0 +1,85 @@
+"""Files a cluster writes before its nodes start: ssh keys and configs, /etc/hosts, the GPU hook."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from .nodes import Node
+
+_FAKE_NVIDIA_HOOK = """#!/bin/sh
+# sparkc-sim: stands in for NVIDIA's OCI hook. dockerd only enables --gpus when a program of this
+# name is on its PATH; runc feeds it the container state on stdin and needs exit 0.
+cat >/dev/null
+exit 0
+"""
+
+
+def write_cluster_files(workdir: Path, ssh_key: Path, nodes: Sequence[Node], comment: str) -> None:
+    ssh_dir = workdir / "ssh"
+    bin_dir = workdir / "bin"
+    for d in (ssh_dir, bin_dir, *(n.dir / "run" for n in nodes)):
+        d.mkdir(parents=True, exist_ok=True)
+    keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
+    subprocess.run([*keygen, "-C", comment, "-f", str(ssh_key)], check=True)
+    subprocess.run([*keygen, "-f", str(ssh_dir / "ssh_host_ed25519_key")], check=True)
+    shutil.copy(ssh_key.with_suffix(".pub"), ssh_dir / "authorized_keys")
+    (ssh_dir / "sshd_config").write_text(_sshd_config(ssh_dir))
+    (ssh_dir / "ssh_config").write_text(_ssh_client_config(ssh_key))
+    hook = bin_dir / "nvidia-container-runtime-hook"
+    hook.write_text(_FAKE_NVIDIA_HOOK)
+    hook.chmod(0o755)
+    for n in nodes:
+        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+        lines += [f"{m.mgmt_ip}\t{m.name}" for m in nodes]
+        (n.dir / "hosts").write_text("\n".join(lines) + "\n")
+
+
+def _sshd_config(ssh_dir: Path) -> str:
+    return f"""# sparkc-sim: one sshd per node, root by key only.
+Port 22
+ListenAddress 0.0.0.0
+HostKey {ssh_dir}/ssh_host_ed25519_key
+PidFile /run/sshd.pid
+UsePAM no
+StrictModes no
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AuthorizedKeysFile {ssh_dir}/authorized_keys
+UseDNS no
+PrintMotd no
+PrintLastLog no
+MaxStartups 64:30:128
+MaxSessions 64
+AcceptEnv LANG LC_*
+Subsystem sftp internal-sftp
+"""
+
+
+def _ssh_client_config(key: Path) -> str:
+    return f"""# sparkc-sim: ssh client defaults inside the nodes (bind-mounted over /etc/ssh/ssh_config).
+Host *
+    IdentityFile {key}
+    BatchMode yes
+    StrictHostKeyChecking no
+    UserKnownHostsFile /dev/null
+    LogLevel ERROR
+    ConnectTimeout 10
+"""
+
+
+def cgroup_mounts() -> str:
+    """The host's cgroup mounts as 'fstype subdir options' lines, for nodeinit.sh to repeat."""
+    lines = []
+    with open("/proc/self/mounts") as fh:
+        for line in fh:
+            _, mountpoint, fstype, options, *_ = line.split()
+            if fstype in ("cgroup", "cgroup2") and mountpoint.startswith("/sys/fs/cgroup"):
+                subdir = os.path.relpath(mountpoint, "/sys/fs/cgroup")
+                lines.append(f"{fstype} {subdir} {options}")
+    return "\n".join(lines)

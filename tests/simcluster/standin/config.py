@@ -1,0 +1,45 @@
+"""What both CLIs parse into: one engine-neutral description of the run."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    engine: str  # "vllm" or "sglang"
+    model: str
+    served_names: tuple[str, ...]
+    host: str
+    port: int
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    backend: str | None = None  # vLLM --distributed-executor-backend
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29501
+    headless: bool = False
+    max_model_len: int | None = None
+    dist_timeout_s: float | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp
+
+
+def env_float(name: str, default: float | None) -> float | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        return default
+
+
+def env_int(name: str, default: int) -> int:
+    value = env_float(name, float(default))
+    return int(value) if value is not None else default

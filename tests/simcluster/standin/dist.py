@@ -1,0 +1,198 @@
+"""The distributed part, done for real: a Ray placement group, or a gloo rendezvous."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from . import log
+from .config import EngineConfig, env_float
+
+HEARTBEAT_S = 5.0
+
+
+class DistError(Exception):
+    """A failure the engine reports before exiting 1."""
+
+
+# --------------------------------------------------------------------------- Ray (vLLM executor)
+
+
+def _report_node() -> dict[str, Any]:
+    # Runs in a Ray worker inside a bundle: says where it landed and what env it inherited.
+    import ray
+
+    keys = [k for k in os.environ if k.startswith(("NCCL_", "GLOO_", "VLLM_", "RAY_NODE", "CUDA_"))]
+    return {
+        "hostname": socket.gethostname(),
+        "node_ip": ray.util.get_node_ip_address(),
+        "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+        "env": {k: os.environ[k] for k in sorted(keys)},
+    }
+
+
+def ray_setup(cfg: EngineConfig) -> None:
+    """What vLLM's Ray executor does before loading: find GPUs, reserve them, start one worker each."""
+    if _image_marker() == "vllm-noray":
+        raise DistError("Failed to import Ray: No module named 'ray'. Please install Ray with `pip install ray`.")
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    need = cfg.world_size
+    log.info(f"Connecting to existing Ray cluster (address=auto), need {need} GPUs")
+    try:
+        ray.init(address="auto", logging_level="WARNING", log_to_driver=False)
+    except Exception as exc:  # ray raises ConnectionError, RuntimeError, ...
+        raise DistError(f"Could not connect to a running Ray cluster: {exc}") from exc
+
+    gpu_wait = env_float("SPARKC_STANDIN_RAY_GPU_WAIT_S", 30.0) or 0.0
+    deadline = time.monotonic() + gpu_wait
+    total = 0.0
+    while True:
+        total = ray.cluster_resources().get("GPU", 0.0)
+        if total >= need or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    if total < need:
+        raise DistError(
+            "The number of required GPUs exceeds the total number of available GPUs in the "
+            f"placement group. Required number of devices: {need}. Total number of devices: {int(total)}."
+        )
+
+    # vLLM pins bundle 0 to the driver's node by VLLM_HOST_IP: if that is not the IP Ray knows the
+    # node by, the group can never be placed (DOMAIN: F10).
+    driver_ip = os.environ.get("VLLM_HOST_IP") or ray.util.get_node_ip_address()
+    bundles: list[dict[str, float]] = [{"GPU": 1.0} for _ in range(need)]
+    bundles[0][f"node:{driver_ip}"] = 0.001
+    pg = placement_group(bundles, strategy="PACK")
+    timeout = env_float("VLLM_ENGINE_READY_TIMEOUT_S", 600.0) or 600.0
+    start = time.monotonic()
+    ready_ref = pg.ready()
+    while True:
+        done, _ = ray.wait([ready_ref], timeout=min(10.0, timeout))
+        if done:
+            break
+        waited = time.monotonic() - start
+        if waited >= timeout:
+            raise DistError(
+                f"Cannot provide a placement group of placement_group_specs={bundles} within "
+                f"{int(timeout)} seconds. See `ray status` and `ray list nodes` to make sure the "
+                "cluster has enough resources."
+            )
+        log.info(f"Waiting for creating a placement group of specs for {int(waited)} seconds. specs={bundles}")
+
+    remote = ray.remote(_report_node)
+    refs = [
+        remote.options(
+            num_cpus=0,
+            num_gpus=1,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=i),
+        ).remote()
+        for i in range(need)
+    ]
+    results = ray.get(refs, timeout=timeout)
+    for i, res in enumerate(results):
+        log.marker("SPARKC_STANDIN_RAY_WORKER", {"bundle": i, **res})
+    ips = sorted({r["node_ip"] for r in results})
+    log.info(f"Ray workers ready on {len(ips)} node(s): {', '.join(ips)}")
+    _start_daemon(_watch_ray_nodes, pg)
+
+
+def _watch_ray_nodes(pg: Any) -> None:
+    # Real vLLM dies when a Ray worker node goes away; so does the stand-in.
+    import ray
+    from ray.util.placement_group import placement_group_table
+
+    node_ids = set(placement_group_table(pg).get("bundles_to_node_id", {}).values())
+    while True:
+        time.sleep(HEARTBEAT_S)
+        try:
+            alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        except Exception as exc:  # noqa: BLE001
+            _die(f"Lost the Ray cluster: {exc}")
+        dead = node_ids - alive
+        if dead:
+            _die(f"Ray worker node(s) died: {sorted(dead)}")
+
+
+def _image_marker() -> str:
+    try:
+        with open("/etc/sparkc-sim/image", encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+# --------------------------------------------------------------------------- gloo (native multi-node)
+
+
+def gloo_rendezvous(cfg: EngineConfig, timeout_s: float) -> None:
+    """torch.distributed over gloo, honouring GLOO_SOCKET_IFNAME as real engines do."""
+    import torch
+    import torch.distributed as dist
+
+    url = f"tcp://{cfg.master_addr}:{cfg.master_port}"
+    ifname = os.environ.get("GLOO_SOCKET_IFNAME", "")
+    log.info(
+        f"Rendezvous {url} world_size={cfg.nnodes} rank={cfg.node_rank} "
+        f"GLOO_SOCKET_IFNAME={ifname or '(unset)'} timeout={int(timeout_s)}s"
+    )
+    start = time.monotonic()
+    try:
+        dist.init_process_group(
+            "gloo",
+            init_method=url,
+            world_size=cfg.nnodes,
+            rank=cfg.node_rank,
+            timeout=timedelta(seconds=timeout_s),
+        )
+        value = torch.tensor([float(cfg.node_rank + 1)])
+        dist.all_reduce(value)
+    except Exception as exc:
+        raise DistError(f"torch.distributed rendezvous at {url} failed: {exc}") from exc
+    expected = cfg.nnodes * (cfg.nnodes + 1) / 2
+    if float(value.item()) != expected:
+        raise DistError(f"all_reduce gave {value.item()}, expected {expected}")
+    log.marker(
+        "SPARKC_STANDIN_RENDEZVOUS",
+        {
+            "ok": True,
+            "world_size": cfg.nnodes,
+            "rank": cfg.node_rank,
+            "sum": float(value.item()),
+            "ifname": ifname,
+            "seconds": round(time.monotonic() - start, 2),
+        },
+    )
+    _start_daemon(_heartbeat)
+
+
+def _heartbeat() -> None:
+    # Every rank does the same all_reduce on the same beat, so if one rank dies the others notice
+    # and exit, like real engine workers do.
+    import torch
+    import torch.distributed as dist
+
+    while True:
+        time.sleep(HEARTBEAT_S)
+        try:
+            dist.all_reduce(torch.tensor([1.0]))
+        except Exception as exc:  # noqa: BLE001 (gloo raises RuntimeError subclasses)
+            _die(f"Lost a peer rank: {exc}")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _start_daemon(target: Any, *args: Any) -> None:
+    threading.Thread(target=target, args=args, daemon=True).start()
+
+
+def _die(msg: str) -> NoReturn:
+    log.error(msg)
+    os._exit(1)

@@ -1,0 +1,136 @@
+"""The run shared by both CLIs: checks, distributed setup, load, then serve or stay headless."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from types import FrameType
+
+from . import dist, log, model, server
+from .config import EngineConfig, env_float, env_int
+
+FAKE_TRACE = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 699, in run_engine_core
+    engine_core = EngineCoreProc(*args, **kwargs)
+  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/abstract.py", line 54, in __init__
+    self._init_executor()
+  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/base_loader.py", line 56, in load_model
+    self.load_weights(model, model_config)
+RuntimeError: sparkc-standin: simulated crash while loading weights (SPARKC_STANDIN_CRASH=load)"""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # As PID 1 in a container the default SIGTERM action is ignored; exit like a real server.
+    log.info("Shutting down (SIGTERM)")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _gpus_visible() -> int:
+    """GPUs a container was given: docker sets NVIDIA_VISIBLE_DEVICES for ``--gpus``."""
+    if os.environ.get("SPARKC_STANDIN_REQUIRE_GPU", "1") == "0":
+        return env_int("SPARKC_STANDIN_GPUS_PER_NODE", 1)
+    visible = os.environ.get("NVIDIA_VISIBLE_DEVICES", "").strip()
+    if not visible or visible in ("void", "none"):
+        return 0
+    return env_int("SPARKC_STANDIN_GPUS_PER_NODE", 1)
+
+
+def _check_local_gpus(cfg: EngineConfig) -> None:
+    # Only for executors that place ranks themselves; under Ray the Ray resources are the GPUs.
+    if cfg.world_size % cfg.nnodes != 0:
+        raise dist.DistError(
+            f"World size (tensor_parallel_size * pipeline_parallel_size = {cfg.world_size}) "
+            f"must be divisible by nnodes ({cfg.nnodes})."
+        )
+    local = cfg.world_size // cfg.nnodes
+    have = _gpus_visible()
+    if have == 0:
+        raise dist.DistError("RuntimeError: No CUDA GPUs are available (was the container started with --gpus?)")
+    if local > have:
+        raise dist.DistError(
+            f"This node needs {local} GPUs for its ranks (world size {cfg.world_size} over "
+            f"{cfg.nnodes} node(s)) but has {have}."
+        )
+
+
+def _rendezvous_timeout(cfg: EngineConfig) -> float:
+    explicit = env_float("SPARKC_STANDIN_RENDEZVOUS_TIMEOUT_S", None)
+    if explicit is not None:
+        return explicit
+    if cfg.dist_timeout_s is not None:
+        return cfg.dist_timeout_s
+    return env_float("VLLM_ENGINE_READY_TIMEOUT_S", 600.0) or 600.0
+
+
+def run(cfg: EngineConfig) -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        info = model.inspect_model(cfg.model)
+        model.check_layout(info, cfg.tp)
+        max_len = model.effective_max_len(info, cfg.max_model_len)
+    except model.ModelError as exc:
+        log.error(str(exc))
+        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+    try:
+        if cfg.backend == "ray":
+            dist.ray_setup(cfg)
+        else:
+            _check_local_gpus(cfg)
+            if cfg.nnodes > 1:
+                dist.gloo_rendezvous(cfg, _rendezvous_timeout(cfg))
+    except dist.DistError as exc:
+        log.error(str(exc))
+        traceback.print_exc()
+        return 1
+
+    rank0 = cfg.node_rank == 0
+    log.info(f"Loading weights from {cfg.model} (max_model_len={max_len})")
+    load_s = env_float("SPARKC_STANDIN_LOAD_SECONDS", 0.0) or 0.0
+    if load_s > 0:
+        time.sleep(load_s)
+    if os.environ.get("SPARKC_STANDIN_CRASH", "") == "load":
+        log.error("EngineCore failed to start.")
+        print(FAKE_TRACE, file=sys.stderr, flush=True)
+        return 1
+    log.info(f"Model loading took {load_s:.2f} s")
+
+    serve_http = rank0 and not cfg.headless
+    health_only = cfg.engine == "sglang" and not rank0
+    if not (serve_http or health_only):
+        log.info(f"Headless rank {cfg.node_rank}: no API server on this node; staying up")
+        threading.Event().wait()
+        return 0
+
+    names = cfg.served_names or (cfg.model,)
+    try:
+        httpd = server.bind(
+            cfg.host,
+            cfg.port,
+            server.ServeInfo(cfg.engine, cfg.model, names, max_len, health_only=health_only),
+        )
+    except OSError as exc:
+        # uvicorn's wording, lower-cased as uvicorn prints it
+        reason = (exc.strerror or str(exc)).lower()
+        log.error(f"[Errno {exc.errno}] error while attempting to bind on address ({cfg.host!r}, {cfg.port}): {reason}")
+        return 1
+    log.info(f"Starting {cfg.engine} API server on http://{cfg.host}:{cfg.port}")
+    log.marker(
+        "SPARKC_STANDIN_READY",
+        {
+            "host": cfg.host,
+            "port": cfg.port,
+            "served": list(names),
+            "max_model_len": max_len,
+            "rank": cfg.node_rank,
+            "health_only": health_only,
+        },
+    )
+    httpd.serve_forever()
+    return 0

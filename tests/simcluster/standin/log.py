@@ -1,0 +1,49 @@
+"""Output in the shape the tests read: vLLM-like log lines and machine-readable marker lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+ENV_MARKER = "SPARKC_STANDIN_ENV"
+
+
+def log(level: str, msg: str) -> None:
+    stamp = time.strftime("%m-%d %H:%M:%S")
+    print(f"{level} {stamp} [sparkc-standin] {msg}", flush=True)
+
+
+def info(msg: str) -> None:
+    log("INFO", msg)
+
+
+def warning(msg: str) -> None:
+    log("WARNING", msg)
+
+
+def error(msg: str) -> None:
+    log("ERROR", msg)
+
+
+def marker(name: str, payload: dict[str, Any]) -> None:
+    """One line ``NAME {json}`` on stdout, for tests that grep ``docker logs``."""
+    print(f"{name} {json.dumps(payload, sort_keys=True)}", flush=True)
+
+
+def announce_start(engine: str, argv: list[str]) -> None:
+    # Printed before parsing, so even a run that dies on a bad flag shows what it was given.
+    marker(
+        ENV_MARKER,
+        {
+            "engine": engine,
+            "argv": argv,
+            "sys_argv": sys.argv,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "env": dict(os.environ),
+        },
+    )

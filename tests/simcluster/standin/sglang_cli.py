@@ -1,0 +1,59 @@
+"""``python3 -m sglang.launch_server [flags]``: SGLang's vocabulary and defaults."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import engine, log
+from .config import EngineConfig
+
+
+def _addr(raw: str) -> tuple[str, int]:
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {raw!r}")
+    return host, int(port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="launch_server.py", allow_abbrev=False)
+    p.add_argument("--model-path", required=True)
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--tensor-parallel-size", "--tp-size", "--tp", dest="tp_size", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--dist-init-addr", type=_addr, default=None)
+    p.add_argument("--context-length", type=int, default=None)
+    p.add_argument("--mem-fraction-static", type=float, default=None)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--reasoning-parser", default=None)
+    p.add_argument("--dist-timeout", type=int, default=None)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    log.announce_start("sglang", ["python3", "-m", "sglang.launch_server", *argv])
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.nnodes > 1 and ns.dist_init_addr is None:
+        parser.error("--dist-init-addr is required when --nnodes > 1")
+    master_addr, master_port = ns.dist_init_addr or ("127.0.0.1", 5000)
+    cfg = EngineConfig(
+        engine="sglang",
+        model=ns.model_path,
+        served_names=(ns.served_model_name,) if ns.served_model_name else (),
+        host=ns.host,
+        port=ns.port,
+        tp=ns.tp_size,
+        pp=ns.pp_size,
+        nnodes=ns.nnodes,
+        node_rank=ns.node_rank,
+        master_addr=master_addr,
+        master_port=master_port,
+        max_model_len=ns.context_length,
+        dist_timeout_s=float(ns.dist_timeout) if ns.dist_timeout else None,
+    )
+    return engine.run(cfg)
