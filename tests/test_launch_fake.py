@@ -59,16 +59,18 @@ def profile_entrypoint(spec: dict[str, Any]) -> list[str] | None:
     return None
 
 
-def docker_calls(fake: FakeCluster, node: str, verb: str) -> list[str]:
-    return [c for c in fake.calls() if c.startswith(f"docker[{node}] {verb}")]
+def prepared(fake: FakeCluster, tmp_path: Path, name: str) -> dict[str, Any]:
+    """An example adapted to the fake cluster and compiled into fake.build."""
+    spec = adapt(example(name), fake, tmp_path)
+    fake.compile(spec)
+    return spec
 
 
 # -- the happy paths ----------------------------------------------------------------------------
 
 
 def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    spec = prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
     assert "READY" in launch.stdout and f"127.0.0.1:{spec['engine']['port']}" not in launch.stderr
@@ -113,8 +115,7 @@ def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> 
 
 
 def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("llama33-70b-2spark-native.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "llama33-70b-2spark-native.yaml")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
     runs = [c for c in fake.calls() if c.startswith("docker[") and " run -d " in c]
@@ -162,8 +163,7 @@ def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeClu
 
 
 def test_engine_crash_fails_fast_saves_logs_and_keeps_containers(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("llama33-70b-2spark-native.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "llama33-70b-2spark-native.yaml")
     fake.set("crash", "spark-a")
     launch = fake.run("launch-cluster.sh", "--timeout", "60")
     assert launch.returncode == 1
@@ -177,8 +177,7 @@ def test_engine_crash_fails_fast_saves_logs_and_keeps_containers(fake: FakeClust
 
 
 def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
     fake.set("crash", "spark-a")
     launch = fake.run("launch-cluster.sh", "--timeout", "60")
     assert launch.returncode == 1
@@ -186,8 +185,7 @@ def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster, tmp_p
 
 
 def test_unreachable_worker_stops_preflight(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
     fake.unreachable("spark-b")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1
@@ -197,8 +195,7 @@ def test_unreachable_worker_stops_preflight(fake: FakeCluster, tmp_path: Path) -
 
 
 def test_image_missing_or_different_on_a_worker(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
     fake.add_image("spark-b", HELLOHAL, image_id="sha256:" + "b" * 64, entrypoint=["/app/entrypoint.sh"])
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1 and "differs between nodes" in launch.stderr
@@ -231,8 +228,7 @@ def test_profile_mismatch_stops_keep_and_adapt(fake: FakeCluster, tmp_path: Path
 
 
 def test_running_deployment_needs_yes_to_replace(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("solo-qwen3-32b.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    spec = prepared(fake, tmp_path, "solo-qwen3-32b.yaml")
     assert fake.run("launch-cluster.sh").returncode == 0
     spec["engine"]["max_model_len"] = 8192  # another spec, same deployment
     fake.compile(spec)
@@ -243,8 +239,7 @@ def test_running_deployment_needs_yes_to_replace(fake: FakeCluster, tmp_path: Pa
 
 
 def test_foreign_container_with_our_name_is_never_removed(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("solo-qwen3-32b.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "solo-qwen3-32b.yaml")
     import json
 
     d = fake.state / "nodes" / "spark-a" / "containers" / "sparkc-qwen3-32b-spark-a"
@@ -258,8 +253,7 @@ def test_foreign_container_with_our_name_is_never_removed(fake: FakeCluster, tmp
 
 
 def test_dry_run_touches_nothing(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
     dry = fake.run("launch-cluster.sh", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert fake.calls() == []
@@ -300,8 +294,7 @@ def test_secrets_reach_workers_without_a_command_line(fake: FakeCluster, tmp_pat
 
 
 def test_stop_reports_an_unreachable_node(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
     assert fake.run("launch-cluster.sh").returncode == 0
     fake.unreachable("spark-b")
     stop = fake.run("stop-cluster.sh")
@@ -312,8 +305,7 @@ def test_stop_reports_an_unreachable_node(fake: FakeCluster, tmp_path: Path) -> 
 
 
 def test_usage_errors_exit_2(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("solo-qwen3-32b.yaml"), fake, tmp_path)
-    fake.compile(spec)
+    prepared(fake, tmp_path, "solo-qwen3-32b.yaml")
     for script, args in (("launch-cluster.sh", ["--bogus"]), ("launch-cluster.sh", ["--timeout", "soon"]),
                          ("stop-cluster.sh", ["-x"]), ("status.sh", ["now"]), ("logs.sh", ["--tail"])):
         result = fake.run(script, *args)

@@ -234,26 +234,22 @@ def test_worker_unreachable(deploy, sim_cluster: SimCluster) -> None:
     assert d.saved_logs()
 
 
-def test_image_missing_on_a_worker(deploy, sim_cluster: SimCluster) -> None:
-    d = deploy("llama33-70b-2spark-native.yaml", "f-noimg", container__image=VLLM_IMAGE)
-    sim_cluster.break_remove_image("spark2", VLLM_IMAGE)
+@pytest.mark.parametrize("fault, expected", [
+    ("missing", f"docker save {VLLM_IMAGE} | ssh root@10.77.0.12 docker load"),
+    ("different", "differs between nodes"),
+])
+def test_image_missing_or_different_on_a_worker(deploy, sim_cluster: SimCluster, fault: str, expected: str) -> None:
+    d = deploy("llama33-70b-2spark-native.yaml", f"f-img-{fault}", container__image=VLLM_IMAGE)
+    if fault == "missing":
+        sim_cluster.break_remove_image("spark2", VLLM_IMAGE)
+    else:
+        sim_cluster.break_swap_image("spark2", VLLM_IMAGE)
     try:
         result = d.run("launch-cluster.sh")
     finally:
         sim_cluster.load_image("spark2", VLLM_IMAGE)
     assert_failed(result, "spark2", "preflight", 60)
-    assert f"docker save {VLLM_IMAGE} | ssh root@10.77.0.12 docker load" in result.stderr
-
-
-def test_image_differs_between_nodes(deploy, sim_cluster: SimCluster) -> None:
-    d = deploy("llama33-70b-2spark-native.yaml", "f-swap", container__image=VLLM_IMAGE)
-    sim_cluster.break_swap_image("spark2", VLLM_IMAGE)
-    try:
-        result = d.run("launch-cluster.sh")
-    finally:
-        sim_cluster.load_image("spark2", VLLM_IMAGE)
-    assert_failed(result, "spark2", "preflight", 60)
-    assert "differs between nodes" in result.stderr
+    assert expected in result.stderr
 
 
 def test_api_port_taken_then_a_new_launch_converges(deploy, sim_cluster: SimCluster) -> None:

@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import subprocess
-from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -58,29 +57,6 @@ def vllm_env(kv_cache_gb: int = 1) -> dict[str, str]:
         "DO_NOT_TRACK": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-
-
-def vllm_serve_command(
-    model_dir: Path | str,
-    port: int,
-    served_model_name: str = "tiny",
-    extra: Sequence[str] = (),
-    venv: Path = VLLM_VENV,
-) -> list[str]:
-    """The smallest ``vllm serve`` command line that starts on CPU."""
-    return [
-        str(vllm_bin(venv)),
-        "serve",
-        str(model_dir),
-        "--served-model-name",
-        served_model_name,
-        "--port",
-        str(port),
-        "--max-model-len",
-        "256",
-        "--enforce-eager",  # skips torch.compile (vllm_env() also disables it for lines without this)
-        *extra,
-    ]
 
 
 @cache
@@ -157,14 +133,6 @@ def vllm_mounts(venv: Path = VLLM_VENV) -> list[tuple[str, str]]:
         if not any(_inside(path, m) for m in mounts):
             mounts.append(path)
     return [(str(p), str(p)) for p in mounts]
-
-
-def vllm_mount_args(venv: Path = VLLM_VENV) -> list[str]:
-    """``vllm_mounts`` as ``docker run`` arguments: ["-v", "HOST:CONTAINER:ro", ...]."""
-    args: list[str] = []
-    for host, container in vllm_mounts(venv):
-        args += ["-v", f"{host}:{container}:ro"]
-    return args
 
 
 def vllm_available(venv: Path = VLLM_VENV) -> bool:
