@@ -48,7 +48,9 @@ class ProfileCheck:
     """What the launcher confirms about the image at run time (docker image inspect on the head)."""
 
     entrypoint_json: str  # as docker prints {{json .Config.Entrypoint}}; "" when the profile does not pin it
-    env_defaults: tuple[tuple[str, str], ...]  # variables the entrypoint reads and the default the plan assumed
+    # keep only: NAME=VALUE the plan assumed for each variable the entrypoint reads; the image must not
+    # bake another value (adapt sets them all, bypass does not run the entrypoint)
+    env_defaults: tuple[str, ...]
     fatal: bool  # keep/adapt rely on the profile: a mismatch stops the launch; bypass only warns
 
 
@@ -77,6 +79,7 @@ class Plan:
     ray_required: bool  # preflight checks the image for ray
     ray_expected_ips: tuple[str, ...]
     total_gpus: int
+    head_ports: tuple[str, ...]  # "PORT what" for each port that must be free on the head
     launch_timeout: int
     engine_timeout: int
     ssh_options: tuple[str, ...]

@@ -37,24 +37,33 @@ BARE_FLAGS = {"-d", "--privileged", "--rm", "--head", "--block", "--disable-usag
 
 
 def words(values: Iterable[Any], indent: int = 2) -> str:
-    """Array elements, one quoted word per line (for `NAME=(` ... `)` blocks)."""
-    pad = " " * indent
-    return "\n".join(pad + quote(v) for v in values)
+    """A bash array's body: `()` when empty, else one quoted word per line."""
+    items = [quote(v) for v in values]
+    return _array([[w] for w in items], indent)
 
 
 def argv_lines(values: Iterable[Any], indent: int = 2) -> str:
-    """A command's words for an array block: a flag and its value share a line, for the reviewer."""
+    """A command's words as a bash array's body: the command's leading words (`docker run`) share a
+    line, and so does each flag with its value, for the reviewer; the words are the same either way."""
     items = [str(v) for v in values]
     lines: list[list[str]] = []
     for i, word in enumerate(items):
         previous = items[i - 1] if i else ""
+        leading = i > 0 and all(not w.startswith("-") for w in items[: i + 1])
         pairs = previous.startswith("-") and previous not in BARE_FLAGS and "=" not in previous
-        if lines and pairs and not word.startswith("-") and len(lines[-1]) == 1:
+        if lines and (leading or (pairs and not word.startswith("-") and len(lines[-1]) == 1)):
             lines[-1].append(word)
         else:
             lines.append([word])
+    return _array([[quote(w) for w in line] for line in lines], indent)
+
+
+def _array(lines: list[list[str]], indent: int) -> str:
+    if not lines:
+        return "()"
     pad = " " * indent
-    return "\n".join(pad + " ".join(quote(w) for w in line) for line in lines)
+    body = "\n".join(pad + " ".join(line) for line in lines)
+    return f"(\n{body}\n{' ' * max(indent - 2, 0)})"
 
 
 @lru_cache(maxsize=1)

@@ -122,7 +122,7 @@ class _Resolver:
                           f"{e.reason}")
 
         api_port = int(eff["port"])
-        self._check_ports(engine, launch, backend, multi, api_port, port)
+        head_ports = self._check_ports(engine, launch, backend, multi, api_port)
         self._check_args(kind, engine["args"])
         self._check_secrets(container)
         if profile and profile.engine != kind:
@@ -185,13 +185,15 @@ class _Resolver:
             model_host_path=model["path"], ray_port=launch["ray_port"], master_port=launch["master_port"],
             ray_required=backend == "ray" and (profile is None or profile.ray != "present"),
             ray_expected_ips=tuple(p.fabric_ip for p in plans) if backend == "ray" else (),
-            total_gpus=total_gpus, launch_timeout=launch["timeout"], engine_timeout=engine_timeout,
+            total_gpus=total_gpus, head_ports=head_ports, launch_timeout=launch["timeout"],
+            engine_timeout=engine_timeout,
             ssh_options=self._ssh_options(spec["cluster"]["ssh"]), secrets=tuple(container["secrets"]),
             effective=tuple(effective), quirks=quirks, settings=settings,
             profile_check=ProfileCheck(
                 entrypoint_json=json.dumps(list(profile.entrypoint), separators=(",", ":"))
                 if profile and profile.entrypoint is not None else "",
-                env_defaults=tuple((c.env, c.default) for _, c in profile.controls) if profile else (),
+                env_defaults=tuple(f"{c.env}={c.default}" for _, c in profile.controls)
+                if profile and mode == "keep" else (),
                 fatal=mode in ("keep", "adapt") and profile is not None,
             ),
         )
@@ -295,7 +297,8 @@ class _Resolver:
         return None
 
     def _check_ports(self, engine: dict[str, Any], launch: dict[str, Any], backend: str, multi: bool,
-                     api_port: int, requested_port: int) -> None:
+                     api_port: int) -> tuple[str, ...]:
+        """The ports the head must have free, as "PORT what"; each must be distinct."""
         api_path = ("engine", "port") if "port" in engine else ("engine",)
         used: list[tuple[int, Path, str]] = [(api_port, api_path, "the API port")]
         if backend == "ray":
@@ -310,6 +313,7 @@ class _Resolver:
                     self.err(where, f"{what} {port} is also {other_what}; every port must be distinct")
         if backend == "ray" and api_port in RAY_WELL_KNOWN_PORTS:
             self.err(api_path, f"port {api_port} is taken by the {RAY_WELL_KNOWN_PORTS[api_port]} on the head")
+        return tuple(f"{port} {what.removeprefix('the ').removesuffix(' port')}" for port, _, what in used)
 
     def _check_args(self, kind: str, args: list[str]) -> None:
         managed = MANAGED_FLAGS[kind]

@@ -43,9 +43,7 @@ readonly SERVED_MODEL=meta-llama/Llama-3.3-70B-Instruct
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"meta-llama/Llama-3.3-70B-Instruct"'
 readonly PROBE_BODY='{"model": "meta-llama/Llama-3.3-70B-Instruct", "prompt": "ping", "max_tokens": 1}'
-readonly RAY_EXPECTED_IPS=(
-
-)
+readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
@@ -134,8 +132,7 @@ readonly RAY_REQUIRED=0
 readonly PROFILE_NAME=nvcr-vllm
 readonly EXPECTED_ENTRYPOINT='["/opt/nvidia/nvidia_entrypoint.sh"]'
 readonly PROFILE_MISMATCH_FATAL=1
-readonly PROFILE_ENV_DEFAULTS=(
-)
+readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
 readonly SECRETS=(
   HF_TOKEN
@@ -157,8 +154,7 @@ docker_run_argv() {
     spark-a)
       # head rank 0: fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
       ARGV=(
-        docker
-        run
+        docker run
         -d
         --name sparkc-llama33-70b-spark-a
         --label sparkc.deployment=llama33-70b
@@ -209,8 +205,7 @@ docker_run_argv() {
     spark-b)
       # worker rank 1: fabric 192.168.100.11 on enp1s0f0np0, RDMA rocep1s0f0,roceP2p1s0f0, 1 GPU(s)
       ARGV=(
-        docker
-        run
+        docker run
         -d
         --name sparkc-llama33-70b-spark-b
         --label sparkc.deployment=llama33-70b

@@ -43,9 +43,7 @@ readonly SERVED_MODEL=meta-llama/Llama-3.3-70B-Instruct
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"meta-llama/Llama-3.3-70B-Instruct"'
 readonly PROBE_BODY='{"model": "meta-llama/Llama-3.3-70B-Instruct", "prompt": "ping", "max_tokens": 1}'
-readonly RAY_EXPECTED_IPS=(
-
-)
+readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR

@@ -133,17 +133,9 @@ readonly RAY_REQUIRED=0
 readonly PROFILE_NAME=hellohal-vllm-qwen35-gb10
 readonly EXPECTED_ENTRYPOINT='["/app/entrypoint.sh"]'
 readonly PROFILE_MISMATCH_FATAL=1
-readonly PROFILE_ENV_DEFAULTS=(
-  GPU_MEMORY_UTIL=0.85
-  HOST=0.0.0.0
-  MAX_MODEL_LEN=8192
-  MODEL_PATH=/models/model
-  PORT=8000
-)
+readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
-readonly SECRETS=(
-
-)
+readonly SECRETS=()
 # Ports the head must have free before anything starts: "port what".
 readonly HEAD_PORTS=(
   '30000 API'
@@ -157,8 +149,7 @@ readonly START_ORDER=(
 # The engine, started on the head once Ray reports every node: its output goes to the head
 # container's log and its exit status to /tmp/sparkc-engine.exit inside that container.
 readonly ENGINE_EXEC=(
-  docker
-  exec
+  docker exec
   -d
   sparkc-qwen35-122b-spark-a
   sh
@@ -179,8 +170,7 @@ docker_run_argv() {
     spark-a)
       # head rank 0: fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
       ARGV=(
-        docker
-        run
+        docker run
         -d
         --name sparkc-qwen35-122b-spark-a
         --label sparkc.deployment=qwen35-122b
@@ -229,8 +219,7 @@ docker_run_argv() {
     spark-b)
       # worker rank 1: fabric 192.168.100.11 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
       ARGV=(
-        docker
-        run
+        docker run
         -d
         --name sparkc-qwen35-122b-spark-b
         --label sparkc.deployment=qwen35-122b

@@ -38,9 +38,7 @@ readonly SERVED_MODEL=qwen3-32b
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"qwen3-32b"'
 readonly PROBE_BODY='{"model": "qwen3-32b", "prompt": "ping", "max_tokens": 1}'
-readonly RAY_EXPECTED_IPS=(
-
-)
+readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=1
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
@@ -129,12 +127,9 @@ readonly RAY_REQUIRED=0
 readonly PROFILE_NAME=vllm-openai
 readonly EXPECTED_ENTRYPOINT='["vllm","serve"]'
 readonly PROFILE_MISMATCH_FATAL=1
-readonly PROFILE_ENV_DEFAULTS=(
-)
+readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
-readonly SECRETS=(
-
-)
+readonly SECRETS=()
 # Ports the head must have free before anything starts: "port what".
 readonly HEAD_PORTS=(
   '8000 API'
@@ -150,8 +145,7 @@ docker_run_argv() {
     spark-a)
       # head rank 0: fabric 192.168.100.10 on enp1s0f1np1, no RDMA, 1 GPU(s)
       ARGV=(
-        docker
-        run
+        docker run
         -d
         --name sparkc-qwen3-32b-spark-a
         --label sparkc.deployment=qwen3-32b

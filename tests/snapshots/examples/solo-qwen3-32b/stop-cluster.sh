@@ -38,9 +38,7 @@ readonly SERVED_MODEL=qwen3-32b
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"qwen3-32b"'
 readonly PROBE_BODY='{"model": "qwen3-32b", "prompt": "ping", "max_tokens": 1}'
-readonly RAY_EXPECTED_IPS=(
-
-)
+readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=1
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
