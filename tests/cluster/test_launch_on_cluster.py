@@ -180,9 +180,13 @@ def test_seed_ray_example_lifecycle(deploy, sim_cluster: SimCluster, tmp_path: P
 
 def test_native_example_three_nodes_per_node_settings(deploy, sim_cluster: SimCluster) -> None:
     d = deploy("llama33-70b-2spark-native.yaml", "native", nodes=3, container__image=VLLM_IMAGE,
-               model__architecture={"attention_heads": 6, "kv_heads": 6})
-    launch = d.run("launch-cluster.sh")
+               model__architecture={"attention_heads": 6, "kv_heads": 6}, container__secrets=["HF_TOKEN"])
+    launch = d.run("launch-cluster.sh", env={"HF_TOKEN": "hf_sim_s3cret"})
     assert launch.returncode == 0, launch.stdout + launch.stderr
+    # the secret reached every node through real ssh's stdin, and nothing written or printed shows it
+    assert {d.standin_env(n)["env"].get("HF_TOKEN") for n in d.nodes} == {"hf_sim_s3cret"}
+    written = "".join(p.read_text() for p in d.build.iterdir() if p.is_file())
+    assert "hf_sim_s3cret" not in written + launch.stdout + launch.stderr
     assert ask(sim_cluster, 8000, "meta-llama/Llama-3.3-70B-Instruct")["choices"]
     # 2. what every node's engine really saw is what the manifest says it would
     for planned in d.manifest["plan"]["nodes"]:
