@@ -41,6 +41,7 @@ class NodePlan:
     container: str
     env: tuple[Setting, ...]  # sorted by name
     docker_run: tuple[str, ...]  # the whole `docker run ...` argv
+    nccl_transport: str  # what NCCL must report in this node's log: IB, Socket, or "" (not checked here)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Plan:
     ray_required: bool  # preflight checks the image for ray
     ray_expected_ips: tuple[str, ...]
     total_gpus: int
+    nccl_check: bool  # the launcher reads NCCL's transport lines after readiness
     head_ports: tuple[str, ...]  # "PORT what" for each port that must be free on the head
     launch_timeout: int
     engine_timeout: int

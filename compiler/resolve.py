@@ -134,13 +134,16 @@ class _Resolver:
             self.err(("engine", "backend"), f"{profile.family} ships without Ray; use backend: native")
 
         engine_timeout = max(launch["timeout"] - ENGINE_TIMEOUT_MARGIN, 30)
+        # A silent fallback to sockets only matters, and only shows, between nodes with RDMA devices.
+        nccl_check = launch.get("nccl_check", multi and any(n["fabric"]["hcas"] for n in nodes))
         head = nodes[head_index]
         ordered = [head] + [n for i, n in enumerate(nodes) if i != head_index]
         ssh_user = spec["cluster"]["ssh"].get("user")
         node_plans = []
         for rank, node in enumerate(ordered):
             spec_index = nodes.index(node)
-            env = self._node_env(node, spec_index, head, rank, kind, backend, multi, engine_timeout, adapt_env)
+            env = self._node_env(node, spec_index, head, rank, kind, backend, multi, engine_timeout, adapt_env,
+                                 nccl_check)
             argv = self._engine_argv(kind, backend, mount, served, eff, engine, len(ordered), rank,
                                      head["fabric"]["ip"], launch, engine_timeout)
             node_plans.append((node, rank, env, argv))
@@ -166,7 +169,7 @@ class _Resolver:
                 ssh_target="" if rank == 0 else (f"{ssh_user}@{node['ssh']}" if ssh_user else node["ssh"]),
                 fabric_ip=node["fabric"]["ip"], netdev=node["fabric"]["netdev"],
                 hcas=tuple(node["fabric"]["hcas"]), gpus=node["gpus"], container=containers[node["name"]],
-                env=env, docker_run=run,
+                env=env, docker_run=run, nccl_transport=self._nccl_transport(node, rank, backend, nodes),
             ))
 
         # Native multi-node: ranks >= 1 first (they wait for the master), rank 0 last. Ray: head first.
@@ -176,6 +179,8 @@ class _Resolver:
         probe_host = eff["host"] if eff["host"] not in ("0.0.0.0", "::", "") else "127.0.0.1"
         quirks = self._quirks(profile, mode, backend)
         settings = self._settings(spec, kind, backend, mode, profile, api_port, total_gpus, launch, engine_timeout)
+        settings += (Setting("nccl_check", "on" if nccl_check else "off", self._source("launch", "nccl_check"),
+                             "" if "nccl_check" in launch else "on for several nodes with RDMA devices"),)
         return Plan(
             sparkc_version=__version__, spec_path=spec_path, spec_sha256=spec_sha256, name=spec["name"],
             engine=kind, backend=backend, image=container["image"], profile=profile.id if profile else "",
@@ -185,7 +190,7 @@ class _Resolver:
             model_host_path=model["path"], ray_port=launch["ray_port"], master_port=launch["master_port"],
             ray_required=backend == "ray" and (profile is None or profile.ray != "present"),
             ray_expected_ips=tuple(p.fabric_ip for p in plans) if backend == "ray" else (),
-            total_gpus=total_gpus, head_ports=head_ports, launch_timeout=launch["timeout"],
+            total_gpus=total_gpus, nccl_check=nccl_check, head_ports=head_ports, launch_timeout=launch["timeout"],
             engine_timeout=engine_timeout,
             ssh_options=self._ssh_options(spec["cluster"]["ssh"]), secrets=tuple(container["secrets"]),
             effective=tuple(effective), quirks=quirks, settings=settings,
@@ -474,7 +479,7 @@ class _Resolver:
 
     def _node_env(self, node: dict[str, Any], index: int, head: dict[str, Any], rank: int, kind: str,
                   backend: str, multi: bool, engine_timeout: int,
-                  adapt_env: dict[str, str]) -> tuple[Setting, ...]:
+                  adapt_env: dict[str, str], nccl_check: bool) -> tuple[Setting, ...]:
         fabric = node["fabric"]
         ip, netdev, hcas = fabric["ip"], fabric["netdev"], fabric["hcas"]
         env: dict[str, Setting] = {}
@@ -514,6 +519,9 @@ class _Resolver:
                 put(name, value, "derived", f"topology {topology}: no switch between the nodes")
             if topology == "ring":
                 put("NCCL_ALGO", "Ring", "derived", "topology ring")
+        if nccl_check:
+            put("NCCL_DEBUG", "INFO", "derived", "launch.nccl_check: the launcher reads NCCL's transport lines")
+            put("NCCL_DEBUG_SUBSYS", "INIT,NET", "derived", "launch.nccl_check: only what the check needs")
         for name, value in sorted(adapt_env.items()):
             put(name, value, "profile", "entrypoint: adapt; the image's entrypoint reads it")
         layers = ((("container", "env"), self.spec["container"]["env"]),
@@ -567,6 +575,14 @@ class _Resolver:
         if entry_override:
             argv += ["--entrypoint", entry_override]
         return tuple(argv + [container["image"]] + list(command))
+
+    @staticmethod
+    def _nccl_transport(node: dict[str, Any], rank: int, backend: str, nodes: list[dict[str, Any]]) -> str:
+        """What NCCL must report in this node's container log; "" where nothing is logged there.
+        Ray forwards every worker's output to the engine on the head, so the head speaks for all."""
+        if backend == "ray":
+            return ("IB" if all(n["fabric"]["hcas"] for n in nodes) else "Socket") if rank == 0 else ""
+        return "IB" if node["fabric"]["hcas"] else "Socket"
 
     @staticmethod
     def _ssh_options(ssh: dict[str, Any]) -> tuple[str, ...]:

@@ -184,6 +184,24 @@ def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster, tmp_p
     assert "engine exited with status 1" in launch.stderr
 
 
+@pytest.mark.parametrize("example_name, node", [("seed-qwen35-122b-2spark-ray.yaml", "spark-a"),
+                                                ("llama33-70b-2spark-native.yaml", "spark-b")])
+def test_nccl_falling_back_to_sockets_fails_the_launch(fake: FakeCluster, tmp_path: Path, example_name: str,
+                                                       node: str) -> None:
+    healthy = prepared(fake, tmp_path, example_name)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    assert "== fabric" in launch.stdout and "NCCL channels via NET/IB" in launch.stdout
+    assert fake.run("launch-cluster.sh", "--yes").returncode == 0  # replaced, still on RDMA
+    fake.set("nccl-socket", node)
+    fallback = fake.run("launch-cluster.sh", "--yes")
+    assert fallback.returncode == 1
+    assert f"FAILED in phase fabric on node {node}: NCCL fell back to sockets" in fallback.stderr
+    healthy.setdefault("launch", {})["nccl_check"] = False
+    fake.compile(healthy)
+    assert fake.run("launch-cluster.sh", "--yes").returncode == 0  # the operator accepted sockets
+
+
 def test_unreachable_worker_stops_preflight(fake: FakeCluster, tmp_path: Path) -> None:
     prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
     fake.unreachable("spark-b")

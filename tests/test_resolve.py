@@ -216,3 +216,19 @@ def test_container_flags(privileged: bool, expected: str) -> None:
     assert expected in argv and "--gpus" not in argv
     assert "memlock=-1" not in argv and "nofile=1024:2048" in argv and "stack=67108864" in argv
     assert "/srv/m:/srv/m:ro" in argv
+
+
+def test_nccl_check_defaults_and_expectations() -> None:
+    on = plan_of(build())
+    assert on.nccl_check and env(on, "b")["NCCL_DEBUG"] == "INFO"
+    assert [n.nccl_transport for n in on.nodes] == ["IB", ""]  # Ray: the head's log carries every rank
+    native = plan_of(build(engine__backend="native"))
+    assert [n.nccl_transport for n in native.nodes] == ["IB", "IB"]
+    off = plan_of(build(launch={"nccl_check": False}))
+    assert not off.nccl_check and "NCCL_DEBUG" not in env(off, "a")
+    no_rdma = build()
+    for node in no_rdma["cluster"]["nodes"]:
+        node["fabric"]["hcas"] = []
+    assert not plan_of(no_rdma).nccl_check
+    pinned = plan_of(build(engine__env={"NCCL_DEBUG": "WARN"}))
+    assert env(pinned, "a")["NCCL_DEBUG"] == "WARN"  # the spec wins; the launcher then says it cannot check

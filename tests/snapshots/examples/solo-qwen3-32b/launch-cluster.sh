@@ -131,6 +131,11 @@ readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
 readonly SECRETS=()
 # Ports the head must have free before anything starts: "port what".
+readonly NCCL_CHECK=0
+# The transport NCCL must report in each node's log: IB where RDMA devices are listed; empty: not checked.
+declare -rA NCCL_WANT=(
+  [spark-a]=Socket
+)
 readonly HEAD_PORTS=(
   '8000 API'
 )
@@ -505,6 +510,34 @@ wait_ready() {
   phase_done
 }
 
+# -- phase 7 -----------------------------------------------------------------------------------
+# NCCL's INFO lines say which transport it really uses; a node with RDMA devices on sockets runs at
+# about 3 GB/s and says nothing else about it. (In Ray mode the workers' lines reach the head's log.)
+check_fabric() {
+  phase fabric "NCCL's transport on every node"
+  local node lines socket
+  for node in "${NODES[@]}"; do
+    [[ -n ${NCCL_WANT[$node]} ]] || continue
+    if ((DRY_RUN)); then
+      printf "[%s] docker logs %s | grep -E 'via NET/|Using network'\n" "$node" "${CONTAINER[$node]}" >&3
+      continue
+    fi
+    lines=$(on_node "$node" docker logs "${CONTAINER[$node]}" 2>&1 | grep -E 'via NET/|Using network' || true)
+    if [[ -z $lines ]]; then
+      warn "$node: no NCCL transport lines in its log (NCCL_DEBUG overridden?); the fabric was not checked"
+      continue
+    fi
+    socket=$(grep -m1 -E 'via NET/Socket|Using network Socket' <<<"$lines" || true)
+    if [[ -n $socket && ${NCCL_WANT[$node]} == IB ]]; then
+      fail "$node" "NCCL fell back to sockets (about 3 GB/s instead of RDMA): '${socket##*NCCL INFO }'." \
+        "Check NCCL_IB_HCA against ibdev2netdev on every node, that the containers see /dev/infiniband" \
+        "and that NCCL_IB_DISABLE is 0; set launch.nccl_check: false to accept it"
+    fi
+    log "$node: NCCL channels $(grep -m1 -oE 'via NET/[A-Za-z]+' <<<"$lines" || grep -m1 -oE 'Using network [A-Za-z]+' <<<"$lines")"
+  done
+  phase_done
+}
+
 main() {
   while (($#)); do
     case $1 in
@@ -538,6 +571,9 @@ main() {
   fi
   start_engine
   wait_ready
+  if ((NCCL_CHECK)); then
+    check_fabric
+  fi
   ((DRY_RUN)) && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SERVED_MODEL at $ENDPOINT/v1"
   printf 'Try it:\n  curl %s/v1/chat/completions -H %q -d %q\n' "$ENDPOINT" 'Content-Type: application/json' \
