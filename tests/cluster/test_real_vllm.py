@@ -14,7 +14,7 @@ from tests.simcluster.images import VLLM_IMAGE
 from tests.simcluster.tinymodel import make_tiny_model
 from tests.simcluster.vllm_cpu import TINY_MODEL_DIR, VLLM_VENV, vllm_available, vllm_env, vllm_mounts
 
-pytestmark = [pytest.mark.vllm, pytest.mark.cluster]
+pytestmark = pytest.mark.vllm  # on the simulated cluster too, but `-m cluster` stays the stand-in suite
 
 
 @pytest.fixture(scope="module")
