@@ -158,7 +158,7 @@ def test_seed_ray_example_lifecycle(deploy, sim_cluster: SimCluster, tmp_path: P
 
     status = d.run("status.sh")
     assert status.returncode == 0, status.stdout + status.stderr
-    assert "ray: ray: 2/2 nodes alive" in status.stdout and "healthy" in status.stdout
+    assert "ray: 2/2 nodes alive, 2/2 GPUs; missing: none" in status.stdout and "healthy" in status.stdout
 
     gathered = tmp_path / "gathered"
     logs = d.run("logs.sh", "--out", str(gathered))

@@ -154,9 +154,9 @@ main() {
   done
   if [[ $BACKEND == ray ]]; then
     if out=$(ray_check 2>&1); then
-      printf 'ray: %s\n' "${out##*$'\n'}"
+      printf '%s\n' "${out##*$'\n'}"
     else
-      printf 'ray: NOT READY: %s\n' "${out##*$'\n'}"
+      printf 'Ray NOT READY: %s\n' "${out##*$'\n'}"
       healthy=0
     fi
   fi
