@@ -202,6 +202,18 @@ def test_native_example_three_nodes_per_node_settings(deploy, sim_cluster: SimCl
     assert all(d.containers_on(n) == [] for n in d.nodes)
 
 
+def test_sglang_example_two_nodes(deploy, sim_cluster: SimCluster) -> None:
+    d = deploy("sglang-qwen3-30b-2spark.yaml", "sglang", container__image=VLLM_IMAGE,
+               model__architecture={"attention_heads": 6})
+    launch = d.run("launch-cluster.sh")
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    assert ask(sim_cluster, 30000, "qwen3-30b")["choices"]
+    worker = d.standin_env("spark2")
+    assert worker["engine"] == "sglang" and worker["env"]["SGLANG_HOST_IP"] == "10.78.0.12"
+    assert "10.78.0.11:29501" in worker["argv"]
+    assert d.run("stop-cluster.sh").returncode == 0
+
+
 # -- 3. an image that rewrites its command line comes up where the manifest says ------------------
 
 
