@@ -43,6 +43,7 @@ def adapt(spec: dict[str, Any], fake: FakeCluster, tmp_path: Path) -> dict[str, 
         if spec["cluster"].get("ssh", {}).get("user") is None and i:
             target = node["ssh"]
         fake.add_node(node["name"], target, head=i == 0)
+        fake.add_netdev(node["name"], node["fabric"]["netdev"], node["fabric"]["ip"])
         fake.add_image(node["name"], spec["container"]["image"], entrypoint=profile_entrypoint(spec))
     spec["container"].pop("secrets", None)
     return spec
@@ -210,6 +211,23 @@ def test_unreachable_worker_stops_preflight(fake: FakeCluster, tmp_path: Path) -
     assert "FAILED in phase preflight on node spark-b" in launch.stderr
     assert "ssh-copy-id aurora@spark-b.local" in launch.stderr
     assert not any(" run -d " in c for c in fake.calls())
+
+
+def test_fabric_address_checked_per_node_at_preflight(fake: FakeCluster, tmp_path: Path) -> None:
+    spec = prepared(fake, tmp_path, "llama33-70b-2spark-native.yaml")
+    fake.add_netdev("spark-a", "enp1s0f1np1", "127.0.0.1", mtu=1500)  # reset by a firmware update
+    spec["cluster"]["nodes"][1]["fabric"]["netdev"] = "enp1s0f1np1"  # spark-b is cabled on enp1s0f0np0
+    fake.compile(spec)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1
+    assert "FAILED in phase preflight on node spark-b: network interface enp1s0f1np1 does not exist" in launch.stderr
+    assert "spark-a: enp1s0f1np1 has MTU 1500" in launch.stderr
+    assert not any(" run -d " in c for c in fake.calls())
+    spec["cluster"]["nodes"][1]["fabric"]["netdev"] = "enp1s0f0np0"
+    spec["cluster"]["nodes"][1]["fabric"]["ip"] = "127.0.0.9"  # not this node's address
+    fake.compile(spec)
+    launch = fake.run("launch-cluster.sh")
+    assert "127.0.0.9 is not an address of enp1s0f0np0 on spark-b (it has: inet 127.0.0.2/24" in launch.stderr
 
 
 def test_image_missing_or_different_on_a_worker(fake: FakeCluster, tmp_path: Path) -> None:

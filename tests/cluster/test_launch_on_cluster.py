@@ -304,7 +304,10 @@ def test_rendezvous_never_completes_on_a_wrong_interface(deploy) -> None:
     # F3: spark3 is cabled on enp1s0f0np0, the spec says enp1s0f1np1 (no such interface there).
     d = deploy("llama33-70b-2spark-native.yaml", "f-ifname", nodes=3, container__image=VLLM_IMAGE,
                model__architecture={"attention_heads": 6}, cluster__nodes__2__fabric__netdev="enp1s0f1np1")
-    result = d.run("launch-cluster.sh")
+    caught = d.run("launch-cluster.sh")  # preflight sees it in seconds
+    assert_failed(caught, "spark3", "preflight", 60)
+    assert "network interface enp1s0f1np1 does not exist on spark3" in caught.stderr
+    result = d.run("launch-cluster.sh", "--skip-preflight")  # and without preflight, the rendezvous fails
     assert_failed(result, "spark3", "readiness", 120)
     saved = d.saved_logs()[-1]
     assert "enp1s0f1np1" in (saved / "spark3.log").read_text()

@@ -47,6 +47,12 @@ class FakeCluster:
         (d / "meta.json").write_text(json.dumps({"id": image_id, "entrypoint": entrypoint, "env": env or [],
                                                  "ray": ray}))
 
+    def add_netdev(self, node: str, name: str, ip: str, mtu: int = 9000) -> None:
+        path = self.state / "nodes" / node / "netdevs.json"
+        netdevs = json.loads(path.read_text()) if path.exists() else {}
+        netdevs[name] = {"ip": ip, "mtu": mtu}
+        path.write_text(json.dumps(netdevs))
+
     def set(self, behaviour: str, node: str = "") -> None:
         (self.state / "behaviour" / (f"{node}.{behaviour}" if node else behaviour)).touch()
 

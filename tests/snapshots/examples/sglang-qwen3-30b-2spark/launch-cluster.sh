@@ -134,6 +134,19 @@ readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
 readonly SECRETS=()
 # Ports the head must have free before anything starts: "port what".
+# Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
+declare -rA NETDEV=(
+  [spark-a]=enp1s0f1np1
+  [spark-b]=enp1s0f1np1
+)
+declare -rA FABRIC_IP=(
+  [spark-a]=192.168.100.10
+  [spark-b]=192.168.100.11
+)
+declare -rA HAS_RDMA=(
+  [spark-a]=1
+  [spark-b]=1
+)
 readonly NCCL_CHECK=1
 # The transport NCCL must report in each node's log: IB where RDMA devices are listed; empty: not checked.
 declare -rA NCCL_WANT=(
@@ -339,6 +352,7 @@ preflight() {
         || fail "$node" "cannot reach ${TARGET[$node]} over ssh: ${out:-no answer}. Check the address, that" \
           "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
     fi
+    check_fabric_address "$node"
     out=$(run_on "$node" docker version --format '{{.Server.Version}}' 2>&1) \
       || fail "$node" "docker does not answer on $node: ${out}. Start it (systemctl start docker) and make" \
         "sure this user may use it (group docker)"
@@ -365,6 +379,28 @@ preflight() {
     ((DRY_RUN)) || log "image has ${out##*$'\n'}"
   fi
   phase_done
+}
+
+# The node's fabric netdev exists and carries its fabric IP (names differ per node: F1, F3); a
+# RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
+check_fabric_address() {
+  local node=$1 addr link mtu
+  local netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]}
+  addr=$(run_on "$node" ip -o addr show dev "$netdev" 2>&1) \
+    || fail "$node" "network interface $netdev does not exist on $node ($addr). Interface names can differ" \
+      "from node to node: check 'ip -br addr' there and set cluster.nodes[].fabric.netdev$(is_local "$node" \
+      && echo "; and run launch-cluster.sh on the head node, $HEAD")"
+  ((DRY_RUN)) && return 0
+  [[ $addr == *" $ip/"* ]] \
+    || fail "$node" "$ip is not an address of $netdev on $node (it has: $(grep -oE 'inet6? [^ ]+' <<<"$addr" \
+      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec$(is_local "$node" \
+      && echo ", or run launch-cluster.sh on the head node, $HEAD")"
+  link=$(run_on "$node" ip -o link show dev "$netdev" 2>&1) || link=""
+  mtu=$(grep -oE 'mtu [0-9]+' <<<"$link" | cut -d' ' -f2)
+  if ((HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
+    warn "$node: $netdev has MTU $mtu; the RoCE fabric is set up for 9000 (a firmware update can reset it):" \
+      "ip link set $netdev mtu 9000"
+  fi
 }
 
 # The image must still behave as its profile says (entrypoint, variables its entrypoint reads).
