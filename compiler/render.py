@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 
 from compiler.plan import Plan
+from compiler.resolve import ENGINE_WRAPPER
 from compiler.resources import data_dir
 
 SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh")
@@ -42,7 +43,7 @@ def words(values: Iterable[Any], indent: int = 2) -> str:
     return _array([[w] for w in items], indent)
 
 
-def argv_lines(values: Iterable[Any], indent: int = 2) -> str:
+def argv_lines(values: Iterable[Any], indent: int = 2, named: dict[str, str] | None = None) -> str:
     """A command's words as a bash array's body: the command's leading words (`docker run`) share a
     line, and so does each flag with its value, for the reviewer; the words are the same either way."""
     items = [str(v) for v in values]
@@ -55,7 +56,13 @@ def argv_lines(values: Iterable[Any], indent: int = 2) -> str:
             lines[-1].append(word)
         else:
             lines.append([word])
-    return _array([[quote(w) for w in line] for line in lines], indent)
+    named = named or {}  # words shown by a variable that holds them (long scripts, for the reviewer)
+    return _array([[named.get(w) or quote(w) for w in line] for line in lines], indent)
+
+
+def single_quote(value: Any) -> str:
+    """Always '...': for static script text that bash must not expand (shellcheck's SC2016 is expected)."""
+    return "'" + str(value).replace("'", "'\\''") + "'"
 
 
 def _array(lines: list[list[str]], indent: int) -> str:
@@ -82,6 +89,8 @@ def environment() -> jinja2.Environment:
     env.filters["q"] = quote
     env.filters["words"] = words
     env.filters["argv"] = argv_lines
+    env.filters["single_quote"] = single_quote
+    env.globals["ENGINE_WRAPPER"] = ENGINE_WRAPPER
     env.filters["json"] = lambda v: json.dumps(v)
     return env
 

@@ -23,6 +23,12 @@ RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
 # Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
 ENGINE_TIMEOUT_MARGIN = 60
 # Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
+# Runs the engine inside the Ray head's container (`sh -c WRAPPER sparkc-engine ENGINE...`): output
+# to PID 1's stdout/stderr so `docker logs` has it, exit status to a file the launcher polls.
+ENGINE_WRAPPER = ('echo "$$" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; '
+                  '"$@" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=$?; '
+                  'echo "sparkc: engine exited with status $code" >> /proc/1/fd/2; '
+                  'echo "$code" > /tmp/sparkc-engine.exit')
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)")
 
 # Engine flags sparkc sets itself, and the spec field that controls each.
@@ -422,11 +428,7 @@ class _Resolver:
         so `docker logs` shows it, and the exit status lands in a file the launcher watches."""
         if mode != "bypass" and profile is not None and profile.args == "env-driven" and profile.entrypoint:
             argv = tuple(profile.entrypoint) + self._env_driven_words(argv, profile)
-        wrapper = ('echo "$$" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; '
-                   '"$@" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=$?; '
-                   'echo "sparkc: engine exited with status $code" >> /proc/1/fd/2; '
-                   'echo "$code" > /tmp/sparkc-engine.exit')
-        return ("docker", "exec", "-d", container, "sh", "-c", wrapper, "sparkc-engine") + argv
+        return ("docker", "exec", "-d", container, "sh", "-c", ENGINE_WRAPPER, "sparkc-engine") + argv
 
     def _ray_start(self, node: dict[str, Any], rank: int, head: dict[str, Any],
                    launch: dict[str, Any]) -> tuple[str, ...]:

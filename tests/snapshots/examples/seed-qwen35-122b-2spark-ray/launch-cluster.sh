@@ -167,12 +167,14 @@ readonly START_ORDER=(
 )
 # The engine, started on the head once Ray reports every node: its output goes to the head
 # container's log and its exit status to /tmp/sparkc-engine.exit inside that container.
+# shellcheck disable=SC2016  # expanded by sh inside the container, not here
+readonly ENGINE_WRAPPER='echo "$$" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; "$@" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=$?; echo "sparkc: engine exited with status $code" >> /proc/1/fd/2; echo "$code" > /tmp/sparkc-engine.exit'
 readonly ENGINE_EXEC=(
   docker exec
   -d
   sparkc-qwen35-122b-spark-a
   sh
-  -c "echo \"\$\$\" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; \"\$@\" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=\$?; echo \"sparkc: engine exited with status \$code\" >> /proc/1/fd/2; echo \"\$code\" > /tmp/sparkc-engine.exit"
+  -c "$ENGINE_WRAPPER"
   sparkc-engine
   /app/entrypoint.sh
   --served-model-name /models/Qwen3.5-122B-A10B-FP8
