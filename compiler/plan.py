@@ -68,7 +68,7 @@ class Plan:
     entrypoint_mode: str  # bypass | adapt | keep (auto already decided)
     head: str
     nodes: tuple[NodePlan, ...]  # head first, then workers in spec order
-    start_order: tuple[str, ...]  # the order containers are started in
+    start_waves: tuple[tuple[str, ...], ...]  # containers started together, wave after wave
     engine_exec: tuple[str, ...]  # Ray: `docker exec ...` argv run on the head after Ray formed; else ()
     api_port: int  # effective
     probe_host: str  # where the launcher on the head reaches the API

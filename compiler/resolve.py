@@ -178,10 +178,11 @@ class _Resolver:
                 env=env, docker_run=run, nccl_transport=self._nccl_transport(node, rank, backend, nodes),
             ))
 
-        # Native multi-node: ranks >= 1 first (they wait for the master), rank 0 last. Ray: head first.
-        order = [p.name for p in plans]
-        if backend == "native" and multi:
-            order = order[1:] + order[:1]
+        # Waves of containers started together. Ray: the head, then every worker at once. Native
+        # multi-node: ranks >= 1 at once (they wait for the master), then rank 0.
+        head_wave, worker_wave = (plans[0].name,), tuple(p.name for p in plans[1:])
+        waves = (head_wave, worker_wave) if backend == "ray" else (worker_wave, head_wave)
+        start_waves = tuple(w for w in waves if w)
         probe_host = eff["host"] if eff["host"] not in ("0.0.0.0", "::", "") else "127.0.0.1"
         quirks = self._quirks(profile, mode, backend)
         settings = self._settings(spec, kind, backend, mode, profile, api_port, total_gpus, launch, engine_timeout)
@@ -190,7 +191,7 @@ class _Resolver:
         return Plan(
             sparkc_version=__version__, spec_path=spec_path, spec_sha256=spec_sha256, name=spec["name"],
             engine=kind, backend=backend, image=container["image"], profile=profile.id if profile else "",
-            entrypoint_mode=mode, head=head["name"], nodes=tuple(plans), start_order=tuple(order),
+            entrypoint_mode=mode, head=head["name"], nodes=tuple(plans), start_waves=start_waves,
             engine_exec=engine_exec, api_port=api_port, probe_host=probe_host,
             endpoint_host=head.get("ssh") or head["fabric"]["ip"], served_model_name=served,
             model_host_path=model["path"], ray_port=launch["ray_port"], master_port=launch["master_port"],

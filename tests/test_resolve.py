@@ -60,6 +60,7 @@ def messages(spec: dict[str, Any], severity: Severity = Severity.ERROR) -> list[
 
 def test_every_fabric_setting_is_per_node() -> None:
     plan = plan_of(build())
+    assert plan.start_waves == (("a",), ("b",))  # Ray: the head first
     a, b = env(plan, "a"), env(plan, "b")
     for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES",
                  "OMPI_MCA_btl_tcp_if_include"):
@@ -107,7 +108,7 @@ def test_head_can_be_any_node_and_comes_first() -> None:
 def test_native_backend_ranks_and_order() -> None:
     plan = plan_of(build(engine__backend="native"))
     head, worker = plan.nodes
-    assert plan.start_order == ("b", "a")
+    assert plan.start_waves == (("b",), ("a",))
     assert worker.docker_run[-9:] == ("--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1",
                                       "--master-port", "29501", "--headless")
     assert "--headless" not in head.docker_run
@@ -120,7 +121,7 @@ def test_single_node_defaults_to_native_without_rendezvous_flags() -> None:
     spec = build(engine__tensor_parallel=1)
     spec["cluster"]["nodes"].pop()
     plan = plan_of(spec)
-    assert plan.backend == "native" and plan.start_order == ("a",)
+    assert plan.backend == "native" and plan.start_waves == (("a",),)
     assert "--nnodes" not in plan.nodes[0].docker_run
 
 

@@ -160,8 +160,9 @@ readonly HEAD_PORTS=(
   '30000 API'
   '6379 Ray'
 )
-# Start order: Ray head first; native multi-node ranks >= 1 first and rank 0 last.
-readonly START_ORDER=(
+# Containers started together, wave after wave: Ray's head, then its workers; native multi-node
+# ranks >= 1 (they wait for the master), then rank 0.
+readonly START_WAVES=(
   spark-a
   spark-b
 )
@@ -509,8 +510,8 @@ clear_old() {
 port_in_use() { timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' port_in_use "$1" "$2" 2>/dev/null; }
 
 start_containers() {
-  phase containers "start one container per node, in order: ${START_ORDER[*]}"
-  local entry port what node
+  phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
+  local entry port what wave nodes
   if ((DRY_RUN == 0)); then
     for entry in "${HEAD_PORTS[@]}"; do
       read -r port what <<<"$entry"
@@ -520,25 +521,53 @@ start_containers() {
       fi
     done
   fi
-  for node in "${START_ORDER[@]}"; do
-    FAILED_NODE=$node
-    start_one "$node"
-    if [[ $BACKEND == ray && $node == "$HEAD" ]]; then
+  for wave in "${START_WAVES[@]}"; do
+    read -ra nodes <<<"$wave"
+    start_wave "${nodes[@]}"
+    if [[ $BACKEND == ray && $wave == "$HEAD" ]]; then
       wait_ray_head
     fi
   done
-  FAILED_NODE=""
   phase_done
 }
 
+# Start these nodes' containers at once; then fail naming the first, in order, that did not start.
+start_wave() {
+  local node dir pid i=0 codes=() pids=()
+  if ((DRY_RUN)); then
+    for node; do
+      docker_run_argv "$node"
+      run_on "$node" "${ARGV[@]}"
+    done
+    return 0
+  fi
+  dir=$(mktemp -d)
+  for node; do
+    log "$node: starting ${CONTAINER[$node]}"
+    (
+      trap - ERR
+      start_one "$node"
+    ) >"$dir/$i" 2>&1 &
+    pids+=("$!")
+    i=$((i + 1))
+  done
+  for pid in "${pids[@]}"; do
+    if wait "$pid"; then codes+=(0); else codes+=(1); fi
+  done
+  i=0
+  for node; do
+    if ((codes[i])); then
+      fail "$node" "docker run failed on $node: $(cat "$dir/$i")"
+    fi
+    i=$((i + 1))
+  done
+  rm -rf "$dir"
+}
+
+# Start one node's container; on failure print docker's answer and return 1.
 start_one() {
   local node=$1 out
   docker_run_argv "$node"
-  if ((DRY_RUN)); then
-    run_on "$node" "${ARGV[@]}"
-    return 0
-  fi
-  log "$node: starting ${CONTAINER[$node]}"
   if ((${#SECRETS[@]})) && ! is_local "$node"; then
     # Secret values travel over ssh's stdin and are read into the remote environment, where
     # `docker run -e NAME` picks them up: they never appear on a command line.
@@ -546,9 +575,9 @@ start_one() {
     for name in "${SECRETS[@]}"; do reads+="IFS= read -r $name && export $name && "; done
     out=$(for name in "${SECRETS[@]}"; do printf '%s\n' "${!name}"; done |
       ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$reads$(printf '%q ' "${ARGV[@]}")" 2>&1) \
-      || fail "$node" "docker run failed on $node: $out"
+      || { printf '%s\n' "$out"; return 1; }
   else
-    out=$(on_node "$node" "${ARGV[@]}" 2>&1) || fail "$node" "docker run failed on $node: $out"
+    out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
   fi
 }
 
