@@ -22,13 +22,13 @@ DEFAULT_ULIMITS = {"memlock": "-1", "stack": "67108864"}
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
 # Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
 ENGINE_TIMEOUT_MARGIN = 60
-# Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
 # Runs the engine inside the Ray head's container (`sh -c WRAPPER sparkc-engine ENGINE...`): output
 # to PID 1's stdout/stderr so `docker logs` has it, exit status to a file the launcher polls.
 ENGINE_WRAPPER = ('echo "$$" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; '
                   '"$@" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=$?; '
                   'echo "sparkc: engine exited with status $code" >> /proc/1/fd/2; '
                   'echo "$code" > /tmp/sparkc-engine.exit')
+# Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)")
 
 # Engine flags sparkc sets itself, and the spec field that controls each.
@@ -185,9 +185,8 @@ class _Resolver:
         start_waves = tuple(w for w in waves if w)
         probe_host = eff["host"] if eff["host"] not in ("0.0.0.0", "::", "") else "127.0.0.1"
         quirks = self._quirks(profile, mode, backend)
-        settings = self._settings(spec, kind, backend, mode, profile, api_port, total_gpus, launch, engine_timeout)
-        settings += (Setting("nccl_check", "on" if nccl_check else "off", self._source("launch", "nccl_check"),
-                             "" if "nccl_check" in launch else "on for several nodes with RDMA devices"),)
+        settings = self._settings(spec, kind, backend, mode, profile, api_port, total_gpus, launch, engine_timeout,
+                                  nccl_check)
         return Plan(
             sparkc_version=__version__, spec_path=spec_path, spec_sha256=spec_sha256, name=spec["name"],
             engine=kind, backend=backend, image=container["image"], profile=profile.id if profile else "",
@@ -312,20 +311,21 @@ class _Resolver:
                      api_port: int) -> tuple[str, ...]:
         """The ports the head must have free, as "PORT what"; each must be distinct."""
         api_path = ("engine", "port") if "port" in engine else ("engine",)
-        used: list[tuple[int, Path, str]] = [(api_port, api_path, "the API port")]
+        used: list[tuple[int, Path, str]] = [(api_port, api_path, "API")]
         if backend == "ray":
-            used.append((launch["ray_port"], ("launch", "ray_port"), "the Ray port"))
+            used.append((launch["ray_port"], ("launch", "ray_port"), "Ray"))
         if backend == "native" and multi:
-            used.append((launch["master_port"], ("launch", "master_port"), "the rendezvous port"))
+            used.append((launch["master_port"], ("launch", "master_port"), "rendezvous"))
         for i, (port, path, what) in enumerate(used):
             for other_port, other_path, other_what in used[:i]:
                 if port == other_port:
                     # Point at the one the user wrote; a default is not where the mistake is.
                     where = path if self._given_path(path) or not self._given_path(other_path) else other_path
-                    self.err(where, f"{what} {port} is also {other_what}; every port must be distinct")
+                    self.err(where, f"the {what} port {port} is also the {other_what} port; every port must be "
+                                    "distinct")
         if backend == "ray" and api_port in RAY_WELL_KNOWN_PORTS:
             self.err(api_path, f"port {api_port} is taken by the {RAY_WELL_KNOWN_PORTS[api_port]} on the head")
-        return tuple(f"{port} {what.removeprefix('the ').removesuffix(' port')}" for port, _, what in used)
+        return tuple(f"{port} {what}" for port, _, what in used)
 
     def _check_args(self, kind: str, args: list[str]) -> None:
         managed = MANAGED_FLAGS[kind]
@@ -624,7 +624,8 @@ class _Resolver:
         return tuple(quirks)
 
     def _settings(self, spec: dict[str, Any], kind: str, backend: str, mode: str, profile: Profile | None,
-                  api_port: int, total_gpus: int, launch: dict[str, Any], engine_timeout: int) -> tuple[Setting, ...]:
+                  api_port: int, total_gpus: int, launch: dict[str, Any], engine_timeout: int,
+                  nccl_check: bool) -> tuple[Setting, ...]:
         engine = spec["engine"]
         src = self._source
 
@@ -642,6 +643,8 @@ class _Resolver:
             Setting("engine_timeout", str(engine_timeout), "derived", f"launch.timeout - {ENGINE_TIMEOUT_MARGIN}"),
             Setting("ray_port", str(launch["ray_port"]), src("launch", "ray_port")),
             Setting("master_port", str(launch["master_port"]), src("launch", "master_port")),
+            Setting("nccl_check", "on" if nccl_check else "off", src("launch", "nccl_check"),
+                    "" if "nccl_check" in launch else "on for several nodes with RDMA devices"),
         )
 
 

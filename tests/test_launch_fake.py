@@ -203,6 +203,20 @@ def test_nccl_falling_back_to_sockets_fails_the_launch(fake: FakeCluster, tmp_pa
     assert fake.run("launch-cluster.sh", "--yes").returncode == 0  # the operator accepted sockets
 
 
+def docker_runs(fake: FakeCluster, node: str) -> list[str]:
+    return [c for c in fake.calls() if c.startswith(f"docker[{node}] run -d")]
+
+
+def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster, tmp_path: Path) -> None:
+    prepared(fake, tmp_path, "llama33-70b-2spark-native.yaml")
+    fake.set("run-fails", "spark-b")
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1
+    assert "FAILED in phase containers on node spark-b: docker run failed on spark-b: docker: Error response" \
+        in launch.stderr
+    assert not docker_runs(fake, "spark-a")  # rank 0 waits for its wave: never started
+
+
 def test_unreachable_worker_stops_preflight(fake: FakeCluster, tmp_path: Path) -> None:
     prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
     fake.unreachable("spark-b")

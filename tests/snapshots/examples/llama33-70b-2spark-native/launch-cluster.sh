@@ -137,7 +137,6 @@ readonly PROFILE_ENV_DEFAULTS=()
 readonly SECRETS=(
   HF_TOKEN
 )
-# Ports the head must have free before anything starts: "port what".
 # Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
 declare -rA NETDEV=(
   [spark-a]=enp1s0f1np1
@@ -157,6 +156,7 @@ declare -rA NCCL_WANT=(
   [spark-a]=IB
   [spark-b]=IB
 )
+# Ports the head must have free before anything starts: "port what".
 readonly HEAD_PORTS=(
   '8000 API'
   '29501 rendezvous'
@@ -521,7 +521,7 @@ start_containers() {
 
 # Start these nodes' containers at once; then fail naming the first, in order, that did not start.
 start_wave() {
-  local node dir pid i=0 codes=() pids=()
+  local node dir i=0 failed="" pids=()
   if ((DRY_RUN)); then
     for node; do
       docker_run_argv "$node"
@@ -539,16 +539,16 @@ start_wave() {
     pids+=("$!")
     i=$((i + 1))
   done
-  for pid in "${pids[@]}"; do
-    if wait "$pid"; then codes+=(0); else codes+=(1); fi
-  done
+  # Wait for every one before failing, so no docker run is still in flight while logs are gathered.
   i=0
   for node; do
-    if ((codes[i])); then
-      fail "$node" "docker run failed on $node: $(cat "$dir/$i")"
-    fi
+    wait "${pids[i]}" || failed=${failed:-$i}
     i=$((i + 1))
   done
+  if [[ -n $failed ]]; then
+    local wave=("$@")
+    fail "${wave[failed]}" "docker run failed on ${wave[failed]}: $(cat "$dir/$failed")"
+  fi
   rm -rf "$dir"
 }
 
