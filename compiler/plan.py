@@ -1,16 +1,44 @@
-"""The resolved plan: every value concrete, with where it came from. Frozen; the templates only read it."""
+"""The resolved plan: every value concrete, typed, with where it came from. Frozen; templates only read it."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
+
+from compiler.spec import Backend, EngineKind, EntrypointMode, Source
+
+# A command line as groups of words: a flag with its value, or one word alone. The words are what
+# runs; the groups only decide how a reviewer sees them (one group per line).
+Words = tuple[str, ...]
+Command = tuple[Words, ...]
+
+
+def flat(command: Iterable[Words]) -> tuple[str, ...]:
+    """The words of a command, in order, as they are executed."""
+    return tuple(word for group in command for word in group)
+
+
+class Role(StrEnum):
+    HEAD = "head"
+    WORKER = "worker"
+
+
+class Transport(StrEnum):
+    """What NCCL must report in a node's container log."""
+
+    IB = "IB"
+    SOCKET = "Socket"
+    UNCHECKED = ""  # nothing is logged there (Ray workers: the head's log speaks for them)
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One resolved value and its provenance: spec, default, profile or derived."""
+    """One resolved value and its provenance."""
 
     name: str
     value: str
-    source: str
+    source: Source
     why: str = ""
 
 
@@ -21,6 +49,7 @@ class Effective:
     setting: str
     requested: str
     effective: str
+    source: Source  # where the effective value came from
     reason: str = ""
 
     @property
@@ -29,19 +58,27 @@ class Effective:
 
 
 @dataclass(frozen=True)
+class HeadPort:
+    """A port the head must have free before anything starts."""
+
+    port: int
+    what: str
+
+
+@dataclass(frozen=True)
 class NodePlan:
     name: str
-    role: str  # head | worker
+    role: Role
     rank: int  # head is 0; workers 1.. in spec order
     ssh_target: str  # user@host, or "" when the node is the head (commands run locally)
     fabric_ip: str
     netdev: str
     hcas: tuple[str, ...]
     gpus: int
-    container: str
+    container_name: str
     env: tuple[Setting, ...]  # sorted by name
-    docker_run: tuple[str, ...]  # the whole `docker run ...` argv
-    nccl_transport: str  # what NCCL must report in this node's log: IB, Socket, or "" (not checked here)
+    docker_run: Command  # the whole `docker run ...`
+    nccl_transport: Transport
 
 
 @dataclass(frozen=True)
@@ -61,15 +98,16 @@ class Plan:
     spec_path: str
     spec_sha256: str
     name: str
-    engine: str  # vllm | sglang
-    backend: str  # ray | native (single-node runs are native with one node)
+    engine_kind: EngineKind
+    backend: Backend  # single-node runs are native with one node
     image: str
     profile: str  # profile id, "" when unknown
-    entrypoint_mode: str  # bypass | adapt | keep (auto already decided)
+    entrypoint_mode: EntrypointMode  # never auto: already decided
     head: str
+    head_fabric_ip: str
     nodes: tuple[NodePlan, ...]  # head first, then workers in spec order
     start_waves: tuple[tuple[str, ...], ...]  # containers started together, wave after wave
-    engine_exec: tuple[str, ...]  # Ray: `docker exec ...` argv run on the head after Ray formed; else ()
+    ray_engine: Command  # Ray: the engine's command, run in the head's container once Ray formed; else ()
     api_port: int  # effective
     probe_host: str  # where the launcher on the head reaches the API
     endpoint_host: str  # what to tell the operator
@@ -81,10 +119,10 @@ class Plan:
     ray_expected_ips: tuple[str, ...]
     total_gpus: int
     nccl_check: bool  # the launcher reads NCCL's transport lines after readiness
-    head_ports: tuple[str, ...]  # "PORT what" for each port that must be free on the head
+    head_ports: tuple[HeadPort, ...]
     launch_timeout: int
     engine_timeout: int
-    ssh_options: tuple[str, ...]
+    ssh_options: Command
     secrets: tuple[str, ...]
     effective: tuple[Effective, ...]
     quirks: tuple[str, ...]  # what the profile told us and how it was applied
@@ -97,4 +135,4 @@ class Plan:
 
     @property
     def workers(self) -> tuple[NodePlan, ...]:
-        return tuple(n for n in self.nodes if n.role == "worker")
+        return tuple(n for n in self.nodes if n.role is Role.WORKER)

@@ -1,7 +1,9 @@
 """Image profiles: data files in profiles/, one per image family, validated by their own schema."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 
 from jsonschema import Draft202012Validator
@@ -9,6 +11,21 @@ from jsonschema import Draft202012Validator
 from compiler.loader import load_text, to_plain
 from compiler.resources import data_dir
 from compiler.schema import load_schema
+from compiler.spec import EngineKind, EntrypointMode
+
+
+class ArgsStyle(StrEnum):
+    """What the image's entrypoint does with the words after the image name."""
+
+    COMMAND = "command"  # runs them as the command
+    ENGINE_ARGS = "engine-args"  # passes them to the engine it starts itself (`vllm serve` ...)
+    ENV_DRIVEN = "env-driven"  # builds the engine's command from variables, appends the words
+
+
+class RayPresence(StrEnum):
+    PRESENT = "present"
+    ABSENT = "absent"
+    CHECK = "check"  # depends on the release: the launcher checks the image
 
 
 @dataclass(frozen=True)
@@ -22,12 +39,12 @@ class Profile:
     id: str  # file stem
     family: str
     match: tuple[str, ...]
-    engine: str
+    engine: EngineKind
     entrypoint: tuple[str, ...] | None
-    args: str  # command | engine-args | env-driven
-    controls: tuple[tuple[str, Control], ...]
-    ray: str  # present | absent | check
-    auto: str
+    args: ArgsStyle
+    controls: tuple[tuple[str, Control], ...]  # effective setting -> the variable the entrypoint reads
+    ray: RayPresence
+    auto: EntrypointMode  # what entrypoint: auto means for this image
     side_effects: tuple[str, ...]
     notes: tuple[str, ...]
 
@@ -49,19 +66,21 @@ def load_profiles() -> tuple[Profile, ...]:
         errors = [e.message for e in problems] + [e.message for e in validator.iter_errors(data)]
         if errors:
             raise ProfileError(f"profile {path.name} is invalid: {'; '.join(errors)}")
-        profiles.append(Profile(
-            id=path.stem,
-            family=data["family"],
-            match=tuple(data["match"]),
-            engine=data["engine"],
-            entrypoint=tuple(data["entrypoint"]) if "entrypoint" in data else None,
-            args=data["args"],
-            controls=tuple(sorted((k, Control(**v)) for k, v in data.get("controls", {}).items())),
-            ray=data["ray"],
-            auto=data["auto"],
-            side_effects=tuple(data.get("side_effects", ())),
-            notes=tuple(data.get("notes", ())),
-        ))
+        profiles.append(
+            Profile(
+                id=path.stem,
+                family=data["family"],
+                match=tuple(data["match"]),
+                engine=EngineKind(data["engine"]),
+                entrypoint=tuple(data["entrypoint"]) if "entrypoint" in data else None,
+                args=ArgsStyle(data["args"]),
+                controls=tuple(sorted((k, Control(**v)) for k, v in data.get("controls", {}).items())),
+                ray=RayPresence(data["ray"]),
+                auto=EntrypointMode(data["auto"]),
+                side_effects=tuple(data.get("side_effects", ())),
+                notes=tuple(data.get("notes", ())),
+            )
+        )
     return tuple(profiles)
 
 
@@ -74,7 +93,7 @@ def repository(image: str) -> str:
         name = name[:colon]
     for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/"):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
             break
     return name.lower()
 

@@ -1,4 +1,5 @@
 """Render a Plan into file texts. The only module that knows Jinja; templates read the plan, decide nothing."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,6 @@ from typing import Any
 import jinja2
 
 from compiler.plan import Plan
-from compiler.resolve import ENGINE_WRAPPER
 from compiler.resources import data_dir
 
 SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh")
@@ -32,45 +32,22 @@ def quote(value: Any) -> str:
     return shlex.quote(text)
 
 
-# Flags that take no value: never shown on one line with the word after them.
-BARE_FLAGS = {"-d", "--privileged", "--rm", "--head", "--block", "--disable-usage-stats", "--headless",
-              "--trust-remote-code", "--enforce-eager"}
-
-
 def words(values: Iterable[Any], indent: int = 2) -> str:
     """A bash array's body: `()` when empty, else one quoted word per line."""
     items = [quote(v) for v in values]
-    return _array([[w] for w in items], indent)
+    if not items:
+        return "()"
+    return "(\n" + "\n".join(" " * indent + w for w in items) + f"\n{' ' * max(indent - 2, 0)})"
 
 
-def argv_lines(values: Iterable[Any], indent: int = 2, named: dict[str, str] | None = None) -> str:
-    """A command's words as a bash array's body: the command's leading words (`docker run`) share a
-    line, and so does each flag with its value, for the reviewer; the words are the same either way."""
-    items = [str(v) for v in values]
-    lines: list[list[str]] = []
-    for i, word in enumerate(items):
-        previous = items[i - 1] if i else ""
-        leading = i > 0 and all(not w.startswith("-") for w in items[: i + 1])
-        pairs = previous.startswith("-") and previous not in BARE_FLAGS and "=" not in previous
-        if lines and (leading or (pairs and not word.startswith("-") and len(lines[-1]) == 1)):
-            lines[-1].append(word)
-        else:
-            lines.append([word])
-    named = named or {}  # words shown by a variable that holds them (long scripts, for the reviewer)
-    return _array([[named.get(w) or quote(w) for w in line] for line in lines], indent)
+def lines(command: Iterable[Iterable[Any]], indent: int = 2) -> str:
+    """A command's groups of words, one group per line, each word quoted: the body of a bash array."""
+    return "\n".join(" " * indent + " ".join(quote(w) for w in group) for group in command)
 
 
 def single_quote(value: Any) -> str:
     """Always '...': for static script text that bash must not expand (shellcheck's SC2016 is expected)."""
     return "'" + str(value).replace("'", "'\\''") + "'"
-
-
-def _array(lines: list[list[str]], indent: int) -> str:
-    if not lines:
-        return "()"
-    pad = " " * indent
-    body = "\n".join(pad + " ".join(line) for line in lines)
-    return f"(\n{body}\n{' ' * max(indent - 2, 0)})"
 
 
 @lru_cache(maxsize=1)
@@ -88,9 +65,8 @@ def environment() -> jinja2.Environment:
     )
     env.filters["q"] = quote
     env.filters["words"] = words
-    env.filters["argv"] = argv_lines
+    env.filters["lines"] = lines
     env.filters["single_quote"] = single_quote
-    env.globals["ENGINE_WRAPPER"] = ENGINE_WRAPPER
     env.filters["json"] = lambda v: json.dumps(v)
     return env
 

@@ -1,4 +1,5 @@
 """Where the data folders are: beside the package when installed, at the top of a source checkout."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from compiler.diagnostics import Severity
-from compiler.plan import Plan
+from compiler.plan import Plan, flat
 from compiler.resolve import resolve
 from compiler.schema import load_schema, validate, with_defaults
+from compiler.spec import build_spec
 
 BASE: dict[str, Any] = {
     "sparkc": 1,
@@ -41,7 +42,7 @@ def run(spec: dict[str, Any]) -> tuple[Plan | None, list]:
     schema = load_schema()
     problems = validate(spec, schema)
     assert not problems, problems
-    return resolve(with_defaults(spec, schema), given=spec, spec_path="t.yaml", spec_sha256="0" * 64)
+    return resolve(build_spec(with_defaults(spec, schema), spec), spec_path="t.yaml", spec_sha256="0" * 64)
 
 
 def plan_of(spec: dict[str, Any]) -> Plan:
@@ -73,7 +74,7 @@ def test_every_fabric_setting_is_per_node() -> None:
     assert a["RAY_memory_monitor_refresh_ms"] == "0" and a["HF_HUB_OFFLINE"] == "1"
     assert a["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
     assert a["VLLM_ENGINE_READY_TIMEOUT_S"] == str(3600 - 60)
-    worker = plan.nodes[1].docker_run
+    worker = flat(plan.nodes[1].docker_run)
     assert "--node-ip-address=10.0.0.2" in worker and "--address=10.0.0.1:6379" in worker
 
 
@@ -84,7 +85,7 @@ def test_gid_index_only_where_pinned_and_no_hcas_means_sockets() -> None:
     assert "NCCL_IB_GID_INDEX" not in env(plan, "a") and env(plan, "b")["NCCL_IB_GID_INDEX"] == "3"
     assert env(plan, "a")["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in env(plan, "a")
     assert any("same transport" in m for m in messages(spec, Severity.WARNING))
-    assert "--device" not in plan.nodes[0].docker_run
+    assert "--device" not in flat(plan.nodes[0].docker_run)
 
 
 def test_sources_say_where_values_came_from() -> None:
@@ -109,12 +110,12 @@ def test_native_backend_ranks_and_order() -> None:
     plan = plan_of(build(engine__backend="native"))
     head, worker = plan.nodes
     assert plan.start_waves == (("b",), ("a",))
-    assert worker.docker_run[-9:] == ("--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1",
+    assert flat(worker.docker_run)[-9:] == ("--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1",
                                       "--master-port", "29501", "--headless")
-    assert "--headless" not in head.docker_run
+    assert "--headless" not in flat(head.docker_run)
     # vllm/vllm-openai keeps its `vllm serve` entrypoint: the words are engine arguments only
-    image_at = head.docker_run.index("vllm/vllm-openai:v0.11.2")
-    assert head.docker_run[image_at + 1] == "/srv/m"
+    image_at = flat(head.docker_run).index("vllm/vllm-openai:v0.11.2")
+    assert flat(head.docker_run)[image_at + 1] == "/srv/m"
 
 
 def test_single_node_defaults_to_native_without_rendezvous_flags() -> None:
@@ -122,7 +123,7 @@ def test_single_node_defaults_to_native_without_rendezvous_flags() -> None:
     spec["cluster"]["nodes"].pop()
     plan = plan_of(spec)
     assert plan.backend == "native" and plan.start_waves == (("a",),)
-    assert "--nnodes" not in plan.nodes[0].docker_run
+    assert "--nnodes" not in flat(plan.nodes[0].docker_run)
 
 
 def test_hellohal_modes() -> None:
@@ -132,7 +133,7 @@ def test_hellohal_modes() -> None:
     assert adapt.entrypoint_mode == "adapt"
     assert env(adapt, "a")["PORT"] == "30000" and env(adapt, "a")["MODEL_PATH"] == "/models/q"
     assert adapt.api_port == 30000
-    assert adapt.engine_exec[8:] == ("/app/entrypoint.sh", "--served-model-name", "/models/q",
+    assert flat(adapt.ray_engine) == ("/app/entrypoint.sh", "--served-model-name", "/models/q",
                                      "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
                                      "--distributed-executor-backend", "ray")
 
@@ -154,7 +155,7 @@ def test_hellohal_modes() -> None:
     bypass_spec["container"]["entrypoint"] = "bypass"
     bypass_spec["engine"]["backend"] = "native"
     bypass = plan_of(bypass_spec)
-    run_argv = bypass.nodes[0].docker_run
+    run_argv = flat(bypass.nodes[0].docker_run)
     assert run_argv[run_argv.index("--entrypoint") + 1] == "vllm"
     assert any("skips: sets the GPU clock limit" in q for q in bypass.quirks)
 
@@ -191,7 +192,7 @@ def test_single_twin_and_wrong_hca_warn() -> None:
 
 def test_secrets_by_name_only() -> None:
     plan = plan_of(build(container__secrets=["HF_TOKEN"]))
-    argv = plan.nodes[0].docker_run
+    argv = flat(plan.nodes[0].docker_run)
     assert argv[argv.index("HF_TOKEN") - 1] == "-e" and not any(a.startswith("HF_TOKEN=") for a in argv)
     assert any("looks like a secret" in m for m in messages(build(engine__env={"WANDB_API_KEY": "x"})))
     assert any("looks like a secret" in m for m in messages(build(engine__env={"AWS_SECRET_ACCESS_KEY": "x"})))
@@ -201,7 +202,7 @@ def test_secrets_by_name_only() -> None:
 def test_sglang_native_flags() -> None:
     plan = plan_of(build(engine__kind="sglang", container__image="lmsysorg/sglang:v0.5.4",
                          engine__max_model_len=8192, engine__gpu_memory_utilization=0.8))
-    argv = plan.nodes[1].docker_run
+    argv = flat(plan.nodes[1].docker_run)
     assert plan.backend == "native" and plan.api_port == 30000
     assert "--dist-init-addr" in argv and argv[argv.index("--dist-init-addr") + 1] == "10.0.0.1:29501"
     assert argv[argv.index("--context-length") + 1] == "8192"
@@ -213,7 +214,7 @@ def test_sglang_native_flags() -> None:
 def test_container_flags(privileged: bool, expected: str) -> None:
     plan = plan_of(build(container__privileged=privileged, container__ulimits={"memlock": None, "nofile": "1024:2048"},
                          container__gpus="none"))
-    argv = plan.nodes[0].docker_run
+    argv = flat(plan.nodes[0].docker_run)
     assert expected in argv and "--gpus" not in argv
     assert "memlock=-1" not in argv and "nofile=1024:2048" in argv and "stack=67108864" in argv
     assert "/srv/m:/srv/m:ro" in argv

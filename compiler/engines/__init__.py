@@ -1,0 +1,82 @@
+"""Engines behind one interface: each module knows its engine's command line, flags and variables.
+
+Nothing outside this package asks which engine it is; it asks the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from compiler.plan import Command, Setting, Words
+from compiler.spec import Backend, EngineKind, Node
+
+if TYPE_CHECKING:
+    from compiler.resolve.context import Deployment
+
+
+@dataclass(frozen=True)
+class EngineArgv:
+    """An engine's command line: the program (and its positional words), then its flags."""
+
+    program: Command
+    flags: Command
+
+    @property
+    def command(self) -> Command:
+        return self.program + self.flags
+
+
+class Engine(Protocol):
+    kind: EngineKind
+    name: str  # as its project spells it
+    default_port: int
+    supports_ray: bool  # can run under Ray's executor; otherwise it forms its own group
+    # Every spelling of every flag sparkc sets, and the spec field that controls it.
+    managed_flags: Mapping[str, str]
+    # Effective setting (model_path, host, port, ...) -> the flag that carries it.
+    setting_flags: Mapping[str, str]
+
+    def default_backend(self, nodes: int) -> Backend: ...
+
+    def argv(self, d: Deployment, rank: int) -> EngineArgv: ...
+
+    def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
+        """The engine's own per-node variables."""
+        ...
+
+
+def group_args(args: tuple[str, ...]) -> Command:
+    """The user's extra engine words as groups: a `--flag` without `=` shares a line with the value after it."""
+    groups: list[Words] = []
+    for word in args:
+        previous = groups[-1] if groups else ()
+        pairs = len(previous) == 1 and previous[0].startswith("-") and "=" not in previous[0]
+        if pairs and not word.startswith("-"):
+            groups[-1] = (previous[0], word)
+        else:
+            groups.append((word,))
+    return tuple(groups)
+
+
+def common_flags(d: Deployment) -> Command:
+    """Flags both engines spell alike, then the user's own words (last, as they wrote them)."""
+    engine = d.spec.engine
+    flags: list[Words] = []
+    if engine.trust_remote_code:
+        flags.append(("--trust-remote-code",))
+    if engine.reasoning_parser is not None:
+        flags.append(("--reasoning-parser", engine.reasoning_parser))
+    return tuple(flags) + group_args(engine.args)
+
+
+def host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def engines() -> dict[EngineKind, Engine]:
+    from compiler.engines.sglang import SGLANG
+    from compiler.engines.vllm import VLLM
+
+    return {VLLM.kind: VLLM, SGLANG.kind: SGLANG}

@@ -1,0 +1,96 @@
+"""vLLM: `vllm serve MODEL`, multi-node through Ray's executor or its own --nnodes group."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from compiler.engines import EngineArgv, common_flags
+from compiler.plan import Setting, Words
+from compiler.spec import Backend, EngineKind, Node, Source
+
+if TYPE_CHECKING:
+    from compiler.resolve.context import Deployment
+
+MANAGED_FLAGS = {
+    "--port": "engine.port",
+    "--host": "engine.host",
+    "--model": "model.mount",
+    "--tensor-parallel-size": "engine.tensor_parallel",
+    "-tp": "engine.tensor_parallel",
+    "--pipeline-parallel-size": "engine.pipeline_parallel",
+    "-pp": "engine.pipeline_parallel",
+    "--max-model-len": "engine.max_model_len",
+    "--gpu-memory-utilization": "engine.gpu_memory_utilization",
+    "--served-model-name": "model.name",
+    "--trust-remote-code": "engine.trust_remote_code",
+    "--reasoning-parser": "engine.reasoning_parser",
+    "--distributed-executor-backend": "engine.backend",
+    "--nnodes": "cluster.nodes",
+    "--node-rank": "cluster.nodes",
+    "--master-addr": "cluster.head",
+    "--master-port": "launch.master_port",
+    "--headless": "engine.backend",
+}
+
+SETTING_FLAGS = {
+    "host": "--host",
+    "port": "--port",
+    "max_model_len": "--max-model-len",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+}
+
+
+class Vllm:
+    kind = EngineKind.VLLM
+    name = "vLLM"
+    default_port = 8000
+    supports_ray = True
+    managed_flags: Mapping[str, str] = MANAGED_FLAGS
+    setting_flags: Mapping[str, str] = SETTING_FLAGS
+
+    def default_backend(self, nodes: int) -> Backend:
+        return Backend.RAY if nodes > 1 else Backend.NATIVE
+
+    def argv(self, d: Deployment, rank: int) -> EngineArgv:
+        engine = d.spec.engine
+        flags: list[Words] = [
+            ("--served-model-name", d.served_model_name),
+            ("--host", d.value("host")),
+            ("--port", d.value("port")),
+            ("--tensor-parallel-size", str(engine.tensor_parallel)),
+            ("--pipeline-parallel-size", str(engine.pipeline_parallel)),
+        ]
+        flags += [(SETTING_FLAGS[s], d.value(s)) for s in ("max_model_len", "gpu_memory_utilization") if d.value(s)]
+        if d.backend is Backend.RAY:
+            flags.append(("--distributed-executor-backend", "ray"))
+        elif d.multi:
+            flags += [
+                ("--nnodes", str(len(d.nodes))),
+                ("--node-rank", str(rank)),
+                ("--master-addr", d.head.fabric.ip),
+                ("--master-port", str(d.spec.launch.master_port)),
+            ]
+            if rank > 0:
+                flags.append(("--headless",))
+        program = (("vllm",), ("serve",), (d.spec.model.mount,))
+        return EngineArgv(program, tuple(flags) + common_flags(d))
+
+    def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
+        return (
+            Setting(
+                "VLLM_HOST_IP",
+                node.fabric.ip,
+                Source.DERIVED,
+                "this node's fabric IP; vLLM otherwise picks the default-route NIC",
+            ),
+            Setting(
+                "VLLM_ENGINE_READY_TIMEOUT_S",
+                str(d.engine_timeout),
+                Source.DERIVED,
+                f"launch.timeout minus {d.engine_timeout_margin}s, so the engine gives up before the launcher",
+            ),
+        )
+
+
+VLLM = Vllm()

@@ -1,0 +1,26 @@
+"""Resolve a validated spec into a Plan: every node, NCCL, Ray and engine setting.
+
+Pure: no disk, no YAML. Three steps in one direction: derive the deployment (decisions only), run
+every rule (diagnostics only, all of them), and build the plan when no rule found an error. Rules
+report against paths into the spec, so cross-field problems get a line and column too.
+"""
+
+from __future__ import annotations
+
+from compiler.diagnostics import Diagnostic, has_errors
+from compiler.plan import Plan
+from compiler.resolve import rules_cluster, rules_engine
+from compiler.resolve.build import build_plan
+from compiler.resolve.context import derive
+from compiler.spec import Spec
+
+RULES = rules_cluster.RULES + rules_engine.RULES
+
+
+def resolve(spec: Spec, *, spec_path: str, spec_sha256: str) -> tuple[Plan | None, list[Diagnostic]]:
+    deployment = derive(spec)
+    # A rule may find one cluster-wide problem several times (once per node): report it once.
+    diagnostics = list(dict.fromkeys(d for rule in RULES for d in rule(deployment)))
+    if has_errors(diagnostics):
+        return None, diagnostics
+    return build_plan(deployment, spec_path, spec_sha256), diagnostics

@@ -1,0 +1,116 @@
+"""Build the Plan from a deployment the rules found sound. Builds only: nothing here reports."""
+
+from __future__ import annotations
+
+import json
+
+from compiler import __version__
+from compiler.plan import Command, NodePlan, Plan, ProfileCheck, Role, Setting, Transport
+from compiler.profiles import RayPresence
+from compiler.resolve.containers import container_name, docker_run, ray_engine
+from compiler.resolve.context import Deployment
+from compiler.resolve.env import node_env
+from compiler.resolve.explain import quirks, settings
+from compiler.resolve.ports import head_ports
+from compiler.spec import Backend, EntrypointMode, Node, Ssh
+
+
+def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
+    assert d.api_port is not None, "rules reject a deployment without a port"
+    nodes = tuple(_node_plan(d, node, rank, spec_sha256) for rank, node in enumerate(d.nodes))
+    ray = d.backend is Backend.RAY
+    head_wave, worker_wave = (nodes[0].name,), tuple(p.name for p in nodes[1:])
+    # Ray: the head, then every worker at once. Native multi-node: ranks >= 1 at once (they wait for
+    # the master), then rank 0.
+    waves = (head_wave, worker_wave) if ray else (worker_wave, head_wave)
+    host = d.value("host")
+    return Plan(
+        sparkc_version=__version__,
+        spec_path=spec_path,
+        spec_sha256=spec_sha256,
+        name=d.spec.name,
+        engine_kind=d.engine.kind,
+        backend=d.backend,
+        image=d.spec.container.image,
+        profile=d.profile.id if d.profile else "",
+        entrypoint_mode=d.entrypoint.mode,
+        head=d.head.name,
+        head_fabric_ip=d.head.fabric.ip,
+        nodes=nodes,
+        start_waves=tuple(w for w in waves if w),
+        ray_engine=ray_engine(d),
+        api_port=d.api_port,
+        probe_host=host if host not in ("0.0.0.0", "::", "") else "127.0.0.1",
+        endpoint_host=d.head.ssh or d.head.fabric.ip,
+        served_model_name=d.served_model_name,
+        model_host_path=d.spec.model.path,
+        ray_port=d.spec.launch.ray_port,
+        master_port=d.spec.launch.master_port,
+        ray_required=ray and (d.profile is None or d.profile.ray is not RayPresence.PRESENT),
+        ray_expected_ips=tuple(p.fabric_ip for p in nodes) if ray else (),
+        total_gpus=d.total_gpus,
+        nccl_check=d.nccl_check,
+        head_ports=head_ports(d),
+        launch_timeout=d.spec.launch.timeout,
+        engine_timeout=d.engine_timeout,
+        ssh_options=ssh_options(d.spec.cluster.ssh),
+        secrets=d.spec.container.secrets,
+        effective=d.entrypoint.effective,
+        quirks=quirks(d),
+        settings=settings(d),
+        profile_check=_profile_check(d),
+    )
+
+
+def _node_plan(d: Deployment, node: Node, rank: int, spec_sha256: str) -> NodePlan:
+    env: tuple[Setting, ...] = node_env(d, node)
+    user = d.spec.cluster.ssh.user
+    target = "" if rank == 0 else (f"{user}@{node.ssh}" if user else node.ssh or "")
+    return NodePlan(
+        name=node.name,
+        role=Role.HEAD if rank == 0 else Role.WORKER,
+        rank=rank,
+        ssh_target=target,
+        fabric_ip=node.fabric.ip,
+        netdev=node.fabric.netdev,
+        hcas=node.fabric.hcas,
+        gpus=node.gpus,
+        container_name=container_name(d, node),
+        env=env,
+        docker_run=docker_run(d, node, rank, env, spec_sha256),
+        nccl_transport=_nccl_transport(d, node, rank),
+    )
+
+
+def _nccl_transport(d: Deployment, node: Node, rank: int) -> Transport:
+    """What NCCL must report in this node's container log. Ray forwards every worker's output to the
+    engine on the head, so the head speaks for all."""
+    if d.backend is Backend.RAY:
+        if rank > 0:
+            return Transport.UNCHECKED
+        return Transport.IB if all(n.fabric.hcas for n in d.nodes) else Transport.SOCKET
+    return Transport.IB if node.fabric.hcas else Transport.SOCKET
+
+
+def ssh_options(ssh: Ssh) -> Command:
+    options: Command = (
+        ("-o", "BatchMode=yes"),
+        ("-o", f"ConnectTimeout={ssh.connect_timeout}"),
+        ("-o", "ServerAliveInterval=15"),
+        ("-p", str(ssh.port)),
+    )
+    if ssh.identity_file is not None:
+        options += (("-i", ssh.identity_file), ("-o", "IdentitiesOnly=yes"))
+    return options + tuple(("-o", option) for option in ssh.options)
+
+
+def _profile_check(d: Deployment) -> ProfileCheck:
+    profile, mode = d.profile, d.entrypoint.mode
+    if profile is None:
+        return ProfileCheck("", (), fatal=False)
+    pinned = profile.entrypoint is not None
+    return ProfileCheck(
+        entrypoint_json=json.dumps(list(profile.entrypoint or ()), separators=(",", ":")) if pinned else "",
+        env_defaults=tuple(f"{c.env}={c.default}" for _, c in profile.controls) if mode is EntrypointMode.KEEP else (),
+        fatal=mode in (EntrypointMode.KEEP, EntrypointMode.ADAPT),
+    )

@@ -1,0 +1,107 @@
+"""Each node's `docker run`, and what runs in it: `ray start`, or the engine through the image's entrypoint."""
+
+from __future__ import annotations
+
+from compiler.engines import EngineArgv
+from compiler.plan import Command, Setting, Words, flat
+from compiler.profiles import ArgsStyle
+from compiler.resolve.context import Deployment
+from compiler.spec import Backend, EntrypointMode, Node
+
+DEFAULT_ULIMITS = {"memlock": "-1", "stack": "67108864"}
+
+
+def container_name(d: Deployment, node: Node) -> str:
+    return f"sparkc-{d.spec.name}-{node.name}"
+
+
+def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> Command:
+    container = d.spec.container
+    labels = (f"sparkc.deployment={d.spec.name}", f"sparkc.spec-sha256={spec_sha256}", f"sparkc.node={node.name}")
+    # No --rm (a crash must leave its logs) and no restart policy (ranks must start in order).
+    groups: list[Words] = [("docker", "run"), ("-d",), ("--name", container_name(d, node))]
+    groups += [("--label", label) for label in labels]
+    groups += [("--network", "host"), ("--ipc", "host")]
+    if container.gpus == "all":
+        groups.append(("--gpus", "all"))
+    if container.privileged:
+        groups.append(("--privileged",))
+    else:
+        if node.fabric.hcas:
+            groups.append(("--device", "/dev/infiniband"))
+        groups.append(("--cap-add", "IPC_LOCK"))
+    ulimits = {**DEFAULT_ULIMITS, **container.ulimits}
+    groups += [("--ulimit", f"{limit}={value}") for limit, value in sorted(ulimits.items()) if value is not None]
+    if container.shm_size is not None:
+        groups.append(("--shm-size", container.shm_size))
+    groups.append(("-v", f"{d.spec.model.path}:{d.spec.model.mount}:ro"))
+    groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
+    groups += [("-e", f"{s.name}={s.value}") for s in env]
+    # Secrets by name only: docker takes the value from its client's environment, never from the argv.
+    groups += [("-e", name) for name in container.secrets]
+    entry_override, command = _ray_start(d, node, rank) if d.backend is Backend.RAY else _engine_command(d, rank)
+    if entry_override:
+        groups.append(("--entrypoint", entry_override))
+    return (*groups, (container.image,), *command)
+
+
+def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
+    launch = d.spec.launch
+    common: Command = (
+        (f"--node-ip-address={node.fabric.ip}",),
+        (f"--num-gpus={node.gpus}",),
+        (f"--object-store-memory={launch.ray_object_store_memory}",),
+        ("--disable-usage-stats",),
+        ("--block",),
+    )
+    if rank == 0:
+        return "ray", (("start",), ("--head",), (f"--port={launch.ray_port}",), *common)
+    return "ray", (("start",), (f"--address={d.head.fabric.ip}:{launch.ray_port}",), *common)
+
+
+def _engine_command(d: Deployment, rank: int) -> tuple[str, Command]:
+    """(--entrypoint override or "", the words after the image) that make the container run the engine."""
+    argv = d.engine.argv(d, rank)
+    profile, mode = d.profile, d.entrypoint.mode
+    if mode is EntrypointMode.BYPASS:
+        program, *rest = argv.command
+        return program[0], ((program[1:],) if len(program) > 1 else ()) + tuple(rest)
+    if profile is None or profile.args is ArgsStyle.COMMAND:
+        return "", argv.command
+    if profile.args is ArgsStyle.ENGINE_ARGS:
+        return "", _after_prefix(argv.command, profile.entrypoint or ())
+    return "", env_driven_words(d, argv)
+
+
+def ray_engine(d: Deployment) -> Command:
+    """Ray: the engine's command, run in the head's container once Ray formed; () otherwise."""
+    if d.backend is not Backend.RAY:
+        return ()
+    argv = d.engine.argv(d, 0)
+    profile = d.profile
+    if (
+        d.entrypoint.mode is not EntrypointMode.BYPASS
+        and profile
+        and profile.args is ArgsStyle.ENV_DRIVEN
+        and profile.entrypoint
+    ):
+        return tuple((word,) for word in profile.entrypoint) + env_driven_words(d, argv)
+    return argv.command
+
+
+def env_driven_words(d: Deployment, argv: EngineArgv) -> Command:
+    """The words an env-driven entrypoint appends to the command it builds itself: the engine's flags
+    minus the ones it sets from its variables (it names the program and the model itself)."""
+    assert d.profile is not None
+    controlled = {d.engine.setting_flags.get(setting) for setting, _ in d.profile.controls}
+    return tuple(group for group in argv.flags if group[0] not in controlled)
+
+
+def _after_prefix(command: Command, prefix: tuple[str, ...]) -> Command:
+    """The command without the words the entrypoint already runs (`vllm serve`), when it starts with them."""
+    if flat(command)[: len(prefix)] != prefix:
+        return command
+    rest, dropped = list(command), 0
+    while rest and dropped + len(rest[0]) <= len(prefix):
+        dropped += len(rest.pop(0))
+    return tuple(rest)

@@ -1,0 +1,89 @@
+"""The deployment every rule and builder reads: the typed spec plus the decisions derived from it.
+
+Deriving reports nothing: where the spec is wrong (an unknown head, a port that is no number) a
+rule says so, and the builders never run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from compiler.engines import Engine, engines
+from compiler.profiles import Profile, find_profile
+from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
+from compiler.spec import Backend, Node, Spec, Topology
+
+# Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
+ENGINE_TIMEOUT_MARGIN = 60
+
+
+@dataclass(frozen=True)
+class Deployment:
+    spec: Spec
+    engine: Engine
+    profile: Profile | None
+    entrypoint: Entrypoint
+    head_index: int  # position of the head in cluster.nodes (0 when cluster.head names no node)
+
+    @property
+    def head(self) -> Node:
+        return self.spec.cluster.nodes[self.head_index]
+
+    @cached_property
+    def nodes(self) -> tuple[Node, ...]:
+        """Head first (rank 0), then the workers in spec order (ranks 1..)."""
+        others = tuple(n for n in self.spec.cluster.nodes if n.index != self.head_index)
+        return (self.head, *others)
+
+    @property
+    def multi(self) -> bool:
+        return len(self.spec.cluster.nodes) > 1
+
+    @property
+    def backend(self) -> Backend:
+        return self.spec.engine.backend or self.engine.default_backend(len(self.spec.cluster.nodes))
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.spec.cluster.nodes)
+
+    @property
+    def topology(self) -> Topology:
+        return self.spec.cluster.topology or (Topology.DIRECT if len(self.spec.cluster.nodes) <= 2 else Topology.SWITCH)
+
+    @property
+    def engine_timeout(self) -> int:
+        return max(self.spec.launch.timeout - ENGINE_TIMEOUT_MARGIN, 30)
+
+    @property
+    def engine_timeout_margin(self) -> int:
+        return ENGINE_TIMEOUT_MARGIN
+
+    @property
+    def nccl_check(self) -> bool:
+        # A silent fallback to sockets only matters, and only shows, between nodes with RDMA devices.
+        check = self.spec.launch.nccl_check
+        return check if check is not None else self.multi and any(n.fabric.hcas for n in self.spec.cluster.nodes)
+
+    def value(self, setting: str) -> str:
+        """The effective value of an entrypoint-controlled setting, as the engine will see it."""
+        return self.entrypoint.value(setting)
+
+    @property
+    def served_model_name(self) -> str:
+        return self.entrypoint.value("served_model_name")
+
+    @property
+    def api_port(self) -> int | None:
+        """The port the API really listens on; None when the image would be given something that is no port."""
+        text = self.value("port")
+        return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
+
+
+def derive(spec: Spec) -> Deployment:
+    engine = engines()[spec.engine.kind]
+    profile = find_profile(spec.container.image)
+    names = [n.name for n in spec.cluster.nodes]
+    head_index = names.index(spec.cluster.head) if spec.cluster.head in names else 0
+    return Deployment(spec, engine, profile, resolve_entrypoint(spec, profile, engine.default_port), head_index)

@@ -1,0 +1,56 @@
+"""The cluster-wide settings and profile notes that `explain` and the manifest show, each with its source."""
+
+from __future__ import annotations
+
+from compiler.plan import Setting
+from compiler.resolve.context import Deployment
+from compiler.spec import Backend, EntrypointMode, Source
+
+
+def settings(d: Deployment) -> tuple[Setting, ...]:
+    engine, launch, container = d.spec.engine, d.spec.launch, d.spec.container
+    port = d.entrypoint.of("port")
+    auto_entrypoint = container.entrypoint is EntrypointMode.AUTO and d.profile is not None
+    return (
+        Setting("engine", d.engine.kind, Source.SPEC),
+        Setting(
+            "backend",
+            d.backend,
+            engine.source("backend"),
+            "" if engine.is_given("backend") else "vLLM on several nodes: ray; otherwise native",
+        ),
+        Setting(
+            "entrypoint",
+            d.entrypoint.mode,
+            Source.PROFILE if auto_entrypoint else container.source("entrypoint"),
+            f"profile {d.profile.id}" if d.profile else "",
+        ),
+        Setting("api_port", str(d.api_port), port.source, port.reason),
+        Setting("tensor_parallel", str(engine.tensor_parallel), engine.source("tensor_parallel")),
+        Setting("pipeline_parallel", str(engine.pipeline_parallel), engine.source("pipeline_parallel")),
+        Setting("total_gpus", str(d.total_gpus), Source.DERIVED, "sum of cluster.nodes[].gpus"),
+        Setting("launch_timeout", str(launch.timeout), launch.source("timeout")),
+        Setting("engine_timeout", str(d.engine_timeout), Source.DERIVED, f"launch.timeout - {d.engine_timeout_margin}"),
+        Setting("ray_port", str(launch.ray_port), launch.source("ray_port")),
+        Setting("master_port", str(launch.master_port), launch.source("master_port")),
+        Setting(
+            "nccl_check",
+            "on" if d.nccl_check else "off",
+            launch.source("nccl_check"),
+            "" if launch.is_given("nccl_check") else "on for several nodes with RDMA devices",
+        ),
+    )
+
+
+def quirks(d: Deployment) -> tuple[str, ...]:
+    profile, mode = d.profile, d.entrypoint.mode
+    if profile is None:
+        return ("no image profile: the entrypoint is bypassed unless the spec says keep",)
+    notes = [f"profile {profile.id} ({profile.family}); entrypoint: {mode}", *profile.notes]
+    if mode is EntrypointMode.BYPASS:
+        notes += [f"bypassed entrypoint skips: {s}" for s in profile.side_effects]
+    else:
+        notes += [f"entrypoint side effect kept: {s}" for s in profile.side_effects]
+    if d.backend is Backend.RAY:
+        notes.append("Ray containers run `ray start` with --entrypoint ray; the engine starts by docker exec")
+    return tuple(notes)

@@ -1,0 +1,179 @@
+"""Rules about the cluster: values, nodes, addresses, RDMA devices, the TP x PP layout. They only report."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from compiler.diagnostics import Diagnostic, Path, error, warning
+from compiler.resolve.context import Deployment
+from compiler.spec import Architecture, Node, Section
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def control_characters(d: Deployment) -> Iterator[Diagnostic]:
+    """No control characters in any value the user wrote: every value ends up in a script, label or log."""
+    for path, text in _given_strings(d.spec, ()):
+        if CONTROL.search(text):
+            yield error(path, "control characters (newline, tab, ...) are not allowed in values")
+
+
+def _given_strings(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _given_strings(item, (*path, key))
+    elif isinstance(value, tuple):
+        for i, item in enumerate(value):
+            yield from _given_strings(item, (*path, i))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        section = value if isinstance(value, Section) else None
+        for field in dataclasses.fields(value):
+            if section is not None and field.name not in section.given:
+                continue
+            item = getattr(value, field.name)
+            item_path = (
+                item.location if isinstance(item, Section) else (section.at(field.name) if section else (field.name,))
+            )
+            yield from _given_strings(item, item_path)
+
+
+def head_exists(d: Deployment) -> Iterator[Diagnostic]:
+    wanted = d.spec.cluster.head
+    names = [n.name for n in d.spec.cluster.nodes]
+    if wanted is None or wanted in names:
+        return
+    hint = difflib.get_close_matches(wanted, names, n=1)
+    yield error(
+        ("cluster", "head"),
+        f"no node is named '{wanted}'" + (f"; did you mean '{hint[0]}'?" if hint else f"; nodes: {', '.join(names)}"),
+    )
+
+
+def unique_nodes(d: Deployment) -> Iterator[Diagnostic]:
+    for what in ("name", "ssh", "fabric IP"):
+        seen: dict[str, int] = {}
+        for node in d.spec.cluster.nodes:
+            value = {"name": node.name, "ssh": node.ssh, "fabric IP": node.fabric.ip}[what]
+            if value is None:
+                continue
+            if value in seen:
+                path = node.fabric.at("ip") if what == "fabric IP" else node.at(what)
+                yield error(
+                    path, f"'{value}' is already used by node {seen[value] + 1}; every node needs its own {what}"
+                )
+            else:
+                seen[value] = node.index
+
+
+def fabric_addresses(d: Deployment) -> Iterator[Diagnostic]:
+    for node in d.spec.cluster.nodes:
+        path = node.fabric.at("ip")
+        try:
+            address = ipaddress.ip_address(node.fabric.ip)
+        except ValueError:
+            yield error(
+                path,
+                f"'{node.fabric.ip}' is not an IP address; the fabric side needs the CX-7 port's address "
+                "(e.g. 192.168.100.10), not a host name",
+            )
+            continue
+        if address.is_unspecified or address.is_multicast:
+            yield error(path, f"{address} cannot be a node's address")
+        elif address.is_loopback and d.multi:
+            yield warning(path, f"{address} is a loopback address: only nodes on one machine can reach it")
+
+
+def workers_have_ssh(d: Deployment) -> Iterator[Diagnostic]:
+    for node in d.nodes[1:]:
+        if not node.ssh:
+            yield error(node.location, "a worker needs an 'ssh' address (its management address)")
+
+
+def rdma_devices(d: Deployment) -> Iterator[Diagnostic]:
+    for node in d.spec.cluster.nodes:
+        yield from _node_rdma(node)
+    with_hcas = [bool(n.fabric.hcas) for n in d.spec.cluster.nodes]
+    if any(with_hcas) and not all(with_hcas):
+        yield warning(
+            ("cluster", "nodes"),
+            "some nodes list RDMA devices and some do not: NCCL must use the same transport on every rank, "
+            "expect a hang or a fallback",
+        )
+
+
+def _node_rdma(node: Node) -> Iterator[Diagnostic]:
+    hcas = node.fabric.hcas
+    if len(hcas) == 1:
+        yield warning(
+            node.fabric.at("hcas"),
+            "only one RDMA device: a CX-7 port shows up as two twins; with one NCCL gets about half the "
+            "bandwidth (list both, e.g. rocep1s0f1 and roceP2p1s0f1)",
+        )
+    expected = roce_name(node.fabric.netdev)
+    names = [h.lstrip("=") for h in hcas]
+    if (
+        names
+        and expected
+        and all(h.startswith("roce") for h in names)
+        and expected not in [h.split(":")[0] for h in names]
+    ):
+        yield warning(
+            node.fabric.at("hcas"),
+            f"netdev {node.fabric.netdev} belongs to RDMA device {expected}, which is not listed "
+            "(check with ibdev2netdev)",
+        )
+
+
+def roce_name(netdev: str) -> str:
+    """enp1s0f1np1 -> rocep1s0f1 (DOMAIN.md's rule); "" when the name is not of that shape."""
+    match = re.fullmatch(r"en(P?\d*p\d+s\d+f\d+)(np\d+)?", netdev)
+    return f"roce{match.group(1)}" if match else ""
+
+
+def layout(d: Deployment) -> Iterator[Diagnostic]:
+    engine, gpus = d.spec.engine, d.total_gpus
+    tp, pp = engine.tensor_parallel, engine.pipeline_parallel
+    if tp * pp != gpus:
+        yield error(
+            engine.at("tensor_parallel"),
+            f"tensor_parallel x pipeline_parallel = {tp} x {pp} = {tp * pp}, but the nodes have "
+            f"{gpus} GPU{'s' if gpus != 1 else ''}; they must be equal",
+        )
+    arch = d.spec.model.architecture
+    for count, what in (
+        (arch.attention_heads, "attention heads"),
+        (arch.kv_heads, "KV heads"),
+        (arch.experts, "experts"),
+    ):
+        if count is None or _divides(tp, count, kv=what == "KV heads"):
+            continue
+        alternative = _layout_alternative(arch, tp * pp)
+        hint = f"; try tensor_parallel: {alternative[0]}, pipeline_parallel: {alternative[1]}" if alternative else ""
+        yield error(
+            engine.at("tensor_parallel"), f"tensor_parallel {tp} does not divide the model's {count} {what}" + hint
+        )
+
+
+def _divides(tp: int, count: int, kv: bool) -> bool:
+    """KV heads may also be replicated: TP a multiple of them works too."""
+    return count % tp == 0 or (kv and tp % count == 0)
+
+
+def _layout_alternative(arch: Architecture, gpus: int) -> tuple[int, int] | None:
+    for tp in range(gpus, 0, -1):
+        if gpus % tp:
+            continue
+        heads_ok = all(c is None or c % tp == 0 for c in (arch.attention_heads, arch.experts))
+        if heads_ok and (arch.kv_heads is None or _divides(tp, arch.kv_heads, kv=True)):
+            return tp, gpus // tp
+    return None
+
+
+RULES = (control_characters, head_exists, unique_nodes, fabric_addresses, workers_have_ssh, rdma_devices, layout)

@@ -1,0 +1,158 @@
+"""Rules about the engine, its image and its environment. They only report."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from compiler.diagnostics import Diagnostic, Path, error, warning
+from compiler.profiles import RayPresence
+from compiler.resolve.context import Deployment
+from compiler.resolve.entrypoint import known_images, setting_path
+from compiler.resolve.ports import head_ports
+from compiler.spec import Backend, EntrypointMode
+
+# Ports a Ray head opens besides its GCS port; an API port there would collide.
+RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
+# Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)")
+# Variables that carry one node's fabric interface; a cluster-wide override defeats per-node resolution.
+IFNAME_VARS = (
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "TP_SOCKET_IFNAME",
+    "UCX_NET_DEVICES",
+    "OMPI_MCA_btl_tcp_if_include",
+)
+
+
+def image_profile(d: Deployment) -> Iterator[Diagnostic]:
+    mode, path = d.spec.container.entrypoint, ("container", "entrypoint")
+    if d.profile is None:
+        yield warning(
+            ("container", "image"),
+            f"no profile for image '{d.spec.container.image}': sparkc cannot tell what its entrypoint does "
+            f"(known: {known_images()}); entrypoint auto means bypass",
+        )
+        if mode is EntrypointMode.ADAPT:
+            yield error(path, "adapt needs a known image profile (the variables its entrypoint reads); use bypass")
+        elif mode is EntrypointMode.KEEP:
+            yield warning(path, "keep with an unknown image: sparkc assumes the entrypoint runs the command as given")
+    elif d.profile.engine != d.spec.engine.kind:
+        yield warning(
+            ("container", "image"),
+            f"image profile '{d.profile.id}' is a {d.profile.engine} image, but engine.kind is {d.spec.engine.kind}",
+        )
+
+
+def effective_differs(d: Deployment) -> Iterator[Diagnostic]:
+    for e in d.entrypoint.effective:
+        if e.differs:
+            yield warning(
+                setting_path(e.setting, d.spec),
+                f"the image will use {e.effective or '(its default)'}, not {e.requested or '(unset)'}: {e.reason}",
+            )
+
+
+def api_port_is_a_port(d: Deployment) -> Iterator[Diagnostic]:
+    if d.api_port is None:
+        yield error(
+            setting_path("port", d.spec),
+            f"the image's entrypoint would listen on '{d.value('port')}', which is not a port; "
+            "set a port from 1 to 65535",
+        )
+
+
+def ports_distinct(d: Deployment) -> Iterator[Diagnostic]:
+    used = head_ports(d)
+    engine = d.spec.engine
+    paths: dict[str, Path] = {
+        "API": engine.at("port") if engine.is_given("port") else engine.location,
+        "Ray": d.spec.launch.at("ray_port"),
+        "rendezvous": d.spec.launch.at("master_port"),
+    }
+    given = {
+        "API": engine.is_given("port"),
+        "Ray": d.spec.launch.is_given("ray_port"),
+        "rendezvous": d.spec.launch.is_given("master_port"),
+    }
+    for i, port in enumerate(used):
+        for other in used[:i]:
+            if port.port == other.port:
+                # Point at the one the user wrote; a default is not where the mistake is.
+                where = port.what if given[port.what] or not given[other.what] else other.what
+                yield error(
+                    paths[where],
+                    f"the {port.what} port {port.port} is also the {other.what} port; every port must be distinct",
+                )
+    if d.backend is Backend.RAY and d.api_port in RAY_WELL_KNOWN_PORTS:
+        yield error(paths["API"], f"port {d.api_port} is taken by the {RAY_WELL_KNOWN_PORTS[d.api_port]} on the head")
+
+
+def managed_flags(d: Deployment) -> Iterator[Diagnostic]:
+    managed = d.engine.managed_flags
+    for i, word in enumerate(d.spec.engine.args):
+        flag = word.split("=", 1)[0]
+        if flag in managed:
+            yield error(d.spec.engine.at("args", i), f"{flag} is set by sparkc; use {managed[flag]} instead")
+
+
+def backend_supported(d: Deployment) -> Iterator[Diagnostic]:
+    if d.backend is not Backend.RAY:
+        return
+    if not d.engine.supports_ray:
+        yield error(d.spec.engine.at("backend"), f"{d.engine.name} forms its own multi-node group; use backend: native")
+    elif d.profile is not None and d.profile.ray is RayPresence.ABSENT:
+        yield error(d.spec.engine.at("backend"), f"{d.profile.family} ships without Ray; use backend: native")
+
+
+def secrets_stay_secret(d: Deployment) -> Iterator[Diagnostic]:
+    secrets = set(d.spec.container.secrets)
+    for path, env in _env_layers(d):
+        for name in env:
+            if name in secrets:
+                yield error((*path, name), f"{name} is listed in container.secrets; do not also set it here")
+            elif SECRET_NAME.search(name.upper()):
+                yield error(
+                    (*path, name),
+                    f"{name} looks like a secret: a value here would be written into the scripts and the manifest; "
+                    "list the name under container.secrets and export it where the launcher runs",
+                )
+
+
+def env_values(d: Deployment) -> Iterator[Diagnostic]:
+    for path, env in _env_layers(d):
+        for name, value in env.items():
+            if name in IFNAME_VARS and path[0] != "cluster" and d.multi:
+                yield warning(
+                    (*path, name),
+                    f"{name} set for every node overrides the per-node fabric netdev; set it per node "
+                    "(cluster.nodes[].env) if the names differ",
+                )
+            if name == "GLOO_SOCKET_IFNAME" and re.search(r"[,^=]", value):
+                yield error(
+                    (*path, name),
+                    "GLOO_SOCKET_IFNAME must be one interface name; Gloo crashes on NCCL-style lists "
+                    "('^lo', 'a,b', '=if')",
+                )
+            if name == "NCCL_IB_GID_INDEX" and value == "":
+                yield error(
+                    (*path, name), "an empty NCCL_IB_GID_INDEX means GID 0; remove it to let NCCL pick the RoCEv2 GID"
+                )
+
+
+def _env_layers(d: Deployment) -> list[tuple[Path, dict[str, str]]]:
+    layers = [(d.spec.container.at("env"), d.spec.container.env), (d.spec.engine.at("env"), d.spec.engine.env)]
+    return layers + [(n.at("env"), n.env) for n in d.spec.cluster.nodes]
+
+
+RULES = (
+    image_profile,
+    effective_differs,
+    api_port_is_a_port,
+    ports_distinct,
+    managed_flags,
+    backend_supported,
+    secrets_stay_secret,
+    env_values,
+)
