@@ -80,6 +80,10 @@ class NodePlan:
     docker_run: Command  # the whole `docker run ...`
     nccl_transport: Transport
 
+    @property
+    def has_rdma(self) -> bool:
+        return bool(self.hcas)
+
 
 @dataclass(frozen=True)
 class ProfileCheck:

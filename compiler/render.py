@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import shlex
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import asdict
 from functools import lru_cache
@@ -21,8 +22,9 @@ MANIFEST = "manifest.json"
 
 
 def quote(value: Any) -> str:
-    """The one way a value enters a script: shell-quoted, so it is always data, never code."""
-    text = str(value)
+    """The one way a value enters a script: shell-quoted, so it is always data, never code.
+    Booleans become 1 and 0, what the scripts test with (( ))."""
+    text = ("1" if value else "0") if isinstance(value, bool) else str(value)
     if "$" in text or "`" in text:
         # Single quotes would be right too, but shellcheck reads '$(...)' as a forgotten expansion
         # (SC2016); double quotes with every special character escaped say the same to bash.
@@ -45,9 +47,16 @@ def lines(command: Iterable[Iterable[Any]], indent: int = 2) -> str:
     return "\n".join(" " * indent + " ".join(quote(w) for w in group) for group in command)
 
 
-def single_quote(value: Any) -> str:
-    """Always '...': for static script text that bash must not expand (shellcheck's SC2016 is expected)."""
-    return "'" + str(value).replace("'", "'\\''") + "'"
+def comment(value: Any) -> str:
+    """A value shown in a `#` comment: anything that could end the comment line (a line break of any
+    kind, any control character) becomes `?`, so the value stays inside the comment."""
+    return "".join("?" if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in str(value))
+
+
+@lru_cache(maxsize=8)
+def bash(name: str) -> str:
+    """A plain bash file of templates/lib/, verbatim: the scripts' functions, which no value reaches."""
+    return (data_dir("templates") / "lib" / name).read_text(encoding="utf-8")
 
 
 @lru_cache(maxsize=1)
@@ -66,7 +75,8 @@ def environment() -> jinja2.Environment:
     env.filters["q"] = quote
     env.filters["words"] = words
     env.filters["lines"] = lines
-    env.filters["single_quote"] = single_quote
+    env.filters["comment"] = comment
+    env.globals["bash"] = bash
     env.filters["json"] = lambda v: json.dumps(v)
     return env
 

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2034  # the constants below are shared by the four generated scripts; not each uses all
 #
 # launch-cluster.sh: start deployment 'llama33-70b' (vllm, native backend, 2 node(s)) and wait until its endpoint answers. Run it on the head node, spark-a.
 #
@@ -47,6 +46,172 @@ readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
+
+readonly ENGINE=vllm
+readonly MODEL_HOST_PATH=/home/aurora/models/Llama-3.3-70B-Instruct
+readonly DEFAULT_TIMEOUT=5400
+readonly RAY_REQUIRED=0
+readonly RAY_PORT=6379
+# What the image's profile says docker will report; checked before anything starts.
+readonly PROFILE_NAME=nvcr-vllm
+readonly EXPECTED_ENTRYPOINT='["/opt/nvidia/nvidia_entrypoint.sh"]'
+readonly PROFILE_MISMATCH_FATAL=1
+readonly PROFILE_ENV_DEFAULTS=()
+# Variables passed to the containers by name only; their values come from this script's environment.
+readonly SECRETS=(
+  HF_TOKEN
+)
+# Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
+readonly HEAD_FABRIC_IP=192.168.100.10
+declare -rA NETDEV=(
+  [spark-a]=enp1s0f1np1
+  [spark-b]=enp1s0f0np0
+)
+declare -rA FABRIC_IP=(
+  [spark-a]=192.168.100.10
+  [spark-b]=192.168.100.11
+)
+declare -rA HAS_RDMA=(
+  [spark-a]=1
+  [spark-b]=1
+)
+readonly NCCL_CHECK=1
+# The transport NCCL must report in each node's log: IB where RDMA devices are listed; empty: not checked.
+declare -rA NCCL_WANT=(
+  [spark-a]=IB
+  [spark-b]=IB
+)
+# Ports the head must have free before anything starts, and what each is for.
+readonly HEAD_PORTS=(
+  8000
+  29501
+)
+readonly HEAD_PORT_USES=(
+  API
+  rendezvous
+)
+# Containers started together, wave after wave: Ray's head, then its workers; native multi-node
+# ranks >= 1 (they wait for the master), then rank 0.
+readonly START_WAVES=(
+  spark-b
+  spark-a
+)
+# The engine, started on the head once Ray reports every node (empty: the engine is each
+# container's main process). Its output goes to the head container's log and its exit status to
+# /tmp/sparkc-engine.exit inside that container.
+readonly ENGINE_EXEC=()
+# The container of each node, by rank: `docker run` exactly as it will be executed.
+declare -rA RANK=(
+  [spark-a]=0
+  [spark-b]=1
+)
+# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
+readonly DOCKER_RUN_0=(
+  docker run
+  -d
+  --name sparkc-llama33-70b-spark-a
+  --label sparkc.deployment=llama33-70b
+  --label sparkc.spec-sha256=9ecff24b7180b6082a0e6e7b26cb92aa0eb7007dd71cff899407f5c3dbf4a5e4
+  --label sparkc.node=spark-a
+  --network host
+  --ipc host
+  --gpus all
+  --privileged
+  --ulimit memlock=-1
+  --ulimit stack=67108864
+  --shm-size 16g
+  -v /home/aurora/models/Llama-3.3-70B-Instruct:/home/aurora/models/Llama-3.3-70B-Instruct:ro
+  -v /home/aurora/.cache/vllm:/root/.cache/vllm
+  -v /home/aurora/.cache/flashinfer:/root/.cache/flashinfer
+  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
+  -e HF_HUB_OFFLINE=1
+  -e MASTER_ADDR=192.168.100.10
+  -e MASTER_PORT=29501
+  -e NCCL_DEBUG=INFO
+  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
+  -e NCCL_IB_DISABLE=0
+  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
+  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
+  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
+  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e TP_SOCKET_IFNAME=enp1s0f1np1
+  -e UCX_NET_DEVICES=enp1s0f1np1
+  -e VLLM_ENGINE_READY_TIMEOUT_S=5340
+  -e VLLM_HOST_IP=192.168.100.10
+  -e HF_TOKEN
+  nvcr.io/nvidia/vllm:26.05-py3
+  vllm
+  serve
+  /home/aurora/models/Llama-3.3-70B-Instruct
+  --served-model-name meta-llama/Llama-3.3-70B-Instruct
+  --host 0.0.0.0
+  --port 8000
+  --tensor-parallel-size 2
+  --pipeline-parallel-size 1
+  --max-model-len 32768
+  --gpu-memory-utilization 0.8
+  --nnodes 2
+  --node-rank 0
+  --master-addr 192.168.100.10
+  --master-port 29501
+  --enable-prefix-caching
+)
+# spark-b: worker rank 1, fabric 192.168.100.11 on enp1s0f0np0, RDMA rocep1s0f0,roceP2p1s0f0, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
+readonly DOCKER_RUN_1=(
+  docker run
+  -d
+  --name sparkc-llama33-70b-spark-b
+  --label sparkc.deployment=llama33-70b
+  --label sparkc.spec-sha256=9ecff24b7180b6082a0e6e7b26cb92aa0eb7007dd71cff899407f5c3dbf4a5e4
+  --label sparkc.node=spark-b
+  --network host
+  --ipc host
+  --gpus all
+  --privileged
+  --ulimit memlock=-1
+  --ulimit stack=67108864
+  --shm-size 16g
+  -v /home/aurora/models/Llama-3.3-70B-Instruct:/home/aurora/models/Llama-3.3-70B-Instruct:ro
+  -v /home/aurora/.cache/vllm:/root/.cache/vllm
+  -v /home/aurora/.cache/flashinfer:/root/.cache/flashinfer
+  -e GLOO_SOCKET_IFNAME=enp1s0f0np0
+  -e HF_HUB_OFFLINE=1
+  -e MASTER_ADDR=192.168.100.10
+  -e MASTER_PORT=29501
+  -e NCCL_DEBUG=INFO
+  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
+  -e NCCL_IB_DISABLE=0
+  -e 'NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0'
+  -e NCCL_SOCKET_IFNAME=enp1s0f0np0
+  -e OMPI_MCA_btl_tcp_if_include=enp1s0f0np0
+  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e TP_SOCKET_IFNAME=enp1s0f0np0
+  -e UCX_NET_DEVICES=enp1s0f0np0
+  -e VLLM_ENGINE_READY_TIMEOUT_S=5340
+  -e VLLM_HOST_IP=192.168.100.11
+  -e HF_TOKEN
+  nvcr.io/nvidia/vllm:26.05-py3
+  vllm
+  serve
+  /home/aurora/models/Llama-3.3-70B-Instruct
+  --served-model-name meta-llama/Llama-3.3-70B-Instruct
+  --host 0.0.0.0
+  --port 8000
+  --tensor-parallel-size 2
+  --pipeline-parallel-size 1
+  --max-model-len 32768
+  --gpu-memory-utilization 0.8
+  --nnodes 2
+  --node-rank 1
+  --master-addr 192.168.100.10
+  --master-port 29501
+  --headless
+  --enable-prefix-caching
+)
+
+# Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1
@@ -125,161 +290,10 @@ collect_logs() {
   done
 }
 
-readonly MODEL_HOST_PATH=/home/aurora/models/Llama-3.3-70B-Instruct
-readonly DEFAULT_TIMEOUT=5400
-readonly RAY_REQUIRED=0
-# What the image's profile says docker will report; checked before anything starts.
-readonly PROFILE_NAME=nvcr-vllm
-readonly EXPECTED_ENTRYPOINT='["/opt/nvidia/nvidia_entrypoint.sh"]'
-readonly PROFILE_MISMATCH_FATAL=1
-readonly PROFILE_ENV_DEFAULTS=()
-# Variables passed to the containers by name only; their values come from this script's environment.
-readonly SECRETS=(
-  HF_TOKEN
-)
-# Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
-declare -rA NETDEV=(
-  [spark-a]=enp1s0f1np1
-  [spark-b]=enp1s0f0np0
-)
-declare -rA FABRIC_IP=(
-  [spark-a]=192.168.100.10
-  [spark-b]=192.168.100.11
-)
-declare -rA HAS_RDMA=(
-  [spark-a]=1
-  [spark-b]=1
-)
-readonly NCCL_CHECK=1
-# The transport NCCL must report in each node's log: IB where RDMA devices are listed; empty: not checked.
-declare -rA NCCL_WANT=(
-  [spark-a]=IB
-  [spark-b]=IB
-)
-# Ports the head must have free before anything starts: "port what".
-readonly HEAD_PORTS=(
-  '8000 API'
-  '29501 rendezvous'
-)
-# Containers started together, wave after wave: Ray's head, then its workers; native multi-node
-# ranks >= 1 (they wait for the master), then rank 0.
-readonly START_WAVES=(
-  spark-b
-  spark-a
-)
-
-# The container of each node: `docker run` exactly as it will be executed.
+# ARGV: the `docker run` words of a node.
 docker_run_argv() {
-  case $1 in
-    spark-a)
-      # head rank 0: fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-      ARGV=(
-        docker run
-        -d
-        --name sparkc-llama33-70b-spark-a
-        --label sparkc.deployment=llama33-70b
-        --label sparkc.spec-sha256=9ecff24b7180b6082a0e6e7b26cb92aa0eb7007dd71cff899407f5c3dbf4a5e4
-        --label sparkc.node=spark-a
-        --network host
-        --ipc host
-        --gpus all
-        --privileged
-        --ulimit memlock=-1
-        --ulimit stack=67108864
-        --shm-size 16g
-        -v /home/aurora/models/Llama-3.3-70B-Instruct:/home/aurora/models/Llama-3.3-70B-Instruct:ro
-        -v /home/aurora/.cache/vllm:/root/.cache/vllm
-        -v /home/aurora/.cache/flashinfer:/root/.cache/flashinfer
-        -e GLOO_SOCKET_IFNAME=enp1s0f1np1
-        -e HF_HUB_OFFLINE=1
-        -e MASTER_ADDR=192.168.100.10
-        -e MASTER_PORT=29501
-        -e NCCL_DEBUG=INFO
-        -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-        -e NCCL_IB_DISABLE=0
-        -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-        -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-        -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-        -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-        -e TP_SOCKET_IFNAME=enp1s0f1np1
-        -e UCX_NET_DEVICES=enp1s0f1np1
-        -e VLLM_ENGINE_READY_TIMEOUT_S=5340
-        -e VLLM_HOST_IP=192.168.100.10
-        -e HF_TOKEN
-        nvcr.io/nvidia/vllm:26.05-py3
-        vllm
-        serve
-        /home/aurora/models/Llama-3.3-70B-Instruct
-        --served-model-name meta-llama/Llama-3.3-70B-Instruct
-        --host 0.0.0.0
-        --port 8000
-        --tensor-parallel-size 2
-        --pipeline-parallel-size 1
-        --max-model-len 32768
-        --gpu-memory-utilization 0.8
-        --nnodes 2
-        --node-rank 0
-        --master-addr 192.168.100.10
-        --master-port 29501
-        --enable-prefix-caching
-      )
-      ;;
-    spark-b)
-      # worker rank 1: fabric 192.168.100.11 on enp1s0f0np0, RDMA rocep1s0f0,roceP2p1s0f0, 1 GPU(s)
-      ARGV=(
-        docker run
-        -d
-        --name sparkc-llama33-70b-spark-b
-        --label sparkc.deployment=llama33-70b
-        --label sparkc.spec-sha256=9ecff24b7180b6082a0e6e7b26cb92aa0eb7007dd71cff899407f5c3dbf4a5e4
-        --label sparkc.node=spark-b
-        --network host
-        --ipc host
-        --gpus all
-        --privileged
-        --ulimit memlock=-1
-        --ulimit stack=67108864
-        --shm-size 16g
-        -v /home/aurora/models/Llama-3.3-70B-Instruct:/home/aurora/models/Llama-3.3-70B-Instruct:ro
-        -v /home/aurora/.cache/vllm:/root/.cache/vllm
-        -v /home/aurora/.cache/flashinfer:/root/.cache/flashinfer
-        -e GLOO_SOCKET_IFNAME=enp1s0f0np0
-        -e HF_HUB_OFFLINE=1
-        -e MASTER_ADDR=192.168.100.10
-        -e MASTER_PORT=29501
-        -e NCCL_DEBUG=INFO
-        -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-        -e NCCL_IB_DISABLE=0
-        -e 'NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0'
-        -e NCCL_SOCKET_IFNAME=enp1s0f0np0
-        -e OMPI_MCA_btl_tcp_if_include=enp1s0f0np0
-        -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-        -e TP_SOCKET_IFNAME=enp1s0f0np0
-        -e UCX_NET_DEVICES=enp1s0f0np0
-        -e VLLM_ENGINE_READY_TIMEOUT_S=5340
-        -e VLLM_HOST_IP=192.168.100.11
-        -e HF_TOKEN
-        nvcr.io/nvidia/vllm:26.05-py3
-        vllm
-        serve
-        /home/aurora/models/Llama-3.3-70B-Instruct
-        --served-model-name meta-llama/Llama-3.3-70B-Instruct
-        --host 0.0.0.0
-        --port 8000
-        --tensor-parallel-size 2
-        --pipeline-parallel-size 1
-        --max-model-len 32768
-        --gpu-memory-utilization 0.8
-        --nnodes 2
-        --node-rank 1
-        --master-addr 192.168.100.10
-        --master-port 29501
-        --headless
-        --enable-prefix-caching
-      )
-      ;;
-    *) return 1 ;;
-  esac
+  local -n words="DOCKER_RUN_${RANK[$1]}"
+  ARGV=("${words[@]}")
 }
 
 usage() {
@@ -499,13 +513,13 @@ port_in_use() { timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' port_in_use "$1" "$
 
 start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
-  local entry port what wave nodes
+  local i port wave nodes
   if ((DRY_RUN == 0)); then
-    for entry in "${HEAD_PORTS[@]}"; do
-      read -r port what <<<"$entry"
-      if port_in_use 127.0.0.1 "$port" || port_in_use "${RAY_EXPECTED_IPS[0]:-127.0.0.1}" "$port"; then
-        fail "$HEAD" "the $what port $port is already in use on the head by another program: free it or" \
-          "choose another port in the spec"
+    for i in "${!HEAD_PORTS[@]}"; do
+      port=${HEAD_PORTS[i]}
+      if port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
+        fail "$HEAD" "the ${HEAD_PORT_USES[i]} port $port is already in use on the head by another program:" \
+          "free it or choose another port in the spec"
       fi
     done
   fi
@@ -581,10 +595,10 @@ require_running() {
 # -- phase 4 (Ray) -----------------------------------------------------------------------------
 wait_ray_head() {
   ((DRY_RUN)) && return 0
-  log "waiting for the Ray head on ${RAY_EXPECTED_IPS[0]}"
-  until port_in_use "${RAY_EXPECTED_IPS[0]}" 6379; do
+  log "waiting for the Ray head on $HEAD_FABRIC_IP"
+  until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
     require_running "$HEAD"
-    time_left || fail "$HEAD" "the Ray head did not open port 6379 within the timeout"
+    time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
     sleep 1
   done
 }
@@ -608,12 +622,23 @@ form_ray() {
 
 # -- phase 5 -----------------------------------------------------------------------------------
 start_engine() {
-  phase engine "the engine is each container's main process; nothing more to start"
+  if ((${#ENGINE_EXEC[@]} == 0)); then
+    phase engine "the engine is each container's main process; nothing more to start"
+    phase_done
+    return 0
+  fi
+  phase engine "$ENGINE on the head through Ray"
+  FAILED_NODE=$HEAD
+  run_on "$HEAD" "${ENGINE_EXEC[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  FAILED_NODE=""
   phase_done
 }
 
+# The engine's exit status once it ended (Ray: it runs by docker exec); fails while it runs, or
+# where the engine is the container's main process (then the container's state tells).
 engine_exit_status() {
-  return 1
+  ((${#ENGINE_EXEC[@]})) || return 1
+  on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" cat /tmp/sparkc-engine.exit 2>/dev/null
 }
 
 # -- phase 6 -----------------------------------------------------------------------------------

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2034  # the constants below are shared by the four generated scripts; not each uses all
 #
 # logs.sh: gather the container logs of deployment 'llama33-70b' from every node, or follow the head's.
 #
@@ -8,11 +7,7 @@
 # Do not edit: change the spec and run `sparkc compile` again.
 set -Eeuo pipefail
 
-readonly DEPLOYMENT=llama33-70b
-readonly SPEC_SHA256=9ecff24b7180b6082a0e6e7b26cb92aa0eb7007dd71cff899407f5c3dbf4a5e4
-readonly IMAGE=nvcr.io/nvidia/vllm:26.05-py3
 readonly HEAD=spark-a
-readonly BACKEND=native
 # Every node, head first; per-node facts are looked up by node name.
 readonly NODES=(
   spark-a
@@ -35,11 +30,7 @@ readonly SSH_OPTS=(
   -i /home/aurora/.ssh/id_ed25519
   -o IdentitiesOnly=yes
 )
-readonly API_PORT=8000
-readonly PROBE_HOST=127.0.0.1
 readonly PROBE_URL=http://127.0.0.1:8000
-readonly ENDPOINT=http://spark-a.local:8000
-readonly SERVED_MODEL=meta-llama/Llama-3.3-70B-Instruct
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"meta-llama/Llama-3.3-70B-Instruct"'
 readonly PROBE_BODY='{"model": "meta-llama/Llama-3.3-70B-Instruct", "prompt": "ping", "max_tokens": 1}'
@@ -47,6 +38,8 @@ readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
+
+# Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1

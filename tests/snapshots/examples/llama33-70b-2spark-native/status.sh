@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2034  # the constants below are shared by the four generated scripts; not each uses all
 #
 # status.sh: each node's container, the Ray cluster and the endpoint of deployment 'llama33-70b'.
 #
@@ -9,8 +8,6 @@
 set -Eeuo pipefail
 
 readonly DEPLOYMENT=llama33-70b
-readonly SPEC_SHA256=9ecff24b7180b6082a0e6e7b26cb92aa0eb7007dd71cff899407f5c3dbf4a5e4
-readonly IMAGE=nvcr.io/nvidia/vllm:26.05-py3
 readonly HEAD=spark-a
 readonly BACKEND=native
 # Every node, head first; per-node facts are looked up by node name.
@@ -35,8 +32,6 @@ readonly SSH_OPTS=(
   -i /home/aurora/.ssh/id_ed25519
   -o IdentitiesOnly=yes
 )
-readonly API_PORT=8000
-readonly PROBE_HOST=127.0.0.1
 readonly PROBE_URL=http://127.0.0.1:8000
 readonly ENDPOINT=http://spark-a.local:8000
 readonly SERVED_MODEL=meta-llama/Llama-3.3-70B-Instruct
@@ -45,8 +40,8 @@ readonly SERVED_MODEL_JSON='"meta-llama/Llama-3.3-70B-Instruct"'
 readonly PROBE_BODY='{"model": "meta-llama/Llama-3.3-70B-Instruct", "prompt": "ping", "max_tokens": 1}'
 readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-readonly SCRIPT_DIR
+
+# Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1

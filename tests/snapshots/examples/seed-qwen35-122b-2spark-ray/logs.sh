@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2034  # the constants below are shared by the four generated scripts; not each uses all
 #
 # logs.sh: gather the container logs of deployment 'qwen35-122b' from every node, or follow the head's.
 #
@@ -8,11 +7,7 @@
 # Do not edit: change the spec and run `sparkc compile` again.
 set -Eeuo pipefail
 
-readonly DEPLOYMENT=qwen35-122b
-readonly SPEC_SHA256=9b27a8eec73d29c94e168a5295c6acd91de8752f4c6e7cd62520b750d2c7a5a5
-readonly IMAGE=hellohal2064/vllm-qwen3.5-gb10:latest
 readonly HEAD=spark-a
-readonly BACKEND=ray
 # Every node, head first; per-node facts are looked up by node name.
 readonly NODES=(
   spark-a
@@ -33,11 +28,7 @@ readonly SSH_OPTS=(
   -o ServerAliveInterval=15
   -p 22
 )
-readonly API_PORT=30000
-readonly PROBE_HOST=127.0.0.1
 readonly PROBE_URL=http://127.0.0.1:30000
-readonly ENDPOINT=http://spark-a.local:30000
-readonly SERVED_MODEL=/models/Qwen3.5-122B-A10B-FP8
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"/models/Qwen3.5-122B-A10B-FP8"'
 readonly PROBE_BODY='{"model": "/models/Qwen3.5-122B-A10B-FP8", "prompt": "ping", "max_tokens": 1}'
@@ -48,6 +39,8 @@ readonly RAY_EXPECTED_IPS=(
 readonly TOTAL_GPUS=2
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
+
+# Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2034  # the constants below are shared by the four generated scripts; not each uses all
 #
 # status.sh: each node's container, the Ray cluster and the endpoint of deployment 'qwen35-122b'.
 #
@@ -9,8 +8,6 @@
 set -Eeuo pipefail
 
 readonly DEPLOYMENT=qwen35-122b
-readonly SPEC_SHA256=9b27a8eec73d29c94e168a5295c6acd91de8752f4c6e7cd62520b750d2c7a5a5
-readonly IMAGE=hellohal2064/vllm-qwen3.5-gb10:latest
 readonly HEAD=spark-a
 readonly BACKEND=ray
 # Every node, head first; per-node facts are looked up by node name.
@@ -33,8 +30,6 @@ readonly SSH_OPTS=(
   -o ServerAliveInterval=15
   -p 22
 )
-readonly API_PORT=30000
-readonly PROBE_HOST=127.0.0.1
 readonly PROBE_URL=http://127.0.0.1:30000
 readonly ENDPOINT=http://spark-a.local:30000
 readonly SERVED_MODEL=/models/Qwen3.5-122B-A10B-FP8
@@ -46,8 +41,8 @@ readonly RAY_EXPECTED_IPS=(
   192.168.100.11
 )
 readonly TOTAL_GPUS=2
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-readonly SCRIPT_DIR
+
+# Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1

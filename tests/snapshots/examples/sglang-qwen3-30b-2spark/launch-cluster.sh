@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2034  # the constants below are shared by the four generated scripts; not each uses all
 #
 # launch-cluster.sh: start deployment 'qwen3-30b-sglang' (sglang, native backend, 2 node(s)) and wait until its endpoint answers. Run it on the head node, spark-a.
 #
@@ -45,6 +44,159 @@ readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
+
+readonly ENGINE=sglang
+readonly MODEL_HOST_PATH=/home/aurora/models/Qwen3-30B-A3B
+readonly DEFAULT_TIMEOUT=3600
+readonly RAY_REQUIRED=0
+readonly RAY_PORT=6379
+# What the image's profile says docker will report; checked before anything starts.
+readonly PROFILE_NAME=sglang
+readonly EXPECTED_ENTRYPOINT=''
+readonly PROFILE_MISMATCH_FATAL=1
+readonly PROFILE_ENV_DEFAULTS=()
+# Variables passed to the containers by name only; their values come from this script's environment.
+readonly SECRETS=()
+# Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
+readonly HEAD_FABRIC_IP=192.168.100.10
+declare -rA NETDEV=(
+  [spark-a]=enp1s0f1np1
+  [spark-b]=enp1s0f1np1
+)
+declare -rA FABRIC_IP=(
+  [spark-a]=192.168.100.10
+  [spark-b]=192.168.100.11
+)
+declare -rA HAS_RDMA=(
+  [spark-a]=1
+  [spark-b]=1
+)
+readonly NCCL_CHECK=1
+# The transport NCCL must report in each node's log: IB where RDMA devices are listed; empty: not checked.
+declare -rA NCCL_WANT=(
+  [spark-a]=IB
+  [spark-b]=IB
+)
+# Ports the head must have free before anything starts, and what each is for.
+readonly HEAD_PORTS=(
+  30000
+  29501
+)
+readonly HEAD_PORT_USES=(
+  API
+  rendezvous
+)
+# Containers started together, wave after wave: Ray's head, then its workers; native multi-node
+# ranks >= 1 (they wait for the master), then rank 0.
+readonly START_WAVES=(
+  spark-b
+  spark-a
+)
+# The engine, started on the head once Ray reports every node (empty: the engine is each
+# container's main process). Its output goes to the head container's log and its exit status to
+# /tmp/sparkc-engine.exit inside that container.
+readonly ENGINE_EXEC=()
+# The container of each node, by rank: `docker run` exactly as it will be executed.
+declare -rA RANK=(
+  [spark-a]=0
+  [spark-b]=1
+)
+# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
+readonly DOCKER_RUN_0=(
+  docker run
+  -d
+  --name sparkc-qwen3-30b-sglang-spark-a
+  --label sparkc.deployment=qwen3-30b-sglang
+  --label sparkc.spec-sha256=98f3553210110c1b659a4d52ca8b9183168c43354e426922accfb7d27c1ca967
+  --label sparkc.node=spark-a
+  --network host
+  --ipc host
+  --gpus all
+  --privileged
+  --ulimit memlock=-1
+  --ulimit stack=67108864
+  --shm-size 32g
+  -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
+  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
+  -e HF_HUB_OFFLINE=1
+  -e MASTER_ADDR=192.168.100.10
+  -e MASTER_PORT=29501
+  -e NCCL_DEBUG=INFO
+  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
+  -e NCCL_IB_DISABLE=0
+  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
+  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
+  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
+  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e SGLANG_HOST_IP=192.168.100.10
+  -e TP_SOCKET_IFNAME=enp1s0f1np1
+  -e UCX_NET_DEVICES=enp1s0f1np1
+  lmsysorg/sglang:spark
+  python3
+  -m sglang.launch_server
+  --model-path /home/aurora/models/Qwen3-30B-A3B
+  --served-model-name qwen3-30b
+  --host 0.0.0.0
+  --port 30000
+  --tp 2
+  --context-length 32768
+  --mem-fraction-static 0.75
+  --nnodes 2
+  --node-rank 0
+  --dist-init-addr 192.168.100.10:29501
+  --dist-timeout 3540
+  --reasoning-parser qwen3
+)
+# spark-b: worker rank 1, fabric 192.168.100.11 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
+readonly DOCKER_RUN_1=(
+  docker run
+  -d
+  --name sparkc-qwen3-30b-sglang-spark-b
+  --label sparkc.deployment=qwen3-30b-sglang
+  --label sparkc.spec-sha256=98f3553210110c1b659a4d52ca8b9183168c43354e426922accfb7d27c1ca967
+  --label sparkc.node=spark-b
+  --network host
+  --ipc host
+  --gpus all
+  --privileged
+  --ulimit memlock=-1
+  --ulimit stack=67108864
+  --shm-size 32g
+  -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
+  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
+  -e HF_HUB_OFFLINE=1
+  -e MASTER_ADDR=192.168.100.10
+  -e MASTER_PORT=29501
+  -e NCCL_DEBUG=INFO
+  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
+  -e NCCL_IB_DISABLE=0
+  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
+  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
+  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
+  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e SGLANG_HOST_IP=192.168.100.11
+  -e TP_SOCKET_IFNAME=enp1s0f1np1
+  -e UCX_NET_DEVICES=enp1s0f1np1
+  lmsysorg/sglang:spark
+  python3
+  -m sglang.launch_server
+  --model-path /home/aurora/models/Qwen3-30B-A3B
+  --served-model-name qwen3-30b
+  --host 0.0.0.0
+  --port 30000
+  --tp 2
+  --context-length 32768
+  --mem-fraction-static 0.75
+  --nnodes 2
+  --node-rank 1
+  --dist-init-addr 192.168.100.10:29501
+  --dist-timeout 3540
+  --reasoning-parser qwen3
+)
+
+# Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1
@@ -123,148 +275,10 @@ collect_logs() {
   done
 }
 
-readonly MODEL_HOST_PATH=/home/aurora/models/Qwen3-30B-A3B
-readonly DEFAULT_TIMEOUT=3600
-readonly RAY_REQUIRED=0
-# What the image's profile says docker will report; checked before anything starts.
-readonly PROFILE_NAME=sglang
-readonly EXPECTED_ENTRYPOINT=''
-readonly PROFILE_MISMATCH_FATAL=1
-readonly PROFILE_ENV_DEFAULTS=()
-# Variables passed to the containers by name only; their values come from this script's environment.
-readonly SECRETS=()
-# Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
-declare -rA NETDEV=(
-  [spark-a]=enp1s0f1np1
-  [spark-b]=enp1s0f1np1
-)
-declare -rA FABRIC_IP=(
-  [spark-a]=192.168.100.10
-  [spark-b]=192.168.100.11
-)
-declare -rA HAS_RDMA=(
-  [spark-a]=1
-  [spark-b]=1
-)
-readonly NCCL_CHECK=1
-# The transport NCCL must report in each node's log: IB where RDMA devices are listed; empty: not checked.
-declare -rA NCCL_WANT=(
-  [spark-a]=IB
-  [spark-b]=IB
-)
-# Ports the head must have free before anything starts: "port what".
-readonly HEAD_PORTS=(
-  '30000 API'
-  '29501 rendezvous'
-)
-# Containers started together, wave after wave: Ray's head, then its workers; native multi-node
-# ranks >= 1 (they wait for the master), then rank 0.
-readonly START_WAVES=(
-  spark-b
-  spark-a
-)
-
-# The container of each node: `docker run` exactly as it will be executed.
+# ARGV: the `docker run` words of a node.
 docker_run_argv() {
-  case $1 in
-    spark-a)
-      # head rank 0: fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-      ARGV=(
-        docker run
-        -d
-        --name sparkc-qwen3-30b-sglang-spark-a
-        --label sparkc.deployment=qwen3-30b-sglang
-        --label sparkc.spec-sha256=98f3553210110c1b659a4d52ca8b9183168c43354e426922accfb7d27c1ca967
-        --label sparkc.node=spark-a
-        --network host
-        --ipc host
-        --gpus all
-        --privileged
-        --ulimit memlock=-1
-        --ulimit stack=67108864
-        --shm-size 32g
-        -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
-        -e GLOO_SOCKET_IFNAME=enp1s0f1np1
-        -e HF_HUB_OFFLINE=1
-        -e MASTER_ADDR=192.168.100.10
-        -e MASTER_PORT=29501
-        -e NCCL_DEBUG=INFO
-        -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-        -e NCCL_IB_DISABLE=0
-        -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-        -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-        -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-        -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-        -e SGLANG_HOST_IP=192.168.100.10
-        -e TP_SOCKET_IFNAME=enp1s0f1np1
-        -e UCX_NET_DEVICES=enp1s0f1np1
-        lmsysorg/sglang:spark
-        python3
-        -m sglang.launch_server
-        --model-path /home/aurora/models/Qwen3-30B-A3B
-        --served-model-name qwen3-30b
-        --host 0.0.0.0
-        --port 30000
-        --tp 2
-        --context-length 32768
-        --mem-fraction-static 0.75
-        --nnodes 2
-        --node-rank 0
-        --dist-init-addr 192.168.100.10:29501
-        --dist-timeout 3540
-        --reasoning-parser qwen3
-      )
-      ;;
-    spark-b)
-      # worker rank 1: fabric 192.168.100.11 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-      ARGV=(
-        docker run
-        -d
-        --name sparkc-qwen3-30b-sglang-spark-b
-        --label sparkc.deployment=qwen3-30b-sglang
-        --label sparkc.spec-sha256=98f3553210110c1b659a4d52ca8b9183168c43354e426922accfb7d27c1ca967
-        --label sparkc.node=spark-b
-        --network host
-        --ipc host
-        --gpus all
-        --privileged
-        --ulimit memlock=-1
-        --ulimit stack=67108864
-        --shm-size 32g
-        -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
-        -e GLOO_SOCKET_IFNAME=enp1s0f1np1
-        -e HF_HUB_OFFLINE=1
-        -e MASTER_ADDR=192.168.100.10
-        -e MASTER_PORT=29501
-        -e NCCL_DEBUG=INFO
-        -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-        -e NCCL_IB_DISABLE=0
-        -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-        -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-        -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-        -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-        -e SGLANG_HOST_IP=192.168.100.11
-        -e TP_SOCKET_IFNAME=enp1s0f1np1
-        -e UCX_NET_DEVICES=enp1s0f1np1
-        lmsysorg/sglang:spark
-        python3
-        -m sglang.launch_server
-        --model-path /home/aurora/models/Qwen3-30B-A3B
-        --served-model-name qwen3-30b
-        --host 0.0.0.0
-        --port 30000
-        --tp 2
-        --context-length 32768
-        --mem-fraction-static 0.75
-        --nnodes 2
-        --node-rank 1
-        --dist-init-addr 192.168.100.10:29501
-        --dist-timeout 3540
-        --reasoning-parser qwen3
-      )
-      ;;
-    *) return 1 ;;
-  esac
+  local -n words="DOCKER_RUN_${RANK[$1]}"
+  ARGV=("${words[@]}")
 }
 
 usage() {
@@ -484,13 +498,13 @@ port_in_use() { timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' port_in_use "$1" "$
 
 start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
-  local entry port what wave nodes
+  local i port wave nodes
   if ((DRY_RUN == 0)); then
-    for entry in "${HEAD_PORTS[@]}"; do
-      read -r port what <<<"$entry"
-      if port_in_use 127.0.0.1 "$port" || port_in_use "${RAY_EXPECTED_IPS[0]:-127.0.0.1}" "$port"; then
-        fail "$HEAD" "the $what port $port is already in use on the head by another program: free it or" \
-          "choose another port in the spec"
+    for i in "${!HEAD_PORTS[@]}"; do
+      port=${HEAD_PORTS[i]}
+      if port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
+        fail "$HEAD" "the ${HEAD_PORT_USES[i]} port $port is already in use on the head by another program:" \
+          "free it or choose another port in the spec"
       fi
     done
   fi
@@ -566,10 +580,10 @@ require_running() {
 # -- phase 4 (Ray) -----------------------------------------------------------------------------
 wait_ray_head() {
   ((DRY_RUN)) && return 0
-  log "waiting for the Ray head on ${RAY_EXPECTED_IPS[0]}"
-  until port_in_use "${RAY_EXPECTED_IPS[0]}" 6379; do
+  log "waiting for the Ray head on $HEAD_FABRIC_IP"
+  until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
     require_running "$HEAD"
-    time_left || fail "$HEAD" "the Ray head did not open port 6379 within the timeout"
+    time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
     sleep 1
   done
 }
@@ -593,12 +607,23 @@ form_ray() {
 
 # -- phase 5 -----------------------------------------------------------------------------------
 start_engine() {
-  phase engine "the engine is each container's main process; nothing more to start"
+  if ((${#ENGINE_EXEC[@]} == 0)); then
+    phase engine "the engine is each container's main process; nothing more to start"
+    phase_done
+    return 0
+  fi
+  phase engine "$ENGINE on the head through Ray"
+  FAILED_NODE=$HEAD
+  run_on "$HEAD" "${ENGINE_EXEC[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  FAILED_NODE=""
   phase_done
 }
 
+# The engine's exit status once it ended (Ray: it runs by docker exec); fails while it runs, or
+# where the engine is the container's main process (then the container's state tells).
 engine_exit_status() {
-  return 1
+  ((${#ENGINE_EXEC[@]})) || return 1
+  on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" cat /tmp/sparkc-engine.exit 2>/dev/null
 }
 
 # -- phase 6 -----------------------------------------------------------------------------------

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2034  # the constants below are shared by the four generated scripts; not each uses all
 #
 # logs.sh: gather the container logs of deployment 'qwen3-30b-sglang' from every node, or follow the head's.
 #
@@ -8,11 +7,7 @@
 # Do not edit: change the spec and run `sparkc compile` again.
 set -Eeuo pipefail
 
-readonly DEPLOYMENT=qwen3-30b-sglang
-readonly SPEC_SHA256=98f3553210110c1b659a4d52ca8b9183168c43354e426922accfb7d27c1ca967
-readonly IMAGE=lmsysorg/sglang:spark
 readonly HEAD=spark-a
-readonly BACKEND=native
 # Every node, head first; per-node facts are looked up by node name.
 readonly NODES=(
   spark-a
@@ -33,11 +28,7 @@ readonly SSH_OPTS=(
   -o ServerAliveInterval=15
   -p 22
 )
-readonly API_PORT=30000
-readonly PROBE_HOST=127.0.0.1
 readonly PROBE_URL=http://127.0.0.1:30000
-readonly ENDPOINT=http://spark-a.local:30000
-readonly SERVED_MODEL=qwen3-30b
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"qwen3-30b"'
 readonly PROBE_BODY='{"model": "qwen3-30b", "prompt": "ping", "max_tokens": 1}'
@@ -45,6 +36,8 @@ readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
+
+# Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1

@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2034  # the constants below are shared by the four generated scripts; not each uses all
 #
 # stop-cluster.sh: stop and remove deployment 'qwen3-32b' on every node (workers first, then the head).
 #
@@ -9,10 +8,7 @@
 set -Eeuo pipefail
 
 readonly DEPLOYMENT=qwen3-32b
-readonly SPEC_SHA256=1180402c7f1077ddfed4344f0bd41879e481e12403c34f3d5b83816778bc5437
-readonly IMAGE=vllm/vllm-openai:v0.11.2
 readonly HEAD=spark-a
-readonly BACKEND=native
 # Every node, head first; per-node facts are looked up by node name.
 readonly NODES=(
   spark-a
@@ -30,18 +26,14 @@ readonly SSH_OPTS=(
   -o ServerAliveInterval=15
   -p 22
 )
-readonly API_PORT=8000
-readonly PROBE_HOST=127.0.0.1
 readonly PROBE_URL=http://127.0.0.1:8000
-readonly ENDPOINT=http://192.168.100.10:8000
-readonly SERVED_MODEL=qwen3-32b
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"qwen3-32b"'
 readonly PROBE_BODY='{"model": "qwen3-32b", "prompt": "ping", "max_tokens": 1}'
 readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=1
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-readonly SCRIPT_DIR
+
+# Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1

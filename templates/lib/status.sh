@@ -1,0 +1,52 @@
+usage() {
+  cat <<'USAGE'
+Usage: status.sh
+
+Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health.
+Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 usage.
+USAGE
+}
+
+main() {
+  case ${1:-} in
+    "") ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+  esac
+  local node state healthy=1 out
+  for node in "${NODES[@]}"; do
+    if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
+      printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "UNREACHABLE (${TARGET[$node]})"
+      healthy=0
+      continue
+    fi
+    state=$(container_state "$node")
+    printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "$state"
+    [[ $state == running ]] || healthy=0
+  done
+  if [[ $BACKEND == ray ]]; then
+    if out=$(ray_check 2>&1); then
+      printf '%s\n' "${out##*$'\n'}"
+    else
+      printf 'Ray NOT READY: %s\n' "${out##*$'\n'}"
+      healthy=0
+    fi
+  fi
+  if ! probe_health; then
+    printf 'endpoint %s: /health does not answer\n' "$ENDPOINT"
+    healthy=0
+  elif ! probe_models; then
+    printf 'endpoint %s: /v1/models does not list %s\n' "$ENDPOINT" "$SERVED_MODEL"
+    healthy=0
+  else
+    printf 'endpoint %s: healthy, serving %s\n' "$ENDPOINT" "$SERVED_MODEL"
+  fi
+  if ((healthy)); then
+    log "$DEPLOYMENT is healthy"
+    return 0
+  fi
+  log "$DEPLOYMENT is NOT healthy"
+  return 1
+}
+
+main "$@"

@@ -1,0 +1,56 @@
+usage() {
+  cat <<'USAGE'
+Usage: stop-cluster.sh [--dry-run]
+
+Stops and removes this deployment's containers (found by name and label) on every node,
+workers first, then the head. Other containers are never touched.
+Exit status: 0 all removed, 1 a node could not be reached or a container not removed, 2 usage.
+USAGE
+}
+
+stop_one() {
+  local node=$1 name=${CONTAINER[$1]} label
+  if ((DRY_RUN)); then
+    run_on "$node" docker stop --time 30 "$name"
+    run_on "$node" docker rm "$name"
+    return 0
+  fi
+  if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
+    warn "$node: unreachable over ssh (${TARGET[$node]}); its container is left as it is"
+    return 1
+  fi
+  label=$(on_node "$node" docker inspect --format '{{index .Config.Labels "sparkc.deployment"}}' "$name" 2>/dev/null) || {
+    log "$node: no container $name"
+    return 0
+  }
+  if [[ $label != "$DEPLOYMENT" ]]; then
+    warn "$node: $name was not created by deployment $DEPLOYMENT; left alone"
+    return 1
+  fi
+  log "$node: stopping $name"
+  on_node "$node" docker stop --time 30 "$name" >/dev/null || true
+  on_node "$node" docker rm "$name" >/dev/null || { warn "$node: could not remove $name"; return 1; }
+}
+
+main() {
+  while (($#)); do
+    case $1 in
+      --dry-run) DRY_RUN=1 ;;
+      -h | --help) usage; exit 0 ;;
+      *) echo "stop-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  local node status=0
+  for node in "${NODES[@]:1}" "$HEAD"; do
+    stop_one "$node" || status=1
+  done
+  if ((status)); then
+    warn "some containers of $DEPLOYMENT could not be stopped"
+  else
+    log "$DEPLOYMENT stopped on every node"
+  fi
+  return "$status"
+}
+
+main "$@"
