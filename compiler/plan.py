@@ -114,7 +114,8 @@ class Plan:
     ray_engine: Command  # Ray: the engine's command, run in the head's container once Ray formed; else ()
     api_port: int  # effective
     probe_host: str  # where the launcher on the head reaches the API
-    endpoint_host: str  # what to tell the operator
+    probe_url: str  # http://PROBE_HOST:PORT, an IPv6 address in brackets
+    endpoint_url: str  # what to tell the operator
     served_model_name: str  # effective
     model_host_path: str
     ray_port: int

@@ -77,7 +77,8 @@ def environment() -> jinja2.Environment:
     env.filters["lines"] = lines
     env.filters["comment"] = comment
     env.globals["bash"] = bash
-    env.filters["json"] = lambda v: json.dumps(v)
+    # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
+    env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     return env
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from compiler import __version__
+from compiler.engines import host_port
 from compiler.plan import Command, NodePlan, Plan, ProfileCheck, Role, Setting, Transport
 from compiler.profiles import RayPresence
 from compiler.resolve.containers import container_name, docker_run, ray_engine
@@ -24,6 +25,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
     # the master), then rank 0.
     waves = (head_wave, worker_wave) if ray else (worker_wave, head_wave)
     host = d.value("host")
+    probe_host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     return Plan(
         sparkc_version=__version__,
         spec_path=spec_path,
@@ -40,8 +42,9 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         start_waves=tuple(w for w in waves if w),
         ray_engine=ray_engine(d),
         api_port=d.api_port,
-        probe_host=host if host not in ("0.0.0.0", "::", "") else "127.0.0.1",
-        endpoint_host=d.head.ssh or d.head.fabric.ip,
+        probe_host=probe_host,
+        probe_url=f"http://{host_port(probe_host, d.api_port)}",
+        endpoint_url=f"http://{host_port(d.head.ssh or d.head.fabric.ip, d.api_port)}",
         served_model_name=d.served_model_name,
         model_host_path=d.spec.model.path,
         ray_port=d.spec.launch.ray_port,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compiler.engines import EngineArgv
+from compiler.engines import EngineArgv, host_port
 from compiler.plan import Command, Setting, Words, flat
 from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
@@ -56,7 +56,7 @@ def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
     )
     if rank == 0:
         return "ray", (("start",), ("--head",), (f"--port={launch.ray_port}",), *common)
-    return "ray", (("start",), (f"--address={d.head.fabric.ip}:{launch.ray_port}",), *common)
+    return "ray", (("start",), (f"--address={host_port(d.head.fabric.ip, launch.ray_port)}",), *common)
 
 
 def _engine_command(d: Deployment, rank: int) -> tuple[str, Command]:

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from compiler.plan import Setting
 from compiler.resolve.context import Deployment
-from compiler.resolve.rules_engine import IFNAME_VARS
 from compiler.spec import Backend, Node, Source, Topology
+
+# Variables that carry one node's fabric interface; a cluster-wide override defeats per-node resolution.
+IFNAME_VARS = (
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "TP_SOCKET_IFNAME",
+    "UCX_NET_DEVICES",
+    "OMPI_MCA_btl_tcp_if_include",
+)
 
 
 def node_env(d: Deployment, node: Node) -> tuple[Setting, ...]:

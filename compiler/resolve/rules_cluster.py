@@ -14,13 +14,26 @@ from compiler.resolve.context import Deployment
 from compiler.spec import Architecture, Node, Section
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# C1 controls and Unicode line breaks: some terminals and shells treat them as control or newline.
+LINE_BREAKS = re.compile("[\x80-\x9f\u2028\u2029]")
 
 
-def control_characters(d: Deployment) -> Iterator[Diagnostic]:
-    """No control characters in any value the user wrote: every value ends up in a script, label or log."""
+# Longer values would not fit one word of a command line (Linux takes at most 128 KiB) and no real
+# path, name or flag comes near this.
+MAX_VALUE_BYTES = 4096
+
+
+def plain_values(d: Deployment) -> Iterator[Diagnostic]:
+    """Every value the user wrote ends up in a script, a label or a log line: no control characters,
+    no line separators, and a size a command line takes."""
     for path, text in _given_strings(d.spec, ()):
         if CONTROL.search(text):
             yield error(path, "control characters (newline, tab, ...) are not allowed in values")
+        elif LINE_BREAKS.search(text):
+            yield error(path, "line or paragraph separators (U+0085, U+2028, U+2029) are not allowed in values")
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_VALUE_BYTES:
+            yield error(path, f"this value is {size} bytes long; at most {MAX_VALUE_BYTES} fit a command line safely")
 
 
 def _given_strings(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
@@ -176,4 +189,4 @@ def _layout_alternative(arch: Architecture, gpus: int) -> tuple[int, int] | None
     return None
 
 
-RULES = (control_characters, head_exists, unique_nodes, fabric_addresses, workers_have_ssh, rdma_devices, layout)
+RULES = (plain_values, head_exists, unique_nodes, fabric_addresses, workers_have_ssh, rdma_devices, layout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterator
 
@@ -9,6 +10,7 @@ from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
 from compiler.resolve.entrypoint import known_images, setting_path
+from compiler.resolve.env import IFNAME_VARS, node_env
 from compiler.resolve.ports import head_ports
 from compiler.spec import Backend, EntrypointMode
 
@@ -16,13 +18,22 @@ from compiler.spec import Backend, EntrypointMode
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
 # Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)")
-# Variables that carry one node's fabric interface; a cluster-wide override defeats per-node resolution.
-IFNAME_VARS = (
-    "NCCL_SOCKET_IFNAME",
-    "GLOO_SOCKET_IFNAME",
-    "TP_SOCKET_IFNAME",
-    "UCX_NET_DEVICES",
-    "OMPI_MCA_btl_tcp_if_include",
+HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+# Names a secret may not take: the shell's own variables, and the generated scripts' constants and
+# globals (a secret named TIMEOUT would be the launcher's timeout, one named IFS would split words).
+SHELL_NAMES = frozenset(
+    "BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS DIRSTACK ENV EUID FUNCNAME "
+    "GLOBIGNORE GROUPS HISTFILE HOME HOSTNAME HOSTTYPE IFS LANG LANGUAGE LINENO LINES LOGNAME MAIL OLDPWD "
+    "OPTARG OPTERR OPTIND OSTYPE PATH PIPESTATUS POSIXLY_CORRECT PPID PS1 PS2 PS3 PS4 PWD RANDOM REPLY "
+    "SECONDS SHELL SHELLOPTS SHLVL SRANDOM TERM TMOUT TMPDIR UID USER".split()
+)
+SCRIPT_NAMES = frozenset(
+    "API_PORT ARGV BACKEND CONTAINER DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DRY_RUN ENDPOINT ENGINE ENGINE_EXEC "
+    "ENGINE_WRAPPER EXPECTED_ENTRYPOINT FABRIC_IP FAILED_NODE HAS_RDMA HEAD HEAD_FABRIC_IP HEAD_PORTS "
+    "HEAD_PORT_USES IMAGE MODEL_HOST_PATH NCCL_CHECK NCCL_WANT NETDEV NODES PHASE PHASE_START PROBE_BODY "
+    "PROBE_HOST PROBE_URL PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME RANK RAY_CHECK_PY "
+    "RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED REPLACE SCRIPT_DIR SECRETS SECRET_VALUES SERVED_MODEL "
+    "SERVED_MODEL_JSON SKIP_PREFLIGHT SPEC_SHA256 SSH_OPTS START_WAVES TARGET TIMEOUT TOTAL_GPUS".split()
 )
 
 
@@ -51,6 +62,18 @@ def effective_differs(d: Deployment) -> Iterator[Diagnostic]:
             yield warning(
                 setting_path(e.setting, d.spec),
                 f"the image will use {e.effective or '(its default)'}, not {e.requested or '(unset)'}: {e.reason}",
+            )
+
+
+def engine_host(d: Deployment) -> Iterator[Diagnostic]:
+    host = d.spec.engine.host
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if not HOST_NAME.fullmatch(host):
+            yield error(
+                d.spec.engine.at("host"),
+                f"{host!r} is neither an IP address nor a host name; the engine listens on it (0.0.0.0: everywhere)",
             )
 
 
@@ -120,6 +143,18 @@ def secrets_stay_secret(d: Deployment) -> Iterator[Diagnostic]:
                 )
 
 
+def secret_names(d: Deployment) -> Iterator[Diagnostic]:
+    derived = {s.name for node in d.nodes for s in node_env(d, node)}
+    for i, name in enumerate(d.spec.container.secrets):
+        path = d.spec.container.at("secrets", i)
+        if name in SHELL_NAMES or name in SCRIPT_NAMES or name.startswith(("BASH_", "LC_", "DOCKER_RUN_")):
+            yield error(path, f"{name} is a name the shell or the generated scripts use themselves; rename the secret")
+        elif name in derived:
+            yield error(path, f"{name} is set by sparkc for every node; a secret of that name would replace it")
+        elif name != name.upper():
+            yield error(path, f"secret names are upper-case (HF_TOKEN, VLLM_API_KEY); write {name.upper()}")
+
+
 def env_values(d: Deployment) -> Iterator[Diagnostic]:
     for path, env in _env_layers(d):
         for name, value in env.items():
@@ -149,10 +184,12 @@ def _env_layers(d: Deployment) -> list[tuple[Path, dict[str, str]]]:
 RULES = (
     image_profile,
     effective_differs,
+    engine_host,
     api_port_is_a_port,
     ports_distinct,
     managed_flags,
     backend_supported,
     secrets_stay_secret,
+    secret_names,
     env_values,
 )

@@ -1,3 +1,17 @@
+# Secret values, taken from this script's environment before anything else runs.
+declare -A SECRET_VALUES=()
+for secret in "${SECRETS[@]}"; do
+  SECRET_VALUES[$secret]=${!secret-}
+done
+unset secret
+
+# A secret's length in bytes (not characters: the locale may be UTF-8).
+secret_bytes() {
+  local LC_ALL=C
+  local value=${SECRET_VALUES[$1]}
+  printf '%s' "${#value}"
+}
+
 # ARGV: the `docker run` words of a node.
 docker_run_argv() {
   local -n words="DOCKER_RUN_${RANK[$1]}"
@@ -79,9 +93,9 @@ preflight() {
     command -v "$out" >/dev/null || fail "$HEAD" "'$out' is not installed on the head node"
   done
   for out in "${SECRETS[@]}"; do
-    [[ -n ${!out:-} ]] && continue
+    [[ -n ${SECRET_VALUES[$out]} ]] && continue
     ((DRY_RUN)) && { warn "secret $out is not set; a real launch stops here"; continue; }
-    fail "$HEAD" "secret $out is not set: export it in the shell that runs this script"
+    fail "$HEAD" "secret $out is not set (or empty): export it in the shell that runs this script"
   done
   for node in "${NODES[@]}"; do
     FAILED_NODE=$node
@@ -280,11 +294,15 @@ start_one() {
   docker_run_argv "$node"
   if ((${#SECRETS[@]})) && ! is_local "$node"; then
     # Secret values travel over ssh's stdin and are read into the remote environment, where
-    # `docker run -e NAME` picks them up: they never appear on a command line.
+    # `docker run -e NAME` picks them up: they never appear on a command line. Each is read as its
+    # exact byte count (dd, one byte at a time, never past it), so any byte but NUL arrives as sent;
+    # the x keeps $(...) from dropping trailing newlines.
     local name reads=""
-    for name in "${SECRETS[@]}"; do reads+="IFS= read -r $name && export $name && "; done
-    out=$(for name in "${SECRETS[@]}"; do printf '%s\n' "${!name}"; done |
-      ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$reads$(printf '%q ' "${ARGV[@]}")" 2>&1) \
+    for name in "${SECRETS[@]}"; do
+      reads+="$name=\$(dd bs=1 count=$(secret_bytes "$name") 2>/dev/null; echo x) && $name=\${$name%x} && export $name && "
+    done
+    out=$(for name in "${SECRETS[@]}"; do printf '%s' "${SECRET_VALUES[$name]}"; done |
+      ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
       || { printf '%s\n' "$out"; return 1; }
   else
     out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }

@@ -19,10 +19,17 @@ stop_one() {
     warn "$node: unreachable over ssh (${TARGET[$node]}); its container is left as it is"
     return 1
   fi
-  label=$(on_node "$node" docker inspect --format '{{index .Config.Labels "sparkc.deployment"}}' "$name" 2>/dev/null) || {
-    log "$node: no container $name"
-    return 0
-  }
+  if ! label=$(on_node "$node" docker inspect --type container \
+    --format '{{index .Config.Labels "sparkc.deployment"}}' "$name" 2>&1); then
+    # Only docker's own "no such container" means there is nothing to stop; a daemon that does not
+    # answer, or a user who may not use it, leaves the container running.
+    if [[ $label == *"No such container"* || $label == *"No such object"* ]]; then
+      log "$node: no container $name"
+      return 0
+    fi
+    warn "$node: docker did not answer (${label##*$'\n'}); its container, if any, is left as it is"
+    return 1
+  fi
   if [[ $label != "$DEPLOYMENT" ]]; then
     warn "$node: $name was not created by deployment $DEPLOYMENT; left alone"
     return 1

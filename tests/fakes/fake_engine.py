@@ -19,7 +19,8 @@ def listen(host: str, port: int) -> None:
 def serve(port: int, served: str) -> None:
     class Handler(BaseHTTPRequestHandler):
         def _send(self, code: int, body: dict) -> None:
-            data = json.dumps(body).encode()
+            # As vLLM (Starlette's JSONResponse) answers: compact, raw UTF-8.
+            data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

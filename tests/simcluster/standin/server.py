@@ -44,7 +44,8 @@ class _Handler(BaseHTTPRequestHandler):
         log.info(f'{self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" {status}')
 
     def _send(self, status: int, body: Any | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
+        # As vLLM (Starlette's JSONResponse) and SGLang (orjson) answer: compact, raw UTF-8.
+        data = b"" if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

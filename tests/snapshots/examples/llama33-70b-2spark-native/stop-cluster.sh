@@ -47,15 +47,26 @@ log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
 warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 is_local() { [[ -z ${TARGET[$1]} ]]; }
 
-# Run a command, given as words, on a node: directly on the head, over ssh elsewhere. The words are
-# quoted with printf %q on this side, so the remote shell sees them exactly as given here.
+# Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
+# word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q
+# writes $'...' for some bytes, which dash reads as plain text.)
+sh_quote() {
+  local word line=""
+  for word; do
+    line+="'${word//\'/\'\\\'\'}' "
+  done
+  printf '%s' "$line"
+}
+
+# Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
+# remote shell sees exactly these words.
 on_node() {
   local node=$1
   shift
   if is_local "$node"; then
     "$@"
   else
-    ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$(printf '%q ' "$@")"
+    ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$(sh_quote "$@")"
   fi
 }
 
@@ -138,10 +149,17 @@ stop_one() {
     warn "$node: unreachable over ssh (${TARGET[$node]}); its container is left as it is"
     return 1
   fi
-  label=$(on_node "$node" docker inspect --format '{{index .Config.Labels "sparkc.deployment"}}' "$name" 2>/dev/null) || {
-    log "$node: no container $name"
-    return 0
-  }
+  if ! label=$(on_node "$node" docker inspect --type container \
+    --format '{{index .Config.Labels "sparkc.deployment"}}' "$name" 2>&1); then
+    # Only docker's own "no such container" means there is nothing to stop; a daemon that does not
+    # answer, or a user who may not use it, leaves the container running.
+    if [[ $label == *"No such container"* || $label == *"No such object"* ]]; then
+      log "$node: no container $name"
+      return 0
+    fi
+    warn "$node: docker did not answer (${label##*$'\n'}); its container, if any, is left as it is"
+    return 1
+  fi
   if [[ $label != "$DEPLOYMENT" ]]; then
     warn "$node: $name was not created by deployment $DEPLOYMENT; left alone"
     return 1

@@ -45,7 +45,8 @@ readonly RAY_EXPECTED_IPS=(
   192.168.100.11
 )
 readonly TOTAL_GPUS=2
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines.
+SCRIPT_DIR=$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
 
 readonly ENGINE=vllm
@@ -229,15 +230,26 @@ log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
 warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 is_local() { [[ -z ${TARGET[$1]} ]]; }
 
-# Run a command, given as words, on a node: directly on the head, over ssh elsewhere. The words are
-# quoted with printf %q on this side, so the remote shell sees them exactly as given here.
+# Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
+# word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q
+# writes $'...' for some bytes, which dash reads as plain text.)
+sh_quote() {
+  local word line=""
+  for word; do
+    line+="'${word//\'/\'\\\'\'}' "
+  done
+  printf '%s' "$line"
+}
+
+# Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
+# remote shell sees exactly these words.
 on_node() {
   local node=$1
   shift
   if is_local "$node"; then
     "$@"
   else
-    ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$(printf '%q ' "$@")"
+    ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$(sh_quote "$@")"
   fi
 }
 
@@ -297,6 +309,20 @@ collect_logs() {
       '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
       "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
   done
+}
+
+# Secret values, taken from this script's environment before anything else runs.
+declare -A SECRET_VALUES=()
+for secret in "${SECRETS[@]}"; do
+  SECRET_VALUES[$secret]=${!secret-}
+done
+unset secret
+
+# A secret's length in bytes (not characters: the locale may be UTF-8).
+secret_bytes() {
+  local LC_ALL=C
+  local value=${SECRET_VALUES[$1]}
+  printf '%s' "${#value}"
 }
 
 # ARGV: the `docker run` words of a node.
@@ -380,9 +406,9 @@ preflight() {
     command -v "$out" >/dev/null || fail "$HEAD" "'$out' is not installed on the head node"
   done
   for out in "${SECRETS[@]}"; do
-    [[ -n ${!out:-} ]] && continue
+    [[ -n ${SECRET_VALUES[$out]} ]] && continue
     ((DRY_RUN)) && { warn "secret $out is not set; a real launch stops here"; continue; }
-    fail "$HEAD" "secret $out is not set: export it in the shell that runs this script"
+    fail "$HEAD" "secret $out is not set (or empty): export it in the shell that runs this script"
   done
   for node in "${NODES[@]}"; do
     FAILED_NODE=$node
@@ -581,11 +607,15 @@ start_one() {
   docker_run_argv "$node"
   if ((${#SECRETS[@]})) && ! is_local "$node"; then
     # Secret values travel over ssh's stdin and are read into the remote environment, where
-    # `docker run -e NAME` picks them up: they never appear on a command line.
+    # `docker run -e NAME` picks them up: they never appear on a command line. Each is read as its
+    # exact byte count (dd, one byte at a time, never past it), so any byte but NUL arrives as sent;
+    # the x keeps $(...) from dropping trailing newlines.
     local name reads=""
-    for name in "${SECRETS[@]}"; do reads+="IFS= read -r $name && export $name && "; done
-    out=$(for name in "${SECRETS[@]}"; do printf '%s\n' "${!name}"; done |
-      ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$reads$(printf '%q ' "${ARGV[@]}")" 2>&1) \
+    for name in "${SECRETS[@]}"; do
+      reads+="$name=\$(dd bs=1 count=$(secret_bytes "$name") 2>/dev/null; echo x) && $name=\${$name%x} && export $name && "
+    done
+    out=$(for name in "${SECRETS[@]}"; do printf '%s' "${SECRET_VALUES[$name]}"; done |
+      ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
       || { printf '%s\n' "$out"; return 1; }
   else
     out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }

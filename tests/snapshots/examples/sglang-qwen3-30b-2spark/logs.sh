@@ -34,7 +34,8 @@ readonly SERVED_MODEL_JSON='"qwen3-30b"'
 readonly PROBE_BODY='{"model": "qwen3-30b", "prompt": "ping", "max_tokens": 1}'
 readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines.
+SCRIPT_DIR=$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 readonly SCRIPT_DIR
 
 # Functions every generated script shares. Plain bash: the values it reads are the constants above.
@@ -46,15 +47,26 @@ log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
 warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 is_local() { [[ -z ${TARGET[$1]} ]]; }
 
-# Run a command, given as words, on a node: directly on the head, over ssh elsewhere. The words are
-# quoted with printf %q on this side, so the remote shell sees them exactly as given here.
+# Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
+# word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q
+# writes $'...' for some bytes, which dash reads as plain text.)
+sh_quote() {
+  local word line=""
+  for word; do
+    line+="'${word//\'/\'\\\'\'}' "
+  done
+  printf '%s' "$line"
+}
+
+# Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
+# remote shell sees exactly these words.
 on_node() {
   local node=$1
   shift
   if is_local "$node"; then
     "$@"
   else
-    ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$(printf '%q ' "$@")"
+    ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$(sh_quote "$@")"
   fi
 }
 
