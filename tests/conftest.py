@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
-SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+# The simulated cluster's fixtures, registered here once for tests/cluster and tests/simcluster/tests:
+# a session fixture defined in two conftests would make two clusters.
+from tests.simcluster.fixtures import run_container, sim_cluster, sim_model_dir  # noqa: F401
+from tests.specs import ROOT
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 import compiler.cli as cli_module
 from compiler.cli import cli, main
-from tests.conftest import EXAMPLES
+from tests.specs import EXAMPLES, dump, example, with_changes
 
 SEED = EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml"
 
@@ -51,7 +51,7 @@ def test_failed_compile_leaves_output_as_it_was(runner: CliRunner, tmp_path: Pat
     assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out)]).exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     bad = tmp_path / "bad.yaml"
-    bad.write_text(SEED.read_text().replace("tensor_parallel: 2", "tensor_parallel: 4"))
+    bad.write_text(dump(with_changes(example(SEED.name), {"engine.tensor_parallel": 4})))
     result = runner.invoke(cli, ["compile", str(bad), "-o", str(out)])
     assert result.exit_code == 1
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
@@ -71,8 +71,7 @@ def test_validate_reports_positions_and_json(runner: CliRunner) -> None:
 
 def test_warnings_exit_0_unless_strict(runner: CliRunner, tmp_path: Path) -> None:
     spec = tmp_path / "custom.yaml"
-    spec.write_text((EXAMPLES / "solo-qwen3-32b.yaml").read_text().replace("vllm/vllm-openai:v0.11.2",
-                                                                              "ghcr.io/me/vllm:1"))
+    spec.write_text(dump(with_changes(example("solo-qwen3-32b"), {"container.image": "ghcr.io/me/vllm:1"})))
     relaxed = runner.invoke(cli, ["validate", str(spec)])
     assert relaxed.exit_code == 0 and "warning: no profile for image" in relaxed.output
     strict = runner.invoke(cli, ["validate", str(spec), "--strict"])

@@ -12,29 +12,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from ruamel.yaml import YAML
 
 from compiler.cli import cli
-from tests.conftest import EXAMPLES
-
-SEED = EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml"
+from tests.specs import DELETE, dump, example, with_changes
 
 
-def explain(tmp_path: Path, **changes: Any) -> dict[str, Any]:
-    yaml = YAML()
-    spec = yaml.load(SEED.read_text(encoding="utf-8"))
-    for dotted, value in changes.items():
-        *parents, last = dotted.split("__")
-        node = spec
-        for part in parents:
-            node = node.setdefault(part, {})
-        if value is None:
-            node.pop(last, None)
-        else:
-            node[last] = value
+def explain(tmp_path: Path, changes: dict[str, Any]) -> dict[str, Any]:
     path = tmp_path / "spec.yaml"
-    with path.open("w", encoding="utf-8") as out:
-        yaml.dump(spec, out)
+    path.write_text(dump(with_changes(example("seed-qwen35-122b-2spark-ray"), changes)), encoding="utf-8")
     result = CliRunner().invoke(cli, ["explain", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output
     plan: dict[str, Any] = json.loads(result.stdout)
@@ -56,7 +41,7 @@ def head_env(plan: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def test_bypass_values_come_from_the_spec_or_sparkc_defaults(tmp_path: Path) -> None:
-    plan = explain(tmp_path, container__entrypoint="bypass", engine__gpu_memory_utilization=None)
+    plan = explain(tmp_path, {"container.entrypoint": "bypass", "engine.gpu_memory_utilization": DELETE})
     assert plan["entrypoint_mode"] == "bypass"
     assert setting(plan, "entrypoint") == ("bypass", "spec")
     assert setting(plan, "api_port") == ("30000", "spec")
@@ -65,12 +50,12 @@ def test_bypass_values_come_from_the_spec_or_sparkc_defaults(tmp_path: Path) -> 
     assert effective(plan, "gpu_memory_utilization") == ("", "default")
     assert "PORT" not in head_env(plan)  # the entrypoint does not run: nothing to adapt
 
-    plan = explain(tmp_path, container__entrypoint="bypass", engine__port=None)
+    plan = explain(tmp_path, {"container.entrypoint": "bypass", "engine.port": DELETE})
     assert setting(plan, "api_port") == ("8000", "default")
 
 
 def test_adapt_variables_carry_the_source_of_their_value(tmp_path: Path) -> None:
-    plan = explain(tmp_path, engine__max_model_len=None)
+    plan = explain(tmp_path, {"engine.max_model_len": DELETE})
     assert setting(plan, "entrypoint") == ("adapt", "profile")  # auto, decided by the image's profile
     assert setting(plan, "api_port") == ("30000", "spec")
     env = head_env(plan)
@@ -82,20 +67,20 @@ def test_adapt_variables_carry_the_source_of_their_value(tmp_path: Path) -> None
 
 
 def test_keep_reports_the_port_the_image_really_uses(tmp_path: Path) -> None:
-    plan = explain(tmp_path, container__entrypoint="keep")
+    plan = explain(tmp_path, {"container.entrypoint": "keep"})
     # The spec asks for 30000; the entrypoint reads PORT (default 8000) and ignores --port.
     assert setting(plan, "api_port") == ("8000", "profile")
     assert effective(plan, "port") == ("8000", "profile")
     assert effective(plan, "served_model_name") == ("/models/model", "profile")
 
-    plan = explain(tmp_path, container__entrypoint="keep", container__env={"PORT": 9000})
+    plan = explain(tmp_path, {"container.entrypoint": "keep", "container.env": {"PORT": 9000}})
     assert setting(plan, "api_port") == ("9000", "spec")
     assert head_env(plan)["PORT"] == ("9000", "spec")
 
 
 @pytest.mark.parametrize("mode", ["bypass", "adapt", "keep"])
 def test_text_explain_agrees_with_the_plan(tmp_path: Path, mode: str) -> None:
-    plan = explain(tmp_path, container__entrypoint=mode)
+    plan = explain(tmp_path, {"container.entrypoint": mode})
     path = tmp_path / "spec.yaml"
     text = CliRunner().invoke(cli, ["explain", str(path)]).stdout
     value, source = setting(plan, "api_port")

@@ -5,73 +5,31 @@ Ray head a real listener, so the launcher's port and HTTP probes run for real.
 """
 from __future__ import annotations
 
-import copy
+import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLES
-from tests.fakes.cluster import FakeCluster, free_port
+from tests.fakes.cluster import FakeCluster
+from tests.specs import flag_value, with_changes
 
 HELLOHAL = "hellohal2064/vllm-qwen3.5-gb10:latest"
 
 
-def example(name: str) -> dict[str, Any]:
-    return YAML(typ="safe").load((EXAMPLES / name).read_text())
-
-
 @pytest.fixture
-def fake(tmp_path: Path):
+def fake(tmp_path: Path) -> Iterator[FakeCluster]:
     cluster = FakeCluster(tmp_path)
     yield cluster
     cluster.shutdown()
-
-
-def adapt(spec: dict[str, Any], fake: FakeCluster, tmp_path: Path) -> dict[str, Any]:
-    """The example made runnable on the fake cluster: local model dir, loopback fabric, free ports."""
-    spec = copy.deepcopy(spec)
-    model = tmp_path / "models" / "m"
-    model.mkdir(parents=True, exist_ok=True)
-    spec["model"]["path"] = str(model)
-    spec["engine"]["port"] = free_port()
-    spec.setdefault("launch", {}).update(ray_port=free_port(), master_port=free_port(), timeout=120)
-    for i, node in enumerate(spec["cluster"]["nodes"]):
-        node["fabric"]["ip"] = f"127.0.0.{i + 1}"
-        target = f"{spec['cluster'].get('ssh', {}).get('user')}@{node['ssh']}" if i else ""
-        if spec["cluster"].get("ssh", {}).get("user") is None and i:
-            target = node["ssh"]
-        fake.add_node(node["name"], target, head=i == 0)
-        fake.add_netdev(node["name"], node["fabric"]["netdev"], node["fabric"]["ip"])
-        fake.add_image(node["name"], spec["container"]["image"], entrypoint=profile_entrypoint(spec))
-    spec["container"].pop("secrets", None)
-    return spec
-
-
-def profile_entrypoint(spec: dict[str, Any]) -> list[str] | None:
-    image = spec["container"]["image"]
-    if image.startswith("hellohal2064/"):
-        return ["/app/entrypoint.sh"]
-    if image.startswith("vllm/vllm-openai"):
-        return ["vllm", "serve"]
-    if image.startswith("nvcr.io/nvidia/vllm"):
-        return ["/opt/nvidia/nvidia_entrypoint.sh"]
-    return None
-
-
-def prepared(fake: FakeCluster, tmp_path: Path, name: str) -> dict[str, Any]:
-    """An example adapted to the fake cluster and compiled into fake.build."""
-    spec = adapt(example(name), fake, tmp_path)
-    fake.compile(spec)
-    return spec
 
 
 # -- the happy paths ----------------------------------------------------------------------------
 
 
 def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
+    spec = fake.prepare("seed-qwen35-122b-2spark-ray.yaml")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
     assert "READY" in launch.stdout and f"127.0.0.1:{spec['engine']['port']}" not in launch.stderr
@@ -81,8 +39,8 @@ def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> 
     assert not any(c.startswith("ssh") and "spark-a" in c.split()[1] for c in calls)
     head = fake.container("spark-a", "sparkc-qwen35-122b-spark-a")
     worker = fake.container("spark-b", "sparkc-qwen35-122b-spark-b")
-    assert head["words"][:3] == ["ray", "start", "--head"]
-    assert worker["words"][2] == f"--address=127.0.0.1:{spec['launch']['ray_port']}"
+    assert head["words"][:2] == worker["words"][:2] == ["ray", "start"] and "--head" in head["words"]
+    assert flag_value(worker["words"], "--address") == f"127.0.0.1:{spec['launch']['ray_port']}"
     assert head["env"]["VLLM_HOST_IP"] == "127.0.0.1" and worker["env"]["VLLM_HOST_IP"] == "127.0.0.2"
     assert "--rm" not in head["flags"] and not any(f.startswith("--restart") for f in head["flags"])
     # the engine went through the image's entrypoint (adapt) with the variables it reads
@@ -115,15 +73,15 @@ def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> 
     assert relaunch.returncode == 0, relaunch.stdout + relaunch.stderr
 
 
-def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "llama33-70b-2spark-native.yaml")
+def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster) -> None:
+    fake.prepare("llama33-70b-2spark-native.yaml")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
     runs = [c for c in fake.calls() if c.startswith("docker[") and " run -d " in c]
     assert "spark-b" in runs[0] and runs[1].startswith("docker[spark-a] run -d")
     worker = fake.container("spark-b", "sparkc-llama33-70b-spark-b")
     head = fake.container("spark-a", "sparkc-llama33-70b-spark-a")
-    assert worker["words"][-2:] == ["--headless", "--enable-prefix-caching"]
+    assert "--headless" in worker["words"] and "--enable-prefix-caching" in worker["words"]  # engine.args too
     assert "--headless" not in head["words"]
     assert worker["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f0np0" and head["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
     assert worker["env"]["MASTER_ADDR"] == head["env"]["MASTER_ADDR"] == "127.0.0.1"
@@ -133,15 +91,12 @@ def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster, tmp_pa
 
 @pytest.mark.parametrize("backend", ["ray", "native"])
 @pytest.mark.parametrize("mode", ["bypass", "adapt", "keep"])
-def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeCluster, tmp_path: Path,
-                                                                   backend: str, mode: str) -> None:
-    import json
-
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
-    spec["container"]["entrypoint"] = mode
-    spec["engine"]["backend"] = backend
+def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeCluster, backend: str,
+                                                                   mode: str) -> None:
+    changes = {"container.entrypoint": mode, "engine.backend": backend}
     if mode == "keep":
-        spec["model"]["mount"] = "/models/model"  # the path this entrypoint serves whatever it is told
+        changes["model.mount"] = "/models/model"  # the path this entrypoint serves whatever it is told
+    spec = with_changes(fake.adapt("seed-qwen35-122b-2spark-ray.yaml"), changes)
     result = fake.compile(spec)
     manifest = json.loads(result.files["manifest.json"])
     effective = {e["setting"]: e for e in manifest["plan"]["effective"]}
@@ -155,7 +110,7 @@ def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeClu
     assert f":{expected_port}/v1" in launch.stdout
     head = fake.container("spark-a", "sparkc-qwen35-122b-spark-a")
     engine_words = head.get("engine") or head["words"]
-    assert engine_words[engine_words.index("--port") + 1] == str(expected_port)
+    assert flag_value(engine_words, "--port") == str(expected_port)
     if mode == "bypass":
         assert "PORT" not in head["env"]
 
@@ -163,8 +118,8 @@ def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeClu
 # -- the failures -------------------------------------------------------------------------------
 
 
-def test_engine_crash_fails_fast_saves_logs_and_keeps_containers(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "llama33-70b-2spark-native.yaml")
+def test_engine_crash_fails_fast_saves_logs_and_keeps_containers(fake: FakeCluster) -> None:
+    fake.prepare("llama33-70b-2spark-native.yaml")
     fake.set("crash", "spark-a")
     launch = fake.run("launch-cluster.sh", "--timeout", "60")
     assert launch.returncode == 1
@@ -177,8 +132,8 @@ def test_engine_crash_fails_fast_saves_logs_and_keeps_containers(fake: FakeClust
     assert fake.containers("spark-a") and fake.containers("spark-b")  # kept for inspection
 
 
-def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
+def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster) -> None:
+    fake.prepare("seed-qwen35-122b-2spark-ray.yaml")
     fake.set("crash", "spark-a")
     launch = fake.run("launch-cluster.sh", "--timeout", "60")
     assert launch.returncode == 1
@@ -187,9 +142,8 @@ def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster, tmp_p
 
 @pytest.mark.parametrize("example_name, node", [("seed-qwen35-122b-2spark-ray.yaml", "spark-a"),
                                                 ("llama33-70b-2spark-native.yaml", "spark-b")])
-def test_nccl_falling_back_to_sockets_fails_the_launch(fake: FakeCluster, tmp_path: Path, example_name: str,
-                                                       node: str) -> None:
-    healthy = prepared(fake, tmp_path, example_name)
+def test_nccl_falling_back_to_sockets_fails_the_launch(fake: FakeCluster, example_name: str, node: str) -> None:
+    healthy = fake.prepare(example_name)
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
     assert "== fabric" in launch.stdout and "NCCL channels via NET/IB" in launch.stdout
@@ -198,8 +152,7 @@ def test_nccl_falling_back_to_sockets_fails_the_launch(fake: FakeCluster, tmp_pa
     fallback = fake.run("launch-cluster.sh", "--yes")
     assert fallback.returncode == 1
     assert f"FAILED in phase fabric on node {node}: NCCL fell back to sockets" in fallback.stderr
-    healthy.setdefault("launch", {})["nccl_check"] = False
-    fake.compile(healthy)
+    fake.compile(with_changes(healthy, {"launch.nccl_check": False}))
     assert fake.run("launch-cluster.sh", "--yes").returncode == 0  # the operator accepted sockets
 
 
@@ -207,8 +160,8 @@ def docker_runs(fake: FakeCluster, node: str) -> list[str]:
     return [c for c in fake.calls() if c.startswith(f"docker[{node}] run -d")]
 
 
-def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "llama33-70b-2spark-native.yaml")
+def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster) -> None:
+    fake.prepare("llama33-70b-2spark-native.yaml")
     fake.set("run-fails", "spark-b")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1
@@ -217,8 +170,8 @@ def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster, tmp_p
     assert not docker_runs(fake, "spark-a")  # rank 0 waits for its wave: never started
 
 
-def test_unreachable_worker_stops_preflight(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
+def test_unreachable_worker_stops_preflight(fake: FakeCluster) -> None:
+    fake.prepare("seed-qwen35-122b-2spark-ray.yaml")
     fake.unreachable("spark-b")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1
@@ -227,30 +180,25 @@ def test_unreachable_worker_stops_preflight(fake: FakeCluster, tmp_path: Path) -
     assert not any(" run -d " in c for c in fake.calls())
 
 
-def test_fabric_address_checked_per_node_at_preflight(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = prepared(fake, tmp_path, "llama33-70b-2spark-native.yaml")
+def test_fabric_address_checked_per_node_at_preflight(fake: FakeCluster) -> None:
+    spec = fake.prepare("llama33-70b-2spark-native.yaml")
     fake.add_netdev("spark-a", "enp1s0f1np1", "127.0.0.1", mtu=1500)  # reset by a firmware update
-    spec["cluster"]["nodes"][1]["fabric"]["netdev"] = "enp1s0f1np1"  # spark-b is cabled on enp1s0f0np0
-    fake.compile(spec)
+    fake.compile(with_changes(spec, {"cluster.nodes.1.fabric.netdev": "enp1s0f1np1"}))  # spark-b has enp1s0f0np0
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1
     assert "FAILED in phase preflight on node spark-b: network interface enp1s0f1np1 does not exist" in launch.stderr
     assert "spark-a: enp1s0f1np1 has MTU 1500" in launch.stderr
     assert not any(" run -d " in c for c in fake.calls())
-    spec["cluster"]["nodes"][1]["fabric"]["netdev"] = "enp1s0f0np0"
-    spec["cluster"]["nodes"][1]["fabric"]["ip"] = "127.0.0.9"  # not this node's address
-    fake.compile(spec)
+    fake.compile(with_changes(spec, {"cluster.nodes.1.fabric.ip": "127.0.0.9"}))  # not this node's address
     launch = fake.run("launch-cluster.sh")
     assert "127.0.0.9 is not an address of enp1s0f0np0 on spark-b (it has: inet 127.0.0.2/24" in launch.stderr
 
 
-def test_image_missing_or_different_on_a_worker(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
+def test_image_missing_or_different_on_a_worker(fake: FakeCluster) -> None:
+    fake.prepare("seed-qwen35-122b-2spark-ray.yaml")
     fake.add_image("spark-b", HELLOHAL, image_id="sha256:" + "b" * 64, entrypoint=["/app/entrypoint.sh"])
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1 and "differs between nodes" in launch.stderr
-    import shutil
-
     shutil.rmtree(fake.state / "nodes" / "spark-b" / "images")
     (fake.state / "nodes" / "spark-b" / "images").mkdir()
     launch = fake.run("launch-cluster.sh")
@@ -258,18 +206,17 @@ def test_image_missing_or_different_on_a_worker(fake: FakeCluster, tmp_path: Pat
     assert f"docker save {HELLOHAL} | ssh aurora@spark-b.local docker load" in launch.stderr
 
 
-def test_ray_missing_from_image(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
-    spec["container"]["image"] = "vllm/vllm-openai:v0.19.0"
+def test_ray_missing_from_image(fake: FakeCluster) -> None:
+    spec = fake.adapt("seed-qwen35-122b-2spark-ray.yaml")
     for node in ("spark-a", "spark-b"):
         fake.add_image(node, "vllm/vllm-openai:v0.19.0", entrypoint=["vllm", "serve"], ray=False)
-    fake.compile(spec)
+    fake.compile(with_changes(spec, {"container.image": "vllm/vllm-openai:v0.19.0"}))
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1 and "Ray is not in image" in launch.stderr
 
 
-def test_profile_mismatch_stops_keep_and_adapt(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("seed-qwen35-122b-2spark-ray.yaml"), fake, tmp_path)
+def test_profile_mismatch_stops_keep_and_adapt(fake: FakeCluster) -> None:
+    spec = fake.adapt("seed-qwen35-122b-2spark-ray.yaml")
     for node in ("spark-a", "spark-b"):
         fake.add_image(node, HELLOHAL, entrypoint=["/opt/start.sh"])
     fake.compile(spec)
@@ -277,21 +224,18 @@ def test_profile_mismatch_stops_keep_and_adapt(fake: FakeCluster, tmp_path: Path
     assert launch.returncode == 1 and "no longer matches profile" in launch.stderr
 
 
-def test_running_deployment_needs_yes_to_replace(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = prepared(fake, tmp_path, "solo-qwen3-32b.yaml")
+def test_running_deployment_needs_yes_to_replace(fake: FakeCluster) -> None:
+    spec = fake.prepare("solo-qwen3-32b.yaml")
     assert fake.run("launch-cluster.sh").returncode == 0
-    spec["engine"]["max_model_len"] = 8192  # another spec, same deployment
-    fake.compile(spec)
+    fake.compile(with_changes(spec, {"engine.max_model_len": 8192}))  # another spec, same deployment
     refused = fake.run("launch-cluster.sh")
     assert refused.returncode == 1 and "--yes" in refused.stderr
     replaced = fake.run("launch-cluster.sh", "--yes")
     assert replaced.returncode == 0, replaced.stdout + replaced.stderr
 
 
-def test_foreign_container_with_our_name_is_never_removed(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "solo-qwen3-32b.yaml")
-    import json
-
+def test_foreign_container_with_our_name_is_never_removed(fake: FakeCluster) -> None:
+    fake.prepare("solo-qwen3-32b.yaml")
     d = fake.state / "nodes" / "spark-a" / "containers" / "sparkc-qwen3-32b-spark-a"
     d.mkdir(parents=True)
     (d / "meta.json").write_text(json.dumps({"name": d.name, "labels": {}, "env": {}, "words": [],
@@ -302,8 +246,8 @@ def test_foreign_container_with_our_name_is_never_removed(fake: FakeCluster, tmp
     assert not any(" rm " in c for c in fake.calls())
 
 
-def test_dry_run_touches_nothing(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
+def test_dry_run_touches_nothing(fake: FakeCluster) -> None:
+    fake.prepare("seed-qwen35-122b-2spark-ray.yaml")
     dry = fake.run("launch-cluster.sh", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert fake.calls() == []
@@ -313,25 +257,23 @@ def test_dry_run_touches_nothing(fake: FakeCluster, tmp_path: Path) -> None:
 
 
 def test_hostile_values_stay_data(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("solo-qwen3-32b.yaml"), fake, tmp_path)
     canary = tmp_path / "pwned"
-    spec["model"]["name"] = f"x'$(touch {canary})\"`touch {canary}`"
-    spec["engine"]["args"] = [f"--chat-template=$(touch {canary}); touch {canary}"]
-    spec["container"]["env"] = {"GREETING": f"a b; touch {canary} 'q'"}
-    fake.compile(spec)
+    fake.compile(with_changes(fake.adapt("solo-qwen3-32b.yaml"), {
+        "model.name": f"x'$(touch {canary})\"`touch {canary}`",
+        "engine.args": [f"--chat-template=$(touch {canary}); touch {canary}"],
+        "container.env": {"GREETING": f"a b; touch {canary} 'q'"},
+    }))
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
     assert not canary.exists()
     head = fake.container("spark-a", "sparkc-qwen3-32b-spark-a")
     assert head["env"]["GREETING"] == f"a b; touch {canary} 'q'"
-    assert head["words"][-1] == f"--chat-template=$(touch {canary}); touch {canary}"
+    assert f"--chat-template=$(touch {canary}); touch {canary}" in head["words"]  # one word, as written
     assert fake.run("status.sh").returncode == 0 and not canary.exists()
 
 
-def test_secrets_reach_workers_without_a_command_line(fake: FakeCluster, tmp_path: Path) -> None:
-    spec = adapt(example("llama33-70b-2spark-native.yaml"), fake, tmp_path)
-    spec["container"]["secrets"] = ["HF_TOKEN"]
-    fake.compile(spec)
+def test_secrets_reach_workers_without_a_command_line(fake: FakeCluster) -> None:
+    fake.compile(with_changes(fake.adapt("llama33-70b-2spark-native.yaml"), {"container.secrets": ["HF_TOKEN"]}))
     missing = fake.run("launch-cluster.sh")
     assert missing.returncode == 1 and "secret HF_TOKEN is not set" in missing.stderr
     launch = fake.run("launch-cluster.sh", env={"HF_TOKEN": "hf_s3cret"})
@@ -343,8 +285,8 @@ def test_secrets_reach_workers_without_a_command_line(fake: FakeCluster, tmp_pat
     assert "hf_s3cret" not in everything
 
 
-def test_stop_reports_an_unreachable_node(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "seed-qwen35-122b-2spark-ray.yaml")
+def test_stop_reports_an_unreachable_node(fake: FakeCluster) -> None:
+    fake.prepare("seed-qwen35-122b-2spark-ray.yaml")
     assert fake.run("launch-cluster.sh").returncode == 0
     fake.unreachable("spark-b")
     stop = fake.run("stop-cluster.sh")
@@ -354,8 +296,8 @@ def test_stop_reports_an_unreachable_node(fake: FakeCluster, tmp_path: Path) -> 
     assert status.returncode == 1 and "UNREACHABLE" in status.stdout
 
 
-def test_usage_errors_exit_2(fake: FakeCluster, tmp_path: Path) -> None:
-    prepared(fake, tmp_path, "solo-qwen3-32b.yaml")
+def test_usage_errors_exit_2(fake: FakeCluster) -> None:
+    fake.prepare("solo-qwen3-32b.yaml")
     for script, args in (("launch-cluster.sh", ["--bogus"]), ("launch-cluster.sh", ["--timeout", "soon"]),
                          ("stop-cluster.sh", ["-x"]), ("status.sh", ["now"]), ("logs.sh", ["--tail"])):
         result = fake.run(script, *args)

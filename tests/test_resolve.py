@@ -1,16 +1,27 @@
 """Resolve on small hand-built specs: per-node settings, entrypoint modes, layout and port rules."""
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
 from compiler.diagnostics import Severity
-from compiler.plan import Plan, flat
-from compiler.resolve import resolve
-from compiler.schema import load_schema, validate, with_defaults
-from compiler.spec import build_spec
+from compiler.pipeline import CompileResult
+from compiler.plan import Plan
+from tests.specs import (
+    DELETE,
+    compile_spec,
+    container_command,
+    diagnostics_text,
+    docker_run_words,
+    flag_value,
+    flag_values,
+    node_env,
+    node_plan,
+    node_settings,
+    ray_engine_words,
+    with_changes,
+)
 
 BASE: dict[str, Any] = {
     "sparkc": 1,
@@ -27,42 +38,24 @@ BASE: dict[str, Any] = {
 }
 
 
-def build(**changes: Any) -> dict[str, Any]:
-    spec = copy.deepcopy(BASE)
-    for dotted, value in changes.items():
-        node = spec
-        *parents, last = dotted.split("__")
-        for part in parents:
-            node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
-        node[last] = value
-    return spec
-
-
-def run(spec: dict[str, Any]) -> tuple[Plan | None, list]:
-    schema = load_schema()
-    problems = validate(spec, schema)
-    assert not problems, problems
-    return resolve(build_spec(with_defaults(spec, schema), spec), spec_path="t.yaml", spec_sha256="0" * 64)
+def resolved(spec: dict[str, Any]) -> CompileResult:
+    return compile_spec(spec, "t.yaml", render_files=False)
 
 
 def plan_of(spec: dict[str, Any]) -> Plan:
-    plan, diagnostics = run(spec)
-    assert plan is not None, [d.message for d in diagnostics]
-    return plan
-
-
-def env(plan: Plan, node: str) -> dict[str, str]:
-    return {s.name: s.value for s in next(n for n in plan.nodes if n.name == node).env}
+    result = resolved(spec)
+    assert result.plan is not None, diagnostics_text(result, "t.yaml")
+    return result.plan
 
 
 def messages(spec: dict[str, Any], severity: Severity = Severity.ERROR) -> list[str]:
-    return [d.message for d in run(spec)[1] if d.severity is severity]
+    return [d.message for d in resolved(spec).diagnostics if d.severity is severity]
 
 
 def test_every_fabric_setting_is_per_node() -> None:
-    plan = plan_of(build())
+    plan = plan_of(BASE)
     assert plan.start_waves == (("a",), ("b",))  # Ray: the head first
-    a, b = env(plan, "a"), env(plan, "b")
+    a, b = node_env(plan, "a"), node_env(plan, "b")
     for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES",
                  "OMPI_MCA_btl_tcp_if_include"):
         assert (a[name], b[name]) == ("enp1s0f1np1", "enp1s0f0np0")
@@ -74,24 +67,23 @@ def test_every_fabric_setting_is_per_node() -> None:
     assert a["RAY_memory_monitor_refresh_ms"] == "0" and a["HF_HUB_OFFLINE"] == "1"
     assert a["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
     assert a["VLLM_ENGINE_READY_TIMEOUT_S"] == str(3600 - 60)
-    worker = flat(plan.nodes[1].docker_run)
-    assert "--node-ip-address=10.0.0.2" in worker and "--address=10.0.0.1:6379" in worker
+    worker = container_command(plan, "b")
+    assert flag_value(worker, "--node-ip-address") == "10.0.0.2" and flag_value(worker, "--address") == "10.0.0.1:6379"
 
 
 def test_gid_index_only_where_pinned_and_no_hcas_means_sockets() -> None:
-    spec = build(cluster__nodes__1__env={"NCCL_IB_GID_INDEX": 3})
-    spec["cluster"]["nodes"][0]["fabric"]["hcas"] = []
+    spec = with_changes(BASE, {"cluster.nodes.1.env": {"NCCL_IB_GID_INDEX": 3}, "cluster.nodes.0.fabric.hcas": []})
     plan = plan_of(spec)
-    assert "NCCL_IB_GID_INDEX" not in env(plan, "a") and env(plan, "b")["NCCL_IB_GID_INDEX"] == "3"
-    assert env(plan, "a")["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in env(plan, "a")
+    assert "NCCL_IB_GID_INDEX" not in node_env(plan, "a") and node_env(plan, "b")["NCCL_IB_GID_INDEX"] == "3"
+    assert node_env(plan, "a")["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in node_env(plan, "a")
     assert any("same transport" in m for m in messages(spec, Severity.WARNING))
-    assert "--device" not in flat(plan.nodes[0].docker_run)
+    assert "--device" not in docker_run_words(node_plan(plan, "a"))
 
 
 def test_sources_say_where_values_came_from() -> None:
-    spec = build(cluster__nodes__0__env={"NCCL_DEBUG": "INFO"})
+    spec = with_changes(BASE, {"cluster.nodes.0.env": {"NCCL_DEBUG": "INFO"}})
     plan = plan_of(spec)
-    settings = {s.name: s for s in plan.nodes[0].env}
+    settings = node_settings(plan, "a")
     assert settings["NCCL_DEBUG"].source == "spec"
     assert settings["VLLM_HOST_IP"].source == "derived"
     assert settings["HF_HUB_OFFLINE"].source == "default"
@@ -101,44 +93,47 @@ def test_sources_say_where_values_came_from() -> None:
 
 
 def test_head_can_be_any_node_and_comes_first() -> None:
-    plan = plan_of(build(cluster__head="b"))
+    plan = plan_of(with_changes(BASE, {"cluster.head": "b"}))
     assert [n.name for n in plan.nodes] == ["b", "a"] and plan.nodes[0].ssh_target == ""
-    assert env(plan, "a")["MASTER_ADDR"] == "10.0.0.2"
+    assert node_env(plan, "a")["MASTER_ADDR"] == "10.0.0.2"
 
 
 def test_native_backend_ranks_and_order() -> None:
-    plan = plan_of(build(engine__backend="native"))
-    head, worker = plan.nodes
+    plan = plan_of(with_changes(BASE, {"engine.backend": "native"}))
     assert plan.start_waves == (("b",), ("a",))
-    assert flat(worker.docker_run)[-9:] == ("--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1",
-                                      "--master-port", "29501", "--headless")
-    assert "--headless" not in flat(head.docker_run)
+    head, worker = container_command(plan, "a"), container_command(plan, "b")
+    rendezvous = ("--nnodes", "--master-addr", "--master-port")
+    assert [flag_value(worker, f) for f in rendezvous] == [flag_value(head, f) for f in rendezvous] \
+        == ["2", "10.0.0.1", "29501"]
+    assert (flag_value(head, "--node-rank"), flag_value(worker, "--node-rank")) == ("0", "1")
+    assert "--headless" in worker and "--headless" not in head
     # vllm/vllm-openai keeps its `vllm serve` entrypoint: the words are engine arguments only
-    image_at = flat(head.docker_run).index("vllm/vllm-openai:v0.11.2")
-    assert flat(head.docker_run)[image_at + 1] == "/srv/m"
+    assert head[0] == "/srv/m"
 
 
 def test_single_node_defaults_to_native_without_rendezvous_flags() -> None:
-    spec = build(engine__tensor_parallel=1)
-    spec["cluster"]["nodes"].pop()
-    plan = plan_of(spec)
+    plan = plan_of(with_changes(BASE, {"engine.tensor_parallel": 1, "cluster.nodes.1": DELETE}))
     assert plan.backend == "native" and plan.start_waves == (("a",),)
-    assert "--nnodes" not in flat(plan.nodes[0].docker_run)
+    assert "--nnodes" not in container_command(plan, "a")
 
 
 def test_hellohal_modes() -> None:
-    base = build(container__image="hellohal2064/vllm-qwen3.5-gb10:latest", engine__port=30000,
-                 engine__max_model_len=4096, model__mount="/models/q")
+    base = with_changes(BASE, {"container.image": "hellohal2064/vllm-qwen3.5-gb10:latest", "engine.port": 30000,
+                               "engine.max_model_len": 4096, "model.mount": "/models/q"})
     adapt = plan_of(base)
     assert adapt.entrypoint_mode == "adapt"
-    assert env(adapt, "a")["PORT"] == "30000" and env(adapt, "a")["MODEL_PATH"] == "/models/q"
+    assert node_env(adapt, "a")["PORT"] == "30000" and node_env(adapt, "a")["MODEL_PATH"] == "/models/q"
     assert adapt.api_port == 30000
-    assert flat(adapt.ray_engine) == ("/app/entrypoint.sh", "--served-model-name", "/models/q",
-                                     "--tensor-parallel-size", "2", "--pipeline-parallel-size", "1",
-                                     "--distributed-executor-backend", "ray")
+    engine = ray_engine_words(adapt)
+    assert engine[0] == "/app/entrypoint.sh"  # the image's entrypoint, given only the words it passes on
+    assert flag_value(engine, "--served-model-name") == "/models/q"
+    assert (flag_value(engine, "--tensor-parallel-size"), flag_value(engine, "--pipeline-parallel-size")) == ("2", "1")
+    assert flag_value(engine, "--distributed-executor-backend") == "ray"
+    # what the entrypoint controls travels in the env: as words it would be ignored
+    assert not {"--port", "--host", "--max-model-len", "--gpu-memory-utilization"} & set(engine)
+    assert engine.count("/models/q") == 1
 
-    keep_spec = copy.deepcopy(base)
-    keep_spec["container"]["entrypoint"] = "keep"
+    keep_spec = with_changes(base, {"container.entrypoint": "keep"})
     keep = plan_of(keep_spec)
     effective = {e.setting: e for e in keep.effective}
     assert keep.api_port == 8000 and effective["port"].differs
@@ -146,91 +141,84 @@ def test_hellohal_modes() -> None:
     assert keep.served_model_name == "/models/model"
     warnings = messages(keep_spec, Severity.WARNING)
     assert any("8000, not 30000" in w for w in warnings) and any("8192, not 4096" in w for w in warnings)
-    assert "PORT" not in env(keep, "a")
+    assert "PORT" not in node_env(keep, "a")
 
-    keep_spec["container"]["env"] = {"PORT": 30000}
-    assert plan_of(keep_spec).api_port == 30000  # keep computes what the image will do with the env it gets
+    keep_with_port = with_changes(keep_spec, {"container.env.PORT": 30000})
+    assert plan_of(keep_with_port).api_port == 30000  # keep computes what the image will do with the env it gets
 
-    bypass_spec = copy.deepcopy(base)
-    bypass_spec["container"]["entrypoint"] = "bypass"
-    bypass_spec["engine"]["backend"] = "native"
-    bypass = plan_of(bypass_spec)
-    run_argv = flat(bypass.nodes[0].docker_run)
-    assert run_argv[run_argv.index("--entrypoint") + 1] == "vllm"
+    bypass = plan_of(with_changes(base, {"container.entrypoint": "bypass", "engine.backend": "native"}))
+    assert flag_value(docker_run_words(node_plan(bypass, "a")), "--entrypoint") == "vllm"
     assert any("skips: sets the GPU clock limit" in q for q in bypass.quirks)
 
 
 def test_layout_and_architecture_rules() -> None:
-    assert any("3 x 1 = 3" in m for m in messages(build(engine__tensor_parallel=3)))
-    spec = build(engine__tensor_parallel=3, model__architecture={"attention_heads": 64})
-    spec["cluster"]["nodes"][1]["gpus"] = 2
-    found = messages(spec)
+    assert any("3 x 1 = 3" in m for m in messages(with_changes(BASE, {"engine.tensor_parallel": 3})))
+    found = messages(with_changes(BASE, {"engine.tensor_parallel": 3, "model.architecture.attention_heads": 64,
+                                         "cluster.nodes.1.gpus": 2}))
     assert any("does not divide the model's 64 attention heads" in m and "pipeline_parallel: 3" in m
                for m in found)
 
 
 def test_ports_must_be_distinct_and_clear_of_ray() -> None:
-    assert any("is also the API port" in m for m in messages(build(launch={"ray_port": 8000})))
-    assert any("Ray dashboard" in m for m in messages(build(engine__port=8265)))
-    native = build(engine__backend="native", launch={"master_port": 8000})
+    assert any("is also the API port" in m for m in messages(with_changes(BASE, {"launch.ray_port": 8000})))
+    assert any("Ray dashboard" in m for m in messages(with_changes(BASE, {"engine.port": 8265})))
+    native = with_changes(BASE, {"engine.backend": "native", "launch.master_port": 8000})
     assert any("rendezvous port" in m for m in messages(native))
 
 
 def test_topology_ring_sets_nccl_routing() -> None:
-    a = env(plan_of(build(cluster__topology="ring")), "a")
+    a = node_env(plan_of(with_changes(BASE, {"cluster.topology": "ring"})), "a")
     assert a["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1" and a["NCCL_ALGO"] == "Ring" and a["NCCL_NET_PLUGIN"] == "none"
-    assert "NCCL_ALGO" not in env(plan_of(build()), "a")
+    assert "NCCL_ALGO" not in node_env(plan_of(BASE), "a")
 
 
 def test_single_twin_and_wrong_hca_warn() -> None:
-    spec = build()
-    spec["cluster"]["nodes"][0]["fabric"]["hcas"] = ["rocep1s0f0"]
-    warnings = messages(spec, Severity.WARNING)
+    warnings = messages(with_changes(BASE, {"cluster.nodes.0.fabric.hcas": ["rocep1s0f0"]}), Severity.WARNING)
     assert any("only one RDMA device" in w for w in warnings)
     assert any("belongs to RDMA device rocep1s0f1" in w for w in warnings)
 
 
 def test_secrets_by_name_only() -> None:
-    plan = plan_of(build(container__secrets=["HF_TOKEN"]))
-    argv = flat(plan.nodes[0].docker_run)
-    assert argv[argv.index("HF_TOKEN") - 1] == "-e" and not any(a.startswith("HF_TOKEN=") for a in argv)
-    assert any("looks like a secret" in m for m in messages(build(engine__env={"WANDB_API_KEY": "x"})))
-    assert any("looks like a secret" in m for m in messages(build(engine__env={"AWS_SECRET_ACCESS_KEY": "x"})))
-    assert not messages(build(engine__env={"TOKENIZERS_PARALLELISM": "false"}))
+    plan = plan_of(with_changes(BASE, {"container.secrets": ["HF_TOKEN"]}))
+    passed = flag_values(docker_run_words(node_plan(plan, "a")), "-e")
+    assert "HF_TOKEN" in passed and not any(e.startswith("HF_TOKEN=") for e in passed)
+    for name in ("WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY"):
+        assert any("looks like a secret" in m for m in messages(with_changes(BASE, {f"engine.env.{name}": "x"})))
+    assert not messages(with_changes(BASE, {"engine.env.TOKENIZERS_PARALLELISM": "false"}))
 
 
 def test_sglang_native_flags() -> None:
-    plan = plan_of(build(engine__kind="sglang", container__image="lmsysorg/sglang:v0.5.4",
-                         engine__max_model_len=8192, engine__gpu_memory_utilization=0.8))
-    argv = flat(plan.nodes[1].docker_run)
+    plan = plan_of(with_changes(BASE, {"engine.kind": "sglang", "container.image": "lmsysorg/sglang:v0.5.4",
+                                       "engine.max_model_len": 8192, "engine.gpu_memory_utilization": 0.8}))
+    argv = container_command(plan, "b")
     assert plan.backend == "native" and plan.api_port == 30000
-    assert "--dist-init-addr" in argv and argv[argv.index("--dist-init-addr") + 1] == "10.0.0.1:29501"
-    assert argv[argv.index("--context-length") + 1] == "8192"
-    assert argv[argv.index("--mem-fraction-static") + 1] == "0.8"
-    assert env(plan, "b")["SGLANG_HOST_IP"] == "10.0.0.2" and "VLLM_HOST_IP" not in env(plan, "b")
+    assert flag_value(argv, "--dist-init-addr") == "10.0.0.1:29501"
+    assert flag_value(argv, "--context-length") == "8192"
+    assert flag_value(argv, "--mem-fraction-static") == "0.8"
+    assert node_env(plan, "b")["SGLANG_HOST_IP"] == "10.0.0.2" and "VLLM_HOST_IP" not in node_env(plan, "b")
 
 
 @pytest.mark.parametrize("privileged, expected", [(True, "--privileged"), (False, "IPC_LOCK")])
 def test_container_flags(privileged: bool, expected: str) -> None:
-    plan = plan_of(build(container__privileged=privileged, container__ulimits={"memlock": None, "nofile": "1024:2048"},
-                         container__gpus="none"))
-    argv = flat(plan.nodes[0].docker_run)
+    plan = plan_of(with_changes(BASE, {"container.privileged": privileged, "container.gpus": "none",
+                                       "container.ulimits": {"memlock": None, "nofile": "1024:2048"}}))
+    argv = docker_run_words(node_plan(plan, "a"))
     assert expected in argv and "--gpus" not in argv
-    assert "memlock=-1" not in argv and "nofile=1024:2048" in argv and "stack=67108864" in argv
-    assert "/srv/m:/srv/m:ro" in argv
+    ulimits = flag_values(argv, "--ulimit")
+    assert "nofile=1024:2048" in ulimits and "stack=67108864" in ulimits
+    assert not any(u.startswith("memlock=") for u in ulimits)  # null: docker's own limit
+    assert "/srv/m:/srv/m:ro" in flag_values(argv, "-v")
 
 
 def test_nccl_check_defaults_and_expectations() -> None:
-    on = plan_of(build())
-    assert on.nccl_check and env(on, "b")["NCCL_DEBUG"] == "INFO"
+    on = plan_of(BASE)
+    assert on.nccl_check and node_env(on, "b")["NCCL_DEBUG"] == "INFO"
     assert [n.nccl_transport for n in on.nodes] == ["IB", ""]  # Ray: the head's log carries every rank
-    native = plan_of(build(engine__backend="native"))
+    native = plan_of(with_changes(BASE, {"engine.backend": "native"}))
     assert [n.nccl_transport for n in native.nodes] == ["IB", "IB"]
-    off = plan_of(build(launch={"nccl_check": False}))
-    assert not off.nccl_check and "NCCL_DEBUG" not in env(off, "a")
-    no_rdma = build()
-    for node in no_rdma["cluster"]["nodes"]:
-        node["fabric"]["hcas"] = []
+    off = plan_of(with_changes(BASE, {"launch.nccl_check": False}))
+    assert not off.nccl_check and "NCCL_DEBUG" not in node_env(off, "a")
+    no_rdma = with_changes(BASE, {f"cluster.nodes.{i}.fabric.hcas": [] for i in (0, 1)})
     assert not plan_of(no_rdma).nccl_check
-    pinned = plan_of(build(engine__env={"NCCL_DEBUG": "WARN"}))
-    assert env(pinned, "a")["NCCL_DEBUG"] == "WARN"  # the spec wins; the launcher then says it cannot check
+    pinned = plan_of(with_changes(BASE, {"engine.env": {"NCCL_DEBUG": "WARN"}}))
+    assert node_env(pinned, "a")["NCCL_DEBUG"] == "WARN"  # the spec wins; the launcher then says it cannot check

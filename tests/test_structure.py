@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from compiler.pipeline import compile_text
-from tests.conftest import EXAMPLES, ROOT
+from tests.specs import EXAMPLES, ROOT
 
 COMPILER = ROOT / "compiler"
 

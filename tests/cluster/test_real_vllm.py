@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import _unavailable
-from tests.cluster.test_launch_on_cluster import Deployment, sim_spec
+from tests.cluster.deployment import Deployment, sim_spec
 from tests.simcluster import SimCluster
+from tests.simcluster.fixtures import unavailable
 from tests.simcluster.images import VLLM_IMAGE
 from tests.simcluster.tinymodel import make_tiny_model
 from tests.simcluster.vllm_cpu import TINY_MODEL_DIR, VLLM_VENV, vllm_available, vllm_env, vllm_mounts
+from tests.specs import DELETE
 
 pytestmark = pytest.mark.vllm  # on the simulated cluster too, but `-m cluster` stays the stand-in suite
 
@@ -20,23 +21,24 @@ pytestmark = pytest.mark.vllm  # on the simulated cluster too, but `-m cluster` 
 @pytest.fixture(scope="module")
 def tiny_model() -> Path:
     if not vllm_available():
-        _unavailable("vLLM on CPU is not installed (run: bash tests/simcluster/install_vllm.sh)")
+        unavailable("vLLM on CPU is not installed (run: bash tests/simcluster/install_vllm.sh)")
     return make_tiny_model(TINY_MODEL_DIR)
 
 
 def test_solo_example_serves_a_real_model(sim_cluster: SimCluster, tiny_model: Path, tmp_path: Path) -> None:
-    spec = sim_spec(sim_cluster, "solo-qwen3-32b.yaml", "real-vllm", 1, tiny_model)
-    spec["container"]["image"] = VLLM_IMAGE  # no profile: the entrypoint is bypassed, `vllm` runs directly
-    spec["container"]["gpus"] = "none"
-    spec["container"]["mounts"] = [{"host": h, "container": c, "readonly": True} for h, c in vllm_mounts()]
     # The venv's `vllm` comes first on PATH in the container; vLLM on CPU needs its own settings.
     path = f"{VLLM_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    spec["container"]["env"] = {"PATH": path, **vllm_env()}
-    spec["engine"].pop("reasoning_parser")  # the qwen3 parser would move the tiny model's text elsewhere
-    spec["engine"]["max_model_len"] = 256
-    spec["engine"]["gpu_memory_utilization"] = 0.5
-    spec["model"]["name"] = "tiny"
-    spec["launch"]["timeout"] = 420
+    spec = sim_spec(sim_cluster, "solo-qwen3-32b.yaml", "real-vllm", 1, tiny_model, {
+        "container.image": VLLM_IMAGE,  # no profile: the entrypoint is bypassed, `vllm` runs directly
+        "container.gpus": "none",
+        "container.mounts": [{"host": h, "container": c, "readonly": True} for h, c in vllm_mounts()],
+        "container.env": {"PATH": path, **vllm_env()},
+        "engine.reasoning_parser": DELETE,  # the qwen3 parser would move the tiny model's text elsewhere
+        "engine.max_model_len": 256,
+        "engine.gpu_memory_utilization": 0.5,
+        "model.name": "tiny",
+        "launch.timeout": 420,
+    })
     d = Deployment(sim_cluster, spec, tmp_path / "build")
     try:
         launch = d.run("launch-cluster.sh", timeout=480)

@@ -6,15 +6,25 @@ import os
 import signal
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
-from compiler.emit import emit
-from compiler.pipeline import CompileResult, compile_text
+from compiler.pipeline import CompileResult
+from tests.specs import DELETE, compile_into, example, with_changes
 
 BIN = Path(__file__).resolve().parent / "bin"
+
+# The entrypoint each image family bakes in, as the fake images report it to `docker image inspect`.
+ENTRYPOINTS = {
+    "hellohal2064/": ["/app/entrypoint.sh"],
+    "vllm/vllm-openai": ["vllm", "serve"],
+    "nvcr.io/nvidia/vllm": ["/opt/nvidia/nvidia_entrypoint.sh"],
+}
+
+
+def image_entrypoint(image: str) -> list[str] | None:
+    return next((entry for prefix, entry in ENTRYPOINTS.items() if image.startswith(prefix)), None)
 
 
 def free_port() -> int:
@@ -59,15 +69,41 @@ class FakeCluster:
     def unreachable(self, node: str) -> None:
         (self.state / "unreachable" / node).touch()
 
-    def compile(self, spec: dict[str, Any]) -> CompileResult:
-        import io
+    def login_shell(self, node: str, *shell: str) -> None:
+        """The node's user logs in with this shell (`dash`, `zsh`, `busybox sh`): ssh runs commands with it."""
+        (self.state / "shells").mkdir(exist_ok=True)
+        (self.state / "shells" / node).write_text(" ".join(shell))
 
-        buf = io.StringIO()
-        YAML().dump(spec, buf)
-        result = compile_text(buf.getvalue(), "spec.yaml")
-        assert result.ok, result.diagnostics
-        emit(result.files, self.build)
-        return result
+    def adapt(self, spec: Mapping[str, Any] | str) -> dict[str, Any]:
+        """A spec (or an example, by name) made runnable on the fakes: a local model folder, loopback fabric
+        addresses, free ports, no secrets; its nodes, their netdevs and its image are registered here."""
+        spec = example(spec) if isinstance(spec, str) else spec
+        model = self.root / "models" / "m"
+        model.mkdir(parents=True, exist_ok=True)
+        nodes = range(len(spec["cluster"]["nodes"]))
+        spec = with_changes(spec, {
+            "model.path": str(model), "engine.port": free_port(), "launch.ray_port": free_port(),
+            "launch.master_port": free_port(), "launch.timeout": 120, "container.secrets": DELETE,
+            **{f"cluster.nodes.{i}.fabric.ip": f"127.0.0.{i + 1}" for i in nodes},
+        })
+        user = (spec["cluster"].get("ssh") or {}).get("user")
+        image = spec["container"]["image"]
+        for i, node in enumerate(spec["cluster"]["nodes"]):
+            target = "" if i == 0 else f"{user}@{node['ssh']}" if user else node["ssh"]
+            self.add_node(node["name"], target, head=i == 0)
+            self.add_netdev(node["name"], node["fabric"]["netdev"], node["fabric"]["ip"])
+            self.add_image(node["name"], image, entrypoint=image_entrypoint(image))
+        return spec
+
+    def compile(self, spec: Mapping[str, Any]) -> CompileResult:
+        """Compile the spec into this cluster's build folder, where run() finds the scripts."""
+        return compile_into(spec, self.build)
+
+    def prepare(self, name: str) -> dict[str, Any]:
+        """An example adapted to the fakes and compiled; returns the spec as compiled."""
+        spec = self.adapt(name)
+        self.compile(spec)
+        return spec
 
     def run(self, script: str, *args: str, env: dict[str, str] | None = None,
             timeout: int = 90) -> subprocess.CompletedProcess[str]:

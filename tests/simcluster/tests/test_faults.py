@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.simcluster import NORAY_IMAGE, VLLM_IMAGE, SimCluster
-
-from .conftest import MODEL_IN_CONTAINER, Runner, wait_until
+from tests.simcluster.fixtures import MODEL_IN_CONTAINER, Runner, wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.simcluster import images, shims
+from tests.specs import ROOT
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "SPARKC_STANDIN_REQUIRE_GPU": "0", "PYTHONPATH": str(ROOT)}
 
 

@@ -11,15 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.simcluster import SimCluster, cleanup_stale, preflight
+from tests.simcluster.fixtures import unavailable
 from tests.simcluster.net import list_netns
 from tests.simcluster.nodes import WORK_ROOT
-
-from .conftest import _unavailable
+from tests.specs import ROOT
 
 pytestmark = pytest.mark.cluster
 
 NAME = "sparkc-lc"  # its own name: the session cluster keeps running beside it
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _leftovers() -> list[str]:
@@ -33,7 +32,7 @@ def _leftovers() -> list[str]:
 def fresh() -> None:
     problems = preflight()
     if problems:
-        _unavailable("; ".join(problems))
+        unavailable("; ".join(problems))
     cleanup_stale(NAME)
 
 

@@ -9,8 +9,7 @@ import time
 import pytest
 
 from tests.simcluster import HELLOHAL_IMAGE, IMAGES, VLLM_IMAGE, SimCluster
-
-from .conftest import HEAD_NETDEV, MODEL_IN_CONTAINER, ODD_NETDEV, Container, Runner, wait_until
+from tests.simcluster.fixtures import HEAD_NETDEV, MODEL_IN_CONTAINER, ODD_NETDEV, Container, Runner, wait_until
 
 pytestmark = pytest.mark.cluster
 
