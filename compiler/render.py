@@ -25,9 +25,13 @@ def quote(value: Any) -> str:
     """The one way a value enters a script: shell-quoted, so it is always data, never code.
     Booleans become 1 and 0, what the scripts test with (( ))."""
     text = ("1" if value else "0") if isinstance(value, bool) else str(value)
-    if "$" in text or "`" in text:
+    if text.startswith("~"):
+        # '~/x' and "~/x" are right, but shellcheck reads them as a tilde meant to expand (SC2088).
+        return "\\~" + quote(text[1:]) if len(text) > 1 else "\\~"
+    if "$" in text or "`" in text or "\\" in text:
         # Single quotes would be right too, but shellcheck reads '$(...)' as a forgotten expansion
-        # (SC2016); double quotes with every special character escaped say the same to bash.
+        # (SC2016) and a backslash before a closing quote as an attempt to escape it (SC1003);
+        # double quotes with every special character escaped say the same to bash.
         return '"' + re.sub(r'([\\$"`])', r"\\\1", text) + '"'
     if "," in text and "'" not in text:
         return f"'{text}'"  # shlex leaves commas bare; in an array shellcheck reads them as a mistake (SC2054)

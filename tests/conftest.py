@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.fakes.cluster import FakeCluster
 
 # The simulated cluster's fixtures, registered here once for tests/cluster and tests/simcluster/tests:
 # a session fixture defined in two conftests would make two clusters.
@@ -13,3 +16,11 @@ from tests.specs import ROOT
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[FakeCluster]:
+    """Fake ssh and docker on PATH, recording every call; see tests/fakes/."""
+    cluster = FakeCluster(tmp_path)
+    yield cluster
+    cluster.shutdown()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,6 @@ from tests.fakes.cluster import FakeCluster
 from tests.specs import flag_value, with_changes
 
 HELLOHAL = "hellohal2064/vllm-qwen3.5-gb10:latest"
-
-
-@pytest.fixture
-def fake(tmp_path: Path) -> Iterator[FakeCluster]:
-    cluster = FakeCluster(tmp_path)
-    yield cluster
-    cluster.shutdown()
 
 
 # -- the happy paths ----------------------------------------------------------------------------
