@@ -22,6 +22,10 @@ readonly APT_PACKAGES=(
   debootstrap
   util-linux
   procps
+  # login shells the generated scripts must work under on a worker (tests/test_hardening.py)
+  dash
+  zsh
+  busybox
   curl
   rsync
   ca-certificates
