@@ -4,6 +4,7 @@
 
 Prints min and median seconds per stage; rerun after template or resolver changes.
 """
+
 from __future__ import annotations
 
 import statistics

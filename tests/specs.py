@@ -6,6 +6,7 @@
 Reads of Plan fields go through the small functions at the end, so a change to the plan's shape is
 adapted here and nowhere else.
 """
+
 from __future__ import annotations
 
 import copy
@@ -116,7 +117,7 @@ def flag_values(argv: Sequence[str], flag: str) -> list[str]:
             assert i + 1 < len(argv), f"{flag} is the last word, without a value: {list(argv)}"
             values.append(argv[i + 1])
         elif word.startswith(flag + "="):
-            values.append(word[len(flag) + 1:])
+            values.append(word[len(flag) + 1 :])
     return values
 
 
@@ -130,7 +131,7 @@ def flag_value(argv: Sequence[str], flag: str) -> str:
 def words_after(argv: Sequence[str], word: str) -> tuple[str, ...]:
     """The words after the first `word` (for instance the container's command after the image name)."""
     assert word in argv, f"{word} not in {list(argv)}"
-    return tuple(argv[list(argv).index(word) + 1:])
+    return tuple(argv[list(argv).index(word) + 1 :])
 
 
 # -- the plan ---------------------------------------------------------------------------------------

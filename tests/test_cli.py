@@ -1,4 +1,5 @@
 """The command line through click's runner: exit codes, output formats, --check, explain, schema."""
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,14 @@ def test_validate_reports_positions_and_json(runner: CliRunner) -> None:
     as_json = runner.invoke(cli, ["validate", str(spec), "--format", "json"])
     assert as_json.exit_code == 1
     items = json.loads(as_json.stdout)["diagnostics"]
-    assert {"file": str(spec), "line": 10, "column": 3, "path": "container.entrypiont", "severity": "error",
-            "message": "unknown key 'entrypiont'; did you mean 'entrypoint'?"} in items
+    assert {
+        "file": str(spec),
+        "line": 10,
+        "column": 3,
+        "path": "container.entrypiont",
+        "severity": "error",
+        "message": "unknown key 'entrypiont'; did you mean 'entrypoint'?",
+    } in items
 
 
 def test_warnings_exit_0_unless_strict(runner: CliRunner, tmp_path: Path) -> None:
@@ -82,8 +89,11 @@ def test_explain_shows_sources_per_node(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["explain", str(SEED)])
     assert result.exit_code == 0, result.output
     assert "node spark-b (worker, rank 1, aurora@spark-b.local" in result.output
-    line = next(line for line in result.output.splitlines() if line.strip().startswith("VLLM_HOST_IP")
-                and "192.168.100.11" in line)
+    line = next(
+        line
+        for line in result.output.splitlines()
+        if line.strip().startswith("VLLM_HOST_IP") and "192.168.100.11" in line
+    )
     assert "derived" in line
     assert "MODEL_PATH" in result.output and "profile" in result.output
     as_json = json.loads(runner.invoke(cli, ["explain", str(SEED), "--format", "json"]).stdout)
@@ -131,8 +141,11 @@ def test_wheel_carries_templates_schemas_and_profiles(tmp_path: Path, root: Path
     import sys
     import zipfile
 
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                    str(tmp_path), str(root)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("sparkc-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder, suffix in (("templates", ".j2"), ("schemas", ".json"), ("profiles", ".yaml")):

@@ -1,4 +1,5 @@
 """Every example compiles to exactly its reviewed snapshot; every invalid example to its diagnostics."""
+
 from __future__ import annotations
 
 import json
@@ -46,13 +47,21 @@ def compile_in_process(example: Path, workdir: Path, env: dict[str, str]) -> dic
     spec.parent.mkdir(parents=True)
     shutil.copyfile(example, spec)
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    run = subprocess.run([sys.executable, "-m", "compiler", "compile", str(example.relative_to(ROOT)), "-o", "out"],
-                         cwd=workdir, env={**os.environ, "PYTHONPATH": pythonpath, **env},
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "compiler", "compile", str(example.relative_to(ROOT)), "-o", "out"],
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": pythonpath, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     out = workdir / "out"
-    return {p.relative_to(out).as_posix(): (p.read_bytes(), os.access(p, os.X_OK))
-            for p in sorted(out.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(out).as_posix(): (p.read_bytes(), os.access(p, os.X_OK))
+        for p in sorted(out.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.parametrize("example", VALID, ids=lambda p: p.stem)
@@ -62,8 +71,9 @@ def test_compile_is_deterministic_across_processes(example: Path, tmp_path: Path
     for name in first:
         assert first[name] == second[name], f"{name} differs between two processes"
     # and both equal what this process compiles (which the snapshot test compares with the reviewed files)
-    assert {name: text.encode() for name, text in compile_example(example).files.items()} \
-        == {name: data for name, (data, _) in first.items()}
+    assert {name: text.encode() for name, text in compile_example(example).files.items()} == {
+        name: data for name, (data, _) in first.items()
+    }
 
 
 @pytest.mark.parametrize("example", VALID, ids=lambda p: p.stem)

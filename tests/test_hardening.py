@@ -5,6 +5,7 @@ commands to the node's login shell, as sshd does.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -148,3 +149,18 @@ def test_logs_land_beside_the_script_whatever_cdpath_says(fake: FakeCluster, tmp
     logs = fake.run("logs.sh", env={"CDPATH": str(elsewhere)})
     assert logs.returncode == 0, logs.stderr
     assert list((fake.build / "logs").iterdir()) and not list((elsewhere / "build").iterdir())
+
+
+def test_every_upper_case_variable_the_scripts_assign_is_reserved() -> None:
+    """A secret is read from the launcher's environment: one named like a script variable would be
+    replaced by (or replace) the script's value. Secret names must be upper-case, so these suffice."""
+    from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
+
+    assigned: set[str] = set()
+    for name in ("seed-qwen35-122b-2spark-ray", "llama33-70b-2spark-native", "sglang-qwen3-30b-2spark"):
+        files = compile_spec(example(name)).files
+        for script in (text for file, text in files.items() if file.endswith(".sh")):
+            code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("-e "))
+            assigned |= set(re.findall(r"(?:^|[\s(;])([A-Z][A-Z0-9_]*)\+?=", code, re.MULTILINE))
+    assigned = {n for n in assigned if not n.startswith(("DOCKER_RUN_", "LC_"))}
+    assert assigned - SCRIPT_NAMES - SHELL_NAMES == set()

@@ -3,6 +3,7 @@
 The fakes keep per-node container state; an engine that comes up is a real local HTTP server and a
 Ray head a real listener, so the launcher's port and HTTP probes run for real.
 """
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,7 @@ def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster) -> Non
 
 @pytest.mark.parametrize("backend", ["ray", "native"])
 @pytest.mark.parametrize("mode", ["bypass", "adapt", "keep"])
-def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeCluster, backend: str,
-                                                                   mode: str) -> None:
+def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeCluster, backend: str, mode: str) -> None:
     changes = {"container.entrypoint": mode, "engine.backend": backend}
     if mode == "keep":
         changes["model.mount"] = "/models/model"  # the path this entrypoint serves whatever it is told
@@ -132,8 +132,10 @@ def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster) -> No
     assert "engine exited with status 1" in launch.stderr
 
 
-@pytest.mark.parametrize("example_name, node", [("seed-qwen35-122b-2spark-ray.yaml", "spark-a"),
-                                                ("llama33-70b-2spark-native.yaml", "spark-b")])
+@pytest.mark.parametrize(
+    "example_name, node",
+    [("seed-qwen35-122b-2spark-ray.yaml", "spark-a"), ("llama33-70b-2spark-native.yaml", "spark-b")],
+)
 def test_nccl_falling_back_to_sockets_fails_the_launch(fake: FakeCluster, example_name: str, node: str) -> None:
     healthy = fake.prepare(example_name)
     launch = fake.run("launch-cluster.sh")
@@ -157,8 +159,10 @@ def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster) -> No
     fake.set("run-fails", "spark-b")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1
-    assert "FAILED in phase containers on node spark-b: docker run failed on spark-b: docker: Error response" \
+    assert (
+        "FAILED in phase containers on node spark-b: docker run failed on spark-b: docker: Error response"
         in launch.stderr
+    )
     assert not docker_runs(fake, "spark-a")  # rank 0 waits for its wave: never started
 
 
@@ -230,8 +234,11 @@ def test_foreign_container_with_our_name_is_never_removed(fake: FakeCluster) -> 
     fake.prepare("solo-qwen3-32b.yaml")
     d = fake.state / "nodes" / "spark-a" / "containers" / "sparkc-qwen3-32b-spark-a"
     d.mkdir(parents=True)
-    (d / "meta.json").write_text(json.dumps({"name": d.name, "labels": {}, "env": {}, "words": [],
-                                             "status": "running", "image": "x", "flags": []}))
+    (d / "meta.json").write_text(
+        json.dumps(
+            {"name": d.name, "labels": {}, "env": {}, "words": [], "status": "running", "image": "x", "flags": []}
+        )
+    )
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1 and "was not created by deployment" in launch.stderr
     assert fake.containers("spark-a") == ["sparkc-qwen3-32b-spark-a"]
@@ -250,11 +257,16 @@ def test_dry_run_touches_nothing(fake: FakeCluster) -> None:
 
 def test_hostile_values_stay_data(fake: FakeCluster, tmp_path: Path) -> None:
     canary = tmp_path / "pwned"
-    fake.compile(with_changes(fake.adapt("solo-qwen3-32b.yaml"), {
-        "model.name": f"x'$(touch {canary})\"`touch {canary}`",
-        "engine.args": [f"--chat-template=$(touch {canary}); touch {canary}"],
-        "container.env": {"GREETING": f"a b; touch {canary} 'q'"},
-    }))
+    fake.compile(
+        with_changes(
+            fake.adapt("solo-qwen3-32b.yaml"),
+            {
+                "model.name": f"x'$(touch {canary})\"`touch {canary}`",
+                "engine.args": [f"--chat-template=$(touch {canary}); touch {canary}"],
+                "container.env": {"GREETING": f"a b; touch {canary} 'q'"},
+            },
+        )
+    )
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
     assert not canary.exists()
@@ -290,8 +302,13 @@ def test_stop_reports_an_unreachable_node(fake: FakeCluster) -> None:
 
 def test_usage_errors_exit_2(fake: FakeCluster) -> None:
     fake.prepare("solo-qwen3-32b.yaml")
-    for script, args in (("launch-cluster.sh", ["--bogus"]), ("launch-cluster.sh", ["--timeout", "soon"]),
-                         ("stop-cluster.sh", ["-x"]), ("status.sh", ["now"]), ("logs.sh", ["--tail"])):
+    for script, args in (
+        ("launch-cluster.sh", ["--bogus"]),
+        ("launch-cluster.sh", ["--timeout", "soon"]),
+        ("stop-cluster.sh", ["-x"]),
+        ("status.sh", ["now"]),
+        ("logs.sh", ["--tail"]),
+    ):
         result = fake.run(script, *args)
         assert result.returncode == 2, (script, args, result.stderr)
     assert "Usage: launch-cluster.sh" in fake.run("launch-cluster.sh", "--help").stdout

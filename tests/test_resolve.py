@@ -1,4 +1,5 @@
 """Resolve on small hand-built specs: per-node settings, entrypoint modes, layout and port rules."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,12 +27,20 @@ from tests.specs import (
 BASE: dict[str, Any] = {
     "sparkc": 1,
     "name": "demo",
-    "cluster": {"nodes": [
-        {"name": "a", "ssh": "a.lan", "fabric": {"ip": "10.0.0.1", "netdev": "enp1s0f1np1",
-                                                 "hcas": ["rocep1s0f1", "roceP2p1s0f1"]}},
-        {"name": "b", "ssh": "b.lan", "fabric": {"ip": "10.0.0.2", "netdev": "enp1s0f0np0",
-                                                 "hcas": ["rocep1s0f0", "roceP2p1s0f0"]}},
-    ]},
+    "cluster": {
+        "nodes": [
+            {
+                "name": "a",
+                "ssh": "a.lan",
+                "fabric": {"ip": "10.0.0.1", "netdev": "enp1s0f1np1", "hcas": ["rocep1s0f1", "roceP2p1s0f1"]},
+            },
+            {
+                "name": "b",
+                "ssh": "b.lan",
+                "fabric": {"ip": "10.0.0.2", "netdev": "enp1s0f0np0", "hcas": ["rocep1s0f0", "roceP2p1s0f0"]},
+            },
+        ]
+    },
     "container": {"image": "vllm/vllm-openai:v0.11.2"},
     "model": {"path": "/srv/m"},
     "engine": {"kind": "vllm", "tensor_parallel": 2},
@@ -56,8 +65,13 @@ def test_every_fabric_setting_is_per_node() -> None:
     plan = plan_of(BASE)
     assert plan.start_waves == (("a",), ("b",))  # Ray: the head first
     a, b = node_env(plan, "a"), node_env(plan, "b")
-    for name in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES",
-                 "OMPI_MCA_btl_tcp_if_include"):
+    for name in (
+        "NCCL_SOCKET_IFNAME",
+        "GLOO_SOCKET_IFNAME",
+        "TP_SOCKET_IFNAME",
+        "UCX_NET_DEVICES",
+        "OMPI_MCA_btl_tcp_if_include",
+    ):
         assert (a[name], b[name]) == ("enp1s0f1np1", "enp1s0f0np0")
     assert (a["VLLM_HOST_IP"], b["VLLM_HOST_IP"]) == ("10.0.0.1", "10.0.0.2")
     assert (a["RAY_NODE_IP_ADDRESS"], b["RAY_OVERRIDE_NODE_IP_ADDRESS"]) == ("10.0.0.1", "10.0.0.2")
@@ -103,8 +117,11 @@ def test_native_backend_ranks_and_order() -> None:
     assert plan.start_waves == (("b",), ("a",))
     head, worker = container_command(plan, "a"), container_command(plan, "b")
     rendezvous = ("--nnodes", "--master-addr", "--master-port")
-    assert [flag_value(worker, f) for f in rendezvous] == [flag_value(head, f) for f in rendezvous] \
+    assert (
+        [flag_value(worker, f) for f in rendezvous]
+        == [flag_value(head, f) for f in rendezvous]
         == ["2", "10.0.0.1", "29501"]
+    )
     assert (flag_value(head, "--node-rank"), flag_value(worker, "--node-rank")) == ("0", "1")
     assert "--headless" in worker and "--headless" not in head
     # vllm/vllm-openai keeps its `vllm serve` entrypoint: the words are engine arguments only
@@ -118,8 +135,15 @@ def test_single_node_defaults_to_native_without_rendezvous_flags() -> None:
 
 
 def test_hellohal_modes() -> None:
-    base = with_changes(BASE, {"container.image": "hellohal2064/vllm-qwen3.5-gb10:latest", "engine.port": 30000,
-                               "engine.max_model_len": 4096, "model.mount": "/models/q"})
+    base = with_changes(
+        BASE,
+        {
+            "container.image": "hellohal2064/vllm-qwen3.5-gb10:latest",
+            "engine.port": 30000,
+            "engine.max_model_len": 4096,
+            "model.mount": "/models/q",
+        },
+    )
     adapt = plan_of(base)
     assert adapt.entrypoint_mode == "adapt"
     assert node_env(adapt, "a")["PORT"] == "30000" and node_env(adapt, "a")["MODEL_PATH"] == "/models/q"
@@ -153,10 +177,12 @@ def test_hellohal_modes() -> None:
 
 def test_layout_and_architecture_rules() -> None:
     assert any("3 x 1 = 3" in m for m in messages(with_changes(BASE, {"engine.tensor_parallel": 3})))
-    found = messages(with_changes(BASE, {"engine.tensor_parallel": 3, "model.architecture.attention_heads": 64,
-                                         "cluster.nodes.1.gpus": 2}))
-    assert any("does not divide the model's 64 attention heads" in m and "pipeline_parallel: 3" in m
-               for m in found)
+    found = messages(
+        with_changes(
+            BASE, {"engine.tensor_parallel": 3, "model.architecture.attention_heads": 64, "cluster.nodes.1.gpus": 2}
+        )
+    )
+    assert any("does not divide the model's 64 attention heads" in m and "pipeline_parallel: 3" in m for m in found)
 
 
 def test_ports_must_be_distinct_and_clear_of_ray() -> None:
@@ -188,8 +214,17 @@ def test_secrets_by_name_only() -> None:
 
 
 def test_sglang_native_flags() -> None:
-    plan = plan_of(with_changes(BASE, {"engine.kind": "sglang", "container.image": "lmsysorg/sglang:v0.5.4",
-                                       "engine.max_model_len": 8192, "engine.gpu_memory_utilization": 0.8}))
+    plan = plan_of(
+        with_changes(
+            BASE,
+            {
+                "engine.kind": "sglang",
+                "container.image": "lmsysorg/sglang:v0.5.4",
+                "engine.max_model_len": 8192,
+                "engine.gpu_memory_utilization": 0.8,
+            },
+        )
+    )
     argv = container_command(plan, "b")
     assert plan.backend == "native" and plan.api_port == 30000
     assert flag_value(argv, "--dist-init-addr") == "10.0.0.1:29501"
@@ -200,8 +235,16 @@ def test_sglang_native_flags() -> None:
 
 @pytest.mark.parametrize("privileged, expected", [(True, "--privileged"), (False, "IPC_LOCK")])
 def test_container_flags(privileged: bool, expected: str) -> None:
-    plan = plan_of(with_changes(BASE, {"container.privileged": privileged, "container.gpus": "none",
-                                       "container.ulimits": {"memlock": None, "nofile": "1024:2048"}}))
+    plan = plan_of(
+        with_changes(
+            BASE,
+            {
+                "container.privileged": privileged,
+                "container.gpus": "none",
+                "container.ulimits": {"memlock": None, "nofile": "1024:2048"},
+            },
+        )
+    )
     argv = docker_run_words(node_plan(plan, "a"))
     assert expected in argv and "--gpus" not in argv
     ulimits = flag_values(argv, "--ulimit")

@@ -1,4 +1,5 @@
 """The test helpers in tests/specs.py: a change that silently did not apply would weaken every test using it."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,15 +10,18 @@ from tests.specs import DELETE, example, flag_value, flag_values, with_changes, 
 def test_with_changes_sets_creates_indexes_and_deletes() -> None:
     spec = example("llama33-70b-2spark-native")
     env = {"A": "1"}
-    changed = with_changes(spec, {
-        "engine.port": 9000,
-        "cluster.nodes.1.fabric.netdev": "x",
-        "cluster.nodes.1.env.NCCL_DEBUG": "WARN",  # the node has no env: mapping yet
-        "new.deeper.key": 1,
-        "container.env": env,
-        "container.secrets": DELETE,
-        "cluster.nodes.0": DELETE,  # in order: from here on spark-b is node 0
-    })
+    changed = with_changes(
+        spec,
+        {
+            "engine.port": 9000,
+            "cluster.nodes.1.fabric.netdev": "x",
+            "cluster.nodes.1.env.NCCL_DEBUG": "WARN",  # the node has no env: mapping yet
+            "new.deeper.key": 1,
+            "container.env": env,
+            "container.secrets": DELETE,
+            "cluster.nodes.0": DELETE,  # in order: from here on spark-b is node 0
+        },
+    )
     env["A"] = "2"
     assert "env" not in spec["cluster"]["nodes"][1] and "secrets" in spec["container"]  # the original is as it was
     assert changed["engine"]["port"] == 9000 and changed["cluster"]["nodes"][0]["env"] == {"NCCL_DEBUG": "WARN"}

@@ -12,28 +12,15 @@ from compiler.resolve.context import Deployment
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, node_env
 from compiler.resolve.ports import head_ports
+from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
 from compiler.spec import Backend, EntrypointMode
 
 # Ports a Ray head opens besides its GCS port; an API port there would collide.
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
 # Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)")
-HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
-# Names a secret may not take: the shell's own variables, and the generated scripts' constants and
-# globals (a secret named TIMEOUT would be the launcher's timeout, one named IFS would split words).
-SHELL_NAMES = frozenset(
-    "BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS DIRSTACK ENV EUID FUNCNAME "
-    "GLOBIGNORE GROUPS HISTFILE HOME HOSTNAME HOSTTYPE IFS LANG LANGUAGE LINENO LINES LOGNAME MAIL OLDPWD "
-    "OPTARG OPTERR OPTIND OSTYPE PATH PIPESTATUS POSIXLY_CORRECT PPID PS1 PS2 PS3 PS4 PWD RANDOM REPLY "
-    "SECONDS SHELL SHELLOPTS SHLVL SRANDOM TERM TMOUT TMPDIR UID USER".split()
-)
-SCRIPT_NAMES = frozenset(
-    "API_PORT ARGV BACKEND CONTAINER DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DRY_RUN ENDPOINT ENGINE ENGINE_EXEC "
-    "ENGINE_WRAPPER EXPECTED_ENTRYPOINT FABRIC_IP FAILED_NODE HAS_RDMA HEAD HEAD_FABRIC_IP HEAD_PORTS "
-    "HEAD_PORT_USES IMAGE MODEL_HOST_PATH NCCL_CHECK NCCL_WANT NETDEV NODES PHASE PHASE_START PROBE_BODY "
-    "PROBE_HOST PROBE_URL PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME RANK RAY_CHECK_PY "
-    "RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED REPLACE SCRIPT_DIR SECRETS SECRET_VALUES SERVED_MODEL "
-    "SERVED_MODEL_JSON SKIP_PREFLIGHT SPEC_SHA256 SSH_OPTS START_WAVES TARGET TIMEOUT TOTAL_GPUS".split()
+HOST_NAME = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
 
 

@@ -1,5 +1,6 @@
 """``deploy``: compiles an example adapted to the simulated cluster (tests/cluster/deployment.py) and
 removes its containers after the test. The cluster fixtures themselves come from tests/conftest.py."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping

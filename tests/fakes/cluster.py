@@ -1,6 +1,8 @@
 """A fake cluster on PATH: `ssh`, `docker` (and real curl, real sockets) for running generated scripts."""
+
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -50,12 +52,20 @@ class FakeCluster:
         if head:
             (self.state / "head").write_text(name)
 
-    def add_image(self, node: str, ref: str, image_id: str = "sha256:" + "a" * 64, entrypoint: list[str] | None = None,
-                  env: list[str] | None = None, ray: bool = True) -> None:
+    def add_image(
+        self,
+        node: str,
+        ref: str,
+        image_id: str = "sha256:" + "a" * 64,
+        entrypoint: list[str] | None = None,
+        env: list[str] | None = None,
+        ray: bool = True,
+    ) -> None:
         d = self.state / "nodes" / node / "images" / ref.replace("/", "_").replace(":", "@")
         d.mkdir(parents=True, exist_ok=True)
-        (d / "meta.json").write_text(json.dumps({"id": image_id, "entrypoint": entrypoint, "env": env or [],
-                                                 "ray": ray}))
+        (d / "meta.json").write_text(
+            json.dumps({"id": image_id, "entrypoint": entrypoint, "env": env or [], "ray": ray})
+        )
 
     def add_netdev(self, node: str, name: str, ip: str, mtu: int = 9000) -> None:
         path = self.state / "nodes" / node / "netdevs.json"
@@ -81,11 +91,18 @@ class FakeCluster:
         model = self.root / "models" / "m"
         model.mkdir(parents=True, exist_ok=True)
         nodes = range(len(spec["cluster"]["nodes"]))
-        spec = with_changes(spec, {
-            "model.path": str(model), "engine.port": free_port(), "launch.ray_port": free_port(),
-            "launch.master_port": free_port(), "launch.timeout": 120, "container.secrets": DELETE,
-            **{f"cluster.nodes.{i}.fabric.ip": f"127.0.0.{i + 1}" for i in nodes},
-        })
+        spec = with_changes(
+            spec,
+            {
+                "model.path": str(model),
+                "engine.port": free_port(),
+                "launch.ray_port": free_port(),
+                "launch.master_port": free_port(),
+                "launch.timeout": 120,
+                "container.secrets": DELETE,
+                **{f"cluster.nodes.{i}.fabric.ip": f"127.0.0.{i + 1}" for i in nodes},
+            },
+        )
         user = (spec["cluster"].get("ssh") or {}).get("user")
         image = spec["container"]["image"]
         for i, node in enumerate(spec["cluster"]["nodes"]):
@@ -105,12 +122,14 @@ class FakeCluster:
         self.compile(spec)
         return spec
 
-    def run(self, script: str, *args: str, env: dict[str, str] | None = None,
-            timeout: int = 90) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, script: str, *args: str, env: dict[str, str] | None = None, timeout: int = 90
+    ) -> subprocess.CompletedProcess[str]:
         full_env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", FAKE_STATE=str(self.state), **(env or {}))
         full_env.pop("FAKE_NODE", None)
-        return subprocess.run(["bash", str(self.build / script), *args], env=full_env, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            ["bash", str(self.build / script), *args], env=full_env, capture_output=True, text=True, timeout=timeout
+        )
 
     def calls(self) -> list[str]:
         return (self.state / "calls.log").read_text().splitlines()
@@ -125,7 +144,5 @@ class FakeCluster:
     def shutdown(self) -> None:
         for pids in self.state.glob("nodes/*/containers/*/pids"):
             for pid in pids.read_text().split():
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass

@@ -1,4 +1,5 @@
 """Processes the fake docker starts: a Ray head's listener, or an OpenAI-compatible engine stand-in."""
+
 import json
 import socket
 import sys

@@ -344,7 +344,7 @@ class SimCluster:
                 got = self.image_id(node, img.tag)
                 if got != img.id:
                     errors.append(f"{node.name}: {img.tag} is {got}, expected {img.id}")
-        except Exception as exc:  # noqa: BLE001 (collected and raised by the calling thread)
+        except Exception as exc:
             errors.append(f"{node.name}: {exc}")
 
     def _docker_load(self, node: Node, wanted: Sequence[images_mod.Image]) -> None:

@@ -113,7 +113,7 @@ def _watch_ray_nodes(pg: Any) -> None:
         time.sleep(HEARTBEAT_S)
         try:
             alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             _die(f"Lost the Ray cluster: {exc}")
         dead = node_ids - alive
         if dead:
@@ -182,7 +182,7 @@ def _heartbeat() -> None:
         time.sleep(HEARTBEAT_S)
         try:
             dist.all_reduce(torch.tensor([1.0]))
-        except Exception as exc:  # noqa: BLE001 (gloo raises RuntimeError subclasses)
+        except Exception as exc:
             _die(f"Lost a peer rank: {exc}")
 
 
