@@ -33,6 +33,7 @@ class Engine(Protocol):
     name: str  # as its project spells it
     default_port: int
     supports_ray: bool  # can run under Ray's executor; otherwise it forms its own group
+    ray_carried_prefixes: tuple[str, ...]  # variables its Ray executor copies from the head to the workers
     # Every spelling of every flag sparkc sets, and the spec field that controls it.
     managed_flags: Mapping[str, str]
     # Effective setting (model_path, host, port, ...) -> the flag that carries it.

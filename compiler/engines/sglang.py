@@ -44,6 +44,8 @@ class Sglang:
     kind = EngineKind.SGLANG
     name = "SGLang"
     default_port = 30000
+    # Variables its Ray executor copies from the head to every worker (by prefix, or the whole name).
+    ray_carried_prefixes: tuple[str, ...] = ()
     supports_ray = False
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS

@@ -45,6 +45,16 @@ class Vllm:
     kind = EngineKind.VLLM
     name = "vLLM"
     default_port = 8000
+    # Variables its Ray executor copies from the head to every worker (by prefix, or the whole name).
+    ray_carried_prefixes: tuple[str, ...] = (
+        "VLLM_",
+        "NCCL_",
+        "UCX_",
+        "HF_",
+        "HUGGING_FACE_",
+        "LMCACHE_",
+        "PYTHONHASHSEED",
+    )
     supports_ray = True
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS

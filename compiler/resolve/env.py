@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from compiler.plan import Setting
 from compiler.resolve.context import Deployment
 from compiler.spec import Backend, Node, Source, Topology
@@ -14,10 +16,47 @@ IFNAME_VARS = (
     "UCX_NET_DEVICES",
     "OMPI_MCA_btl_tcp_if_include",
 )
+# Variables sparkc sets from one node's own fabric: never the same thing on another node.
+PER_NODE_NAMES = (*IFNAME_VARS, "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_IB_GID_INDEX", "VLLM_HOST_IP", "SGLANG_HOST_IP")
+
+
+# Where the head's vLLM reads which variables its Ray executor must not copy to the workers.
+RAY_CONFIG_ROOT = "/tmp/sparkc-vllm-config"
 
 
 def node_env(d: Deployment, node: Node) -> tuple[Setting, ...]:
     """Later layers win: derived, then the image's adapt variables, then container.env, engine.env, the node's env."""
+    merged = {s.name: s for s in _layers(d, node)}
+    kept = ray_per_node_names(d)
+    if kept:
+        merged.update((s.name, s) for s in _ray_carry_over(d, kept) if s.name not in merged)
+    return tuple(merged[name] for name in sorted(merged))
+
+
+def ray_per_node_names(d: Deployment) -> tuple[str, ...]:
+    """Per-node variables the engine's Ray executor would otherwise copy from the head to every worker
+    (vLLM copies VLLM_*, NCCL_*, UCX_*, HF_* ...): each worker must keep its own netdev, HCAs, GID."""
+    prefixes = d.engine.ray_carried_prefixes
+    if d.backend is not Backend.RAY or not prefixes:
+        return ()
+    envs = [{s.name: s.value for s in _layers(d, node)} for node in d.nodes]
+    names = set().union(*envs)
+    per_node = {n for n in names if len({env.get(n) for env in envs}) > 1}
+    per_node |= set(PER_NODE_NAMES) | {n for node in d.nodes for n in node.env}
+    return tuple(sorted(n for n in per_node & names if n.startswith(prefixes)))
+
+
+def _ray_carry_over(d: Deployment, names: tuple[str, ...]) -> tuple[Setting, ...]:
+    why = "vLLM's Ray executor copies the head's VLLM_*, NCCL_*, UCX_*, HF_* to every worker, except these"
+    return (
+        Setting(
+            "VLLM_CONFIG_ROOT", RAY_CONFIG_ROOT, Source.DERIVED, "where vLLM reads ray_non_carry_over_env_vars.json"
+        ),
+        Setting("SPARKC_RAY_NON_CARRY_OVER", json.dumps(list(names), separators=(",", ":")), Source.DERIVED, why),
+    )
+
+
+def _layers(d: Deployment, node: Node) -> tuple[Setting, ...]:
     settings = _fabric(d, node) + d.engine.node_env(d, node) + _runtime(d)
     settings += d.entrypoint.adapt_env
     for section, env in (
@@ -26,8 +65,7 @@ def node_env(d: Deployment, node: Node) -> tuple[Setting, ...]:
         ("cluster.nodes", node.env),
     ):
         settings += tuple(Setting(name, env[name], Source.SPEC, f"{section} ({name})") for name in sorted(env))
-    merged = {s.name: s for s in settings}
-    return tuple(merged[name] for name in sorted(merged))
+    return settings
 
 
 def _fabric(d: Deployment, node: Node) -> tuple[Setting, ...]:

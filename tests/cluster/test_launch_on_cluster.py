@@ -15,7 +15,7 @@ import pytest
 from tests.cluster.deployment import Deploy
 from tests.simcluster import SimCluster
 from tests.simcluster.images import NORAY_IMAGE, VLLM_IMAGE
-from tests.specs import flag_value
+from tests.specs import DELETE, flag_value
 
 pytestmark = pytest.mark.cluster
 
@@ -102,6 +102,38 @@ def test_native_example_three_nodes_per_node_settings(deploy: Deploy, sim_cluste
     assert d.run("status.sh").returncode == 0
     assert d.run("stop-cluster.sh").returncode == 0
     assert all(d.containers_on(n) == [] for n in d.nodes)
+
+
+def test_ray_workers_keep_their_own_fabric_settings(deploy: Deploy, sim_cluster: SimCluster) -> None:
+    """vLLM's Ray executor copies the head's NCCL_*, UCX_*, VLLM_* ... to every worker; spark3 is cabled
+    on another port and pins another GID, so each worker must still run with its own values."""
+    d = deploy(
+        "qwen3-32b-2spark-ray-crosscabled.yaml",
+        "crossray",
+        {
+            # The seed's image (the sim tags its hellohal-like image so): its profile says Ray is in
+            # it; the sim's images find Ray only through mounts, which preflight's image check lacks.
+            "container.image": "hellohal2064/vllm-qwen3.5-gb10:latest",
+            "container.entrypoint": "adapt",
+            "model.architecture": DELETE,
+            **{f"cluster.nodes.{i}.env": {"NCCL_IB_GID_INDEX": str(3 + i)} for i in range(3)},
+        },
+        nodes=3,
+    )
+    launch = d.run("launch-cluster.sh")
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    head_log = sim_cluster.docker(d.nodes[0], "logs", d.container(d.nodes[0])).stdout
+    workers = [json.loads(line.split(" ", 1)[1]) for line in head_log.splitlines()
+               if line.startswith("SPARKC_STANDIN_RAY_WORKER ")]  # fmt: skip
+    assert sorted(w["node_ip"] for w in workers) == sorted(n["fabric_ip"] for n in d.manifest["plan"]["nodes"])
+    for worker in workers:
+        planned = next(n for n in d.manifest["plan"]["nodes"] if n["fabric_ip"] == worker["node_ip"])
+        env = {s["name"]: s["value"] for s in planned["env"]}
+        for name in ("NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES", "NCCL_IB_GID_INDEX", "VLLM_HOST_IP"):
+            assert worker["env"].get(name) == env[name], (planned["name"], name)
+    spark3 = next(w for w in workers if w["node_ip"] == "10.78.0.13")["env"]
+    assert spark3["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0" and spark3["NCCL_IB_GID_INDEX"] == "5"
+    assert d.run("stop-cluster.sh").returncode == 0
 
 
 def test_sglang_example_two_nodes(deploy: Deploy, sim_cluster: SimCluster) -> None:

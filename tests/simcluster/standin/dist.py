@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -22,11 +23,44 @@ class DistError(Exception):
 # --------------------------------------------------------------------------- Ray (vLLM executor)
 
 
-def _report_node() -> dict[str, Any]:
-    # Runs in a Ray worker inside a bundle: says where it landed and what env it inherited.
+# What vLLM's Ray executor copies from the driver's environment to every Ray worker before the
+# model loads (vllm/ray/ray_env.py, since vLLM PR 34383): these prefixes and names, minus the
+# worker-specific ones and those listed in $VLLM_CONFIG_ROOT/ray_non_carry_over_env_vars.json.
+CARRIED_PREFIXES = ("VLLM_", "LMCACHE_", "NCCL_", "UCX_", "HF_", "HUGGING_FACE_")
+CARRIED_NAMES = {"PYTHONHASHSEED"}
+WORKER_SPECIFIC = {"VLLM_HOST_IP", "VLLM_HOST_PORT", "LOCAL_RANK", "CUDA_VISIBLE_DEVICES"}
+
+
+def _non_carry_over() -> set[str]:
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    root = os.path.expanduser(os.environ.get("VLLM_CONFIG_ROOT", os.path.join(config_home, "vllm")))
+    path = os.path.join(root, "ray_non_carry_over_env_vars.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            names = set(json.load(fh))
+    except FileNotFoundError:
+        return set()
+    except json.JSONDecodeError:
+        log.warning(f"Failed to parse {path}. Using an empty set for non-carry-over env vars.")
+        return set()
+    log.info(f"RAY_NON_CARRY_OVER_ENV_VARS from config: {sorted(names)}")
+    return names
+
+
+def carried_env() -> dict[str, str]:
+    """The driver's variables its Ray executor sets on every worker."""
+    skip = WORKER_SPECIFIC | _non_carry_over()
+    names = {k for k in os.environ if k.startswith(CARRIED_PREFIXES) or k in CARRIED_NAMES}
+    return {k: os.environ[k] for k in sorted(names - skip)}
+
+
+def _report_node(carried: dict[str, str]) -> dict[str, Any]:
+    # Runs in a Ray worker inside a bundle: takes the driver's variables as vLLM's worker wrapper
+    # does (update_environment_variables), then says where it landed and what env it runs with.
     import ray
 
-    keys = [k for k in os.environ if k.startswith(("NCCL_", "GLOO_", "VLLM_", "RAY_NODE", "CUDA_"))]
+    os.environ.update(carried)
+    keys = [k for k in os.environ if k.startswith(("NCCL_", "GLOO_", "VLLM_", "UCX_", "HF_", "RAY_NODE", "CUDA_"))]
     return {
         "hostname": socket.gethostname(),
         "node_ip": ray.util.get_node_ip_address(),
@@ -87,12 +121,14 @@ def ray_setup(cfg: EngineConfig) -> None:
         log.info(f"Waiting for creating a placement group of specs for {int(waited)} seconds. specs={bundles}")
 
     remote = ray.remote(_report_node)
+    carried = carried_env()
+    log.info(f"Copying the following environment variables to workers: {sorted(carried)}")
     refs = [
         remote.options(
             num_cpus=0,
             num_gpus=1,
             scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=i),
-        ).remote()
+        ).remote(carried)
         for i in range(need)
     ]
     results = ray.get(refs, timeout=timeout)

@@ -100,7 +100,9 @@ readonly START_WAVES=(
 # container's main process). Its output goes to the head container's log and its exit status to
 # /tmp/sparkc-engine.exit inside that container.
 # shellcheck disable=SC2016  # expanded by sh inside the container, not here
-readonly ENGINE_WRAPPER='echo "$$" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; "$@" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=$?; echo "sparkc: engine exited with status $code" >> /proc/1/fd/2; echo "$code" > /tmp/sparkc-engine.exit'
+# Before the engine starts it writes SPARKC_RAY_NON_CARRY_OVER where vLLM reads the variables its Ray
+# executor must leave to each worker (each node's own netdev, RDMA devices, GID).
+readonly ENGINE_WRAPPER='echo "$$" > /tmp/sparkc-engine.pid; rm -f /tmp/sparkc-engine.exit; if [ -n "${SPARKC_RAY_NON_CARRY_OVER:-}" ]; then mkdir -p "$VLLM_CONFIG_ROOT" && printf "%s\n" "$SPARKC_RAY_NON_CARRY_OVER" > "$VLLM_CONFIG_ROOT/ray_non_carry_over_env_vars.json"; fi; "$@" >> /proc/1/fd/1 2>> /proc/1/fd/2; code=$?; echo "sparkc: engine exited with status $code" >> /proc/1/fd/2; echo "$code" > /tmp/sparkc-engine.exit'
 readonly ENGINE_EXEC=(
   docker exec
   -d
@@ -156,8 +158,10 @@ readonly DOCKER_RUN_0=(
   -e RAY_NODE_IP_ADDRESS=192.168.100.10
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.10
   -e RAY_memory_monitor_refresh_ms=0
+  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
   -e TP_SOCKET_IFNAME=enp1s0f1np1
   -e UCX_NET_DEVICES=enp1s0f1np1
+  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.10
   --entrypoint ray
@@ -206,8 +210,10 @@ readonly DOCKER_RUN_1=(
   -e RAY_NODE_IP_ADDRESS=192.168.100.11
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.11
   -e RAY_memory_monitor_refresh_ms=0
+  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
   -e TP_SOCKET_IFNAME=enp1s0f1np1
   -e UCX_NET_DEVICES=enp1s0f1np1
+  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.11
   --entrypoint ray
