@@ -18,14 +18,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EngineArgv:
-    """An engine's command line: the program (and its positional words), then its flags."""
+    """An engine's command line: the program (and its positional words), the flags sparkc sets, then
+    the user's own words (engine.args), last, as they wrote them."""
 
     program: Command
     flags: Command
+    user: Command
 
     @property
     def command(self) -> Command:
-        return self.program + self.flags
+        return self.program + self.flags + self.user
 
 
 class Engine(Protocol):
@@ -38,8 +40,18 @@ class Engine(Protocol):
     managed_flags: Mapping[str, str]
     # Effective setting (model_path, host, port, ...) -> the flag that carries it.
     setting_flags: Mapping[str, str]
+    # Other spellings of a flag sparkc passes -> the spelling sparkc writes.
+    aliases: Mapping[str, str]
 
     def default_backend(self, nodes: int) -> Backend: ...
+
+    def canonical(self, flag: str) -> str:
+        """A flag as the engine's parser reads it (vLLM takes `--max_model_len` for `--max-model-len`)."""
+        ...
+
+    def implied_flags(self, d: Deployment) -> dict[str, str]:
+        """Flags the engine behaves as if given, though sparkc does not pass them (its defaults)."""
+        ...
 
     def argv(self, d: Deployment, rank: int) -> EngineArgv: ...
 
@@ -62,14 +74,14 @@ def group_args(args: tuple[str, ...]) -> Command:
 
 
 def common_flags(d: Deployment) -> Command:
-    """Flags both engines spell alike, then the user's own words (last, as they wrote them)."""
+    """Flags both engines spell alike."""
     engine = d.spec.engine
     flags: list[Words] = []
     if engine.trust_remote_code:
         flags.append(("--trust-remote-code",))
     if engine.reasoning_parser is not None:
         flags.append(("--reasoning-parser", engine.reasoning_parser))
-    return tuple(flags) + group_args(engine.args)
+    return tuple(flags)
 
 
 def host_port(host: str, port: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from compiler.engines import EngineArgv, common_flags, host_port
+from compiler.engines import EngineArgv, common_flags, group_args, host_port
 from compiler.plan import Setting, Words
 from compiler.spec import Backend, EngineKind, Node, Source
 
@@ -19,7 +19,9 @@ MANAGED_FLAGS = {
     "--model": "model.mount",
     "--tp": "engine.tensor_parallel",
     "--tp-size": "engine.tensor_parallel",
+    "--tensor-parallel-size": "engine.tensor_parallel",
     "--pp-size": "engine.pipeline_parallel",
+    "--pipeline-parallel-size": "engine.pipeline_parallel",
     "--context-length": "engine.max_model_len",
     "--mem-fraction-static": "engine.gpu_memory_utilization",
     "--served-model-name": "model.name",
@@ -28,7 +30,17 @@ MANAGED_FLAGS = {
     "--nnodes": "cluster.nodes",
     "--node-rank": "cluster.nodes",
     "--dist-init-addr": "cluster.head",
+    "--nccl-init-addr": "cluster.head",
     "--dist-timeout": "launch.timeout",
+}
+
+# Other spellings of a flag sparkc passes, as the one sparkc writes.
+ALIASES = {
+    "--tp-size": "--tp",
+    "--tensor-parallel-size": "--tp",
+    "--pipeline-parallel-size": "--pp-size",
+    "--model": "--model-path",
+    "--nccl-init-addr": "--dist-init-addr",
 }
 
 SETTING_FLAGS = {
@@ -49,9 +61,17 @@ class Sglang:
     supports_ray = False
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS
+    aliases: Mapping[str, str] = ALIASES
 
     def default_backend(self, nodes: int) -> Backend:
         return Backend.NATIVE
+
+    def canonical(self, flag: str) -> str:
+        return flag  # plain argparse: `--tp_size` is not `--tp-size`
+
+    def implied_flags(self, d: Deployment) -> dict[str, str]:
+        # One pipeline stage is SGLang's default: sparkc passes --pp-size only above 1.
+        return {"--pp-size": "1"} if d.spec.engine.pipeline_parallel == 1 else {}
 
     def argv(self, d: Deployment, rank: int) -> EngineArgv:
         engine = d.spec.engine
@@ -73,16 +93,24 @@ class Sglang:
                 ("--dist-timeout", str(d.engine_timeout)),
             ]
         program = (("python3",), ("-m", "sglang.launch_server"))
-        return EngineArgv(program, tuple(flags) + common_flags(d))
+        return EngineArgv(program, tuple(flags) + common_flags(d), group_args(engine.args))
 
     def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
+        host_ip = Setting(
+            "SGLANG_HOST_IP",
+            node.fabric.ip,
+            Source.DERIVED,
+            "this node's fabric IP; SGLang otherwise advertises another NIC",
+        )
+        if not d.multi:
+            return (host_ip,)
+        # On unified memory, page cache makes one rank's free memory look smaller than another's;
+        # SGLang then refuses to start ("The memory capacity is unbalanced").
+        why = "unified memory: free memory differs between ranks by page cache, not by use"
         return (
-            Setting(
-                "SGLANG_HOST_IP",
-                node.fabric.ip,
-                Source.DERIVED,
-                "this node's fabric IP; SGLang otherwise advertises another NIC",
-            ),
+            host_ip,
+            Setting("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "0", Source.DERIVED, why + " (newer SGLang)"),
+            Setting("SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK", "1", Source.DERIVED, why + " (older SGLang)"),
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from compiler.engines import EngineArgv, common_flags
+from compiler.engines import EngineArgv, common_flags, group_args
 from compiler.plan import Setting, Words
 from compiler.spec import Backend, EngineKind, Node, Source
 
@@ -33,6 +33,9 @@ MANAGED_FLAGS = {
     "--headless": "engine.backend",
 }
 
+# Other spellings of a flag sparkc passes, as the one sparkc writes.
+ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size"}
+
 SETTING_FLAGS = {
     "host": "--host",
     "port": "--port",
@@ -58,9 +61,24 @@ class Vllm:
     supports_ray = True
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS
+    aliases: Mapping[str, str] = ALIASES
 
     def default_backend(self, nodes: int) -> Backend:
         return Backend.RAY if nodes > 1 else Backend.NATIVE
+
+    def canonical(self, flag: str) -> str:
+        # vLLM's FlexibleArgumentParser turns `_` into `-` in a long flag's name (up to a `.`).
+        if not flag.startswith("--"):
+            return flag
+        name, dot, rest = flag[2:].partition(".")
+        return "--" + name.replace("_", "-") + dot + rest
+
+    def implied_flags(self, d: Deployment) -> dict[str, str]:
+        # Without Ray, several GPUs (one node or several) run vLLM's multiprocessing executor.
+        implied = {"--model": d.spec.model.mount}  # the positional model, also accepted as --model
+        if d.backend is Backend.NATIVE and d.total_gpus > 1:
+            implied["--distributed-executor-backend"] = "mp"
+        return implied
 
     def argv(self, d: Deployment, rank: int) -> EngineArgv:
         engine = d.spec.engine
@@ -84,7 +102,7 @@ class Vllm:
             if rank > 0:
                 flags.append(("--headless",))
         program = (("vllm",), ("serve",), (d.spec.model.mount,))
-        return EngineArgv(program, tuple(flags) + common_flags(d))
+        return EngineArgv(program, tuple(flags) + common_flags(d), group_args(engine.args))
 
     def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
         return (

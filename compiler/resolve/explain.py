@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from compiler.plan import Setting
 from compiler.resolve.context import Deployment
+from compiler.resolve.engine_args import repeats
 from compiler.spec import Backend, EntrypointMode, Source
 
 
@@ -45,7 +46,7 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
 def quirks(d: Deployment) -> tuple[str, ...]:
     profile, mode = d.profile, d.entrypoint.mode
     if profile is None:
-        return ("no image profile: the entrypoint is bypassed unless the spec says keep",)
+        return ("no image profile: the entrypoint is bypassed unless the spec says keep", *agreeing_flags(d))
     notes = [f"profile {profile.id} ({profile.family}); entrypoint: {mode}", *profile.notes]
     if mode is EntrypointMode.BYPASS:
         notes += [f"bypassed entrypoint skips: {s}" for s in profile.side_effects]
@@ -53,4 +54,13 @@ def quirks(d: Deployment) -> tuple[str, ...]:
         notes += [f"entrypoint side effect kept: {s}" for s in profile.side_effects]
     if d.backend is Backend.RAY:
         notes.append("Ray containers run `ray start` with --entrypoint ray; the engine starts by docker exec")
-    return tuple(notes)
+    return (*notes, *agreeing_flags(d))
+
+
+def agreeing_flags(d: Deployment) -> tuple[str, ...]:
+    """engine.args that repeat a flag sparkc sets, with the value the plan gives it: kept as written."""
+    return tuple(
+        f"engine.args repeats {r.written}{'' if r.value is None else ' ' + r.value}, which agrees with the plan: kept"
+        for r in repeats(d)
+        if r.agrees
+    )

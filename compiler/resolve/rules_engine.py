@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
+from compiler.resolve.engine_args import repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, node_env
 from compiler.resolve.ports import head_ports
@@ -100,11 +101,16 @@ def ports_distinct(d: Deployment) -> Iterator[Diagnostic]:
 
 
 def managed_flags(d: Deployment) -> Iterator[Diagnostic]:
-    managed = d.engine.managed_flags
-    for i, word in enumerate(d.spec.engine.args):
-        flag = word.split("=", 1)[0]
-        if flag in managed:
-            yield error(d.spec.engine.at("args", i), f"{flag} is set by sparkc; use {managed[flag]} instead")
+    for repeat in repeats(d):
+        if repeat.agrees:
+            continue
+        field = d.engine.managed_flags.get(repeat.flag) or d.engine.managed_flags.get(repeat.written, "the spec")
+        also = "" if repeat.written == repeat.flag else f" (as {repeat.flag})"
+        planned = f"; the plan gives it {repeat.planned or '(no value)'}" if repeat.planned is not None else ""
+        yield error(
+            d.spec.engine.at("args", repeat.index),
+            f"{repeat.written}{also} is set by sparkc{planned}; use {field} instead",
+        )
 
 
 def backend_supported(d: Deployment) -> Iterator[Diagnostic]:

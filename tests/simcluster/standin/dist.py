@@ -205,7 +205,35 @@ def gloo_rendezvous(cfg: EngineConfig, timeout_s: float) -> None:
             "seconds": round(time.monotonic() - start, 2),
         },
     )
+    if cfg.engine == "sglang":
+        _sglang_memory_balance(cfg)
     _start_daemon(_heartbeat)
+
+
+def _sglang_memory_balance(cfg: EngineConfig) -> None:
+    """SGLang's model runner compares each rank's free GPU memory with the smallest across the group
+    and refuses to start when it is below 0.9x its own (page cache on unified memory makes this
+    common on Sparks) unless the check is switched off: SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1 in
+    older releases, SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 in newer ones. The stand-in's free
+    memory comes from SPARKC_STANDIN_FREE_MEMORY_GB (default 100)."""
+    import torch
+    import torch.distributed as dist
+
+    local = env_float("SPARKC_STANDIN_FREE_MEMORY_GB", 100.0) or 100.0
+    smallest = torch.tensor([local])
+    dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
+    lowest = float(smallest.item())
+    if lowest >= local * 0.9:
+        return
+    disabled = os.environ.get("SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK", "").lower() in ("1", "true", "yes")
+    enabled = os.environ.get("SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "true").lower() in ("1", "true", "yes")
+    if disabled or not enabled:
+        log.warning(f"The memory capacity is unbalanced (min {lowest:.1f} GB, local {local:.1f} GB); check disabled")
+        return
+    raise DistError(
+        "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+        f"min_per_gpu_memory={lowest:.2f}, local_gpu_memory={local:.2f}, local_gpu_memory * 0.9={local * 0.9:.2f}"
+    )
 
 
 def _heartbeat() -> None:

@@ -130,7 +130,9 @@ readonly DOCKER_RUN_0=(
   -e NCCL_SOCKET_IFNAME=enp1s0f1np1
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0
   -e SGLANG_HOST_IP=192.168.100.10
+  -e SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1
   -e TP_SOCKET_IFNAME=enp1s0f1np1
   -e UCX_NET_DEVICES=enp1s0f1np1
   lmsysorg/sglang:spark
@@ -177,7 +179,9 @@ readonly DOCKER_RUN_1=(
   -e NCCL_SOCKET_IFNAME=enp1s0f1np1
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0
   -e SGLANG_HOST_IP=192.168.100.11
+  -e SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1
   -e TP_SOCKET_IFNAME=enp1s0f1np1
   -e UCX_NET_DEVICES=enp1s0f1np1
   lmsysorg/sglang:spark
