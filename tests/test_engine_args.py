@@ -62,6 +62,7 @@ def test_vllm_repeats_that_agree_are_kept_and_explained(args: list[str]) -> None
         (["--pp-size", "1"], True),  # SGLang's default, which sparkc leaves out
         (["--context-length", "1024"], False),
         (["--mem-fraction-static=0.75"], True),
+        (["--mem_fraction_static", "0.9"], False),
         (["--model", "/elsewhere"], False),
     ],
 )

@@ -67,7 +67,9 @@ class Sglang:
         return Backend.NATIVE
 
     def canonical(self, flag: str) -> str:
-        return flag  # plain argparse: `--tp_size` is not `--tp-size`
+        # Recent SGLang reads `--mem_fraction_static` as `--mem-fraction-static`; where an older one
+        # would not, refusing the spelling costs nothing.
+        return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
 
     def implied_flags(self, d: Deployment) -> dict[str, str]:
         # One pipeline stage is SGLang's default: sparkc passes --pp-size only above 1.
