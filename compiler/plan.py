@@ -129,6 +129,8 @@ class Plan:
     engine_timeout: int
     ssh_options: Command
     secrets: tuple[str, ...]
+    api_key_variable: str  # the secret the engine reads its API key from; "" if none
+    api_key_given: str  # the key engine.args gives (--api-key); "" if none
     effective: tuple[Effective, ...]
     quirks: tuple[str, ...]  # what the profile told us and how it was applied
     settings: tuple[Setting, ...]  # cluster-wide resolved values, for explain and the manifest

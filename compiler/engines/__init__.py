@@ -42,6 +42,8 @@ class Engine(Protocol):
     setting_flags: Mapping[str, str]
     # Other spellings of a flag sparkc passes -> the spelling sparkc writes.
     aliases: Mapping[str, str]
+    # The variable the engine reads its API key from (None: only its --api-key flag).
+    api_key_variable: str | None
 
     def default_backend(self, nodes: int) -> Backend: ...
 

@@ -62,6 +62,7 @@ class Vllm:
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS
     aliases: Mapping[str, str] = ALIASES
+    api_key_variable: str | None = "VLLM_API_KEY"
 
     def default_backend(self, nodes: int) -> Backend:
         return Backend.RAY if nodes > 1 else Backend.NATIVE

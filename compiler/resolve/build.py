@@ -10,6 +10,7 @@ from compiler.plan import Command, NodePlan, Plan, ProfileCheck, Role, Setting, 
 from compiler.profiles import RayPresence
 from compiler.resolve.containers import container_name, docker_run, ray_engine
 from compiler.resolve.context import Deployment
+from compiler.resolve.engine_args import api_key_given, api_key_variable
 from compiler.resolve.env import node_env
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.ports import head_ports
@@ -58,6 +59,8 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         engine_timeout=d.engine_timeout,
         ssh_options=ssh_options(d.spec.cluster.ssh),
         secrets=d.spec.container.secrets,
+        api_key_variable=api_key_variable(d) or "",
+        api_key_given=api_key_given(d) or "",
         effective=d.entrypoint.effective,
         quirks=quirks(d),
         settings=settings(d),

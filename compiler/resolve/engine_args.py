@@ -75,3 +75,19 @@ def _same(given: str, planned: str) -> bool:
         return float(given) == float(planned)
     except ValueError:
         return False
+
+
+def api_key_given(d: Deployment) -> str | None:
+    """The key `--api-key` gives in engine.args, if any (both engines guard /v1 with it)."""
+    args = d.spec.engine.args
+    for i, word in enumerate(args):
+        written, eq, inline = word.partition("=")
+        if d.engine.canonical(written) == "--api-key":
+            return inline if eq else (args[i + 1] if i + 1 < len(args) else "")
+    return None
+
+
+def api_key_variable(d: Deployment) -> str | None:
+    """The secret the engine reads its API key from, where the spec lists it."""
+    name = d.engine.api_key_variable
+    return name if name is not None and name in d.spec.container.secrets else None

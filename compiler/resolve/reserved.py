@@ -59,6 +59,8 @@ SHELL_NAMES = frozenset(
 )
 SCRIPT_NAMES = frozenset(
     [
+        "API_KEY_GIVEN",
+        "API_KEY_VAR",
         "API_PORT",
         "ARGV",
         "BACKEND",

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
-from compiler.resolve.engine_args import repeats
+from compiler.resolve.engine_args import api_key_given, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, node_env
 from compiler.resolve.ports import head_ports
@@ -113,6 +113,29 @@ def managed_flags(d: Deployment) -> Iterator[Diagnostic]:
         )
 
 
+def api_key(d: Deployment) -> Iterator[Diagnostic]:
+    """A key in engine.args works, but is written into the scripts, the manifest and the process list."""
+    given = api_key_given(d)
+    if given is None:
+        return
+    args = d.spec.engine.args
+    index = next(i for i, w in enumerate(args) if d.engine.canonical(w.partition("=")[0]) == "--api-key")
+    if given == "":
+        yield error(d.spec.engine.at("args", index), "--api-key needs the key after it")
+    elif d.engine.api_key_variable:
+        yield warning(
+            d.spec.engine.at("args", index),
+            f"--api-key writes the key into the scripts, the manifest and the process list; list "
+            f"{d.engine.api_key_variable} under container.secrets instead ({d.engine.name} reads it from there)",
+        )
+    else:
+        yield warning(
+            d.spec.engine.at("args", index),
+            f"{d.engine.name} takes its API key only as --api-key: the key is written into the scripts, the "
+            "manifest and the process list",
+        )
+
+
 def backend_supported(d: Deployment) -> Iterator[Diagnostic]:
     if d.backend is not Backend.RAY:
         return
@@ -181,6 +204,7 @@ RULES = (
     api_port_is_a_port,
     ports_distinct,
     managed_flags,
+    api_key,
     backend_supported,
     secrets_stay_secret,
     secret_names,

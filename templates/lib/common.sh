@@ -65,12 +65,34 @@ ray_check() {
     "${#RAY_EXPECTED_IPS[@]}" "$TOTAL_GPUS" "${RAY_EXPECTED_IPS[@]}"
 }
 
+# The engine's API key, where it wants one: the variable API_KEY_VAR names (a secret, exported where
+# the scripts run), else the key engine.args gives it; empty: no key.
+api_key() {
+  if [[ -n $API_KEY_VAR ]]; then
+    printf '%s' "${!API_KEY_VAR-}"
+  else
+    printf '%s' "$API_KEY_GIVEN"
+  fi
+}
+
+# curl, sending the API key (if any) as a header read from stdin (curl -K -), never on a command line.
+api_curl() {
+  local key
+  key=$(api_key)
+  if [[ -z $key ]]; then
+    curl "$@"
+    return
+  fi
+  key=${key//\\/\\\\}
+  printf 'header = "Authorization: Bearer %s"\n' "${key//\"/\\\"}" | curl -K - "$@"
+}
+
 # HTTP probes of the OpenAI-compatible endpoint, from the head.
-http_get() { curl -fsS --max-time 10 "$PROBE_URL$1"; }
+http_get() { api_curl -fsS --max-time 10 "$PROBE_URL$1"; }
 probe_health() { http_get /health >/dev/null 2>&1; }
 probe_models() { http_get /v1/models 2>/dev/null | grep -qF -- "$SERVED_MODEL_JSON"; }
 probe_completion() {
-  curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
+  api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
     "$PROBE_URL/v1/completions" >/dev/null 2>&1
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }

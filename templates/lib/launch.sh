@@ -469,7 +469,13 @@ main() {
   fi
   ((DRY_RUN)) && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SERVED_MODEL at $ENDPOINT/v1"
-  printf 'Try it:\n  curl %s/v1/chat/completions -H %q -d %q\n' "$ENDPOINT" 'Content-Type: application/json' \
+  local auth=""
+  if [[ -n $API_KEY_VAR ]]; then
+    auth=" -H \"Authorization: Bearer \$$API_KEY_VAR\""  # the key stays in the variable: not printed
+  elif [[ -n $API_KEY_GIVEN ]]; then
+    auth=" -H 'Authorization: Bearer <the key after --api-key in the spec>'"
+  fi
+  printf 'Try it:\n  curl %s/v1/chat/completions%s -H %q -d %q\n' "$ENDPOINT" "$auth" 'Content-Type: application/json' \
     "{\"model\": $SERVED_MODEL_JSON, \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 32}"
 }
 

@@ -32,11 +32,18 @@ main() {
       healthy=0
     fi
   fi
+  if [[ -n $API_KEY_VAR && -z ${!API_KEY_VAR-} ]]; then
+    warn "$API_KEY_VAR is not set here: the engine answers 401 on /v1 without it; export it as for the launch"
+  fi
   if ! probe_health; then
     printf 'endpoint %s: /health does not answer\n' "$ENDPOINT"
     healthy=0
   elif ! probe_models; then
     printf 'endpoint %s: /v1/models does not list %s\n' "$ENDPOINT" "$SERVED_MODEL"
+    healthy=0
+  elif ! probe_completion; then
+    # A wedged engine can still answer /health and /v1/models.
+    printf 'endpoint %s: lists %s but does not complete a one-token request\n' "$ENDPOINT" "$SERVED_MODEL"
     healthy=0
   else
     printf 'endpoint %s: healthy, serving %s\n' "$ENDPOINT" "$SERVED_MODEL"

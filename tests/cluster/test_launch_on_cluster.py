@@ -136,6 +136,27 @@ def test_ray_workers_keep_their_own_fabric_settings(deploy: Deploy, sim_cluster:
     assert d.run("stop-cluster.sh").returncode == 0
 
 
+def test_an_api_key_guards_v1_and_the_probes_send_it(deploy: Deploy, sim_cluster: SimCluster) -> None:
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "apikey",
+        {
+            "container.image": VLLM_IMAGE,
+            "model.architecture": DELETE,
+            "container.secrets": ["VLLM_API_KEY"],
+        },
+    )
+    launch = d.run("launch-cluster.sh", env={"VLLM_API_KEY": "sk-sim"})
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    url = "http://127.0.0.1:8000/v1/models"
+    bare = sim_cluster.exec(d.nodes[0], ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url])
+    assert bare.stdout == "401"
+    keyed = ["curl", "-sf", "-H", "Authorization: Bearer sk-sim", url]
+    assert "meta-llama/Llama-3.3-70B-Instruct" in sim_cluster.exec(d.nodes[0], keyed, check=True).stdout
+    assert d.run("status.sh", env={"VLLM_API_KEY": "sk-sim"}).returncode == 0
+    assert d.run("stop-cluster.sh").returncode == 0
+
+
 def test_sglang_example_two_nodes(deploy: Deploy, sim_cluster: SimCluster) -> None:
     d = deploy(
         "sglang-qwen3-30b-2spark.yaml",

@@ -24,6 +24,7 @@ class EngineConfig:
     headless: bool = False
     max_model_len: int | None = None
     dist_timeout_s: float | None = None
+    api_key: str | None = None  # /v1/* then answers 401 without `Authorization: Bearer KEY`
 
     @property
     def world_size(self) -> int:

@@ -113,7 +113,7 @@ def run(cfg: EngineConfig) -> int:
         httpd = server.bind(
             cfg.host,
             cfg.port,
-            server.ServeInfo(cfg.engine, cfg.model, names, max_len, health_only=health_only),
+            server.ServeInfo(cfg.engine, cfg.model, names, max_len, health_only=health_only, api_key=cfg.api_key),
         )
     except OSError as exc:
         # uvicorn's wording, lower-cased as uvicorn prints it

@@ -19,6 +19,7 @@ class ServeInfo:
     served_names: tuple[str, ...]
     max_model_len: int
     health_only: bool = False  # SGLang ranks > 0 answer /health and nothing else
+    api_key: str | None = None  # vLLM and SGLang: /v1/* needs `Authorization: Bearer KEY`; /health never
 
 
 class _Server(ThreadingHTTPServer):
@@ -70,9 +71,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ routes
 
+    def _unauthorized(self, path: str) -> bool:
+        """Both engines' API-key middleware: only /v1 routes are guarded; a wrong or missing bearer
+        token gets 401 {"error": "Unauthorized"}."""
+        key = self.server.info.api_key
+        if not key or not path.startswith("/v1"):
+            return False
+        if self.headers.get("Authorization", "") == f"Bearer {key}":
+            return False
+        if self.command == "POST":
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the connection stays usable
+        self._send(401, {"error": "Unauthorized"})
+        return True
+
     def do_GET(self) -> None:
         info = self.server.info
         path = self.path.split("?", 1)[0]
+        if self._unauthorized(path):
+            return
         if path == "/health":
             self._send(200)
         elif info.health_only:
@@ -99,6 +115,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
+        if self._unauthorized(path):
+            return
         if self.server.info.health_only or path not in ("/v1/completions", "/v1/chat/completions"):
             self._send(404, {"detail": "Not Found"})
             return

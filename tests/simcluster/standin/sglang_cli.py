@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--reasoning-parser", default=None)
     p.add_argument("--dist-timeout", type=int, default=None)
+    p.add_argument("--api-key", default=None)  # SGLang reads its key only from the command line
     return p
 
 
@@ -55,5 +56,6 @@ def main(argv: list[str]) -> int:
         master_port=master_port,
         max_model_len=ns.context_length,
         dist_timeout_s=float(ns.dist_timeout) if ns.dist_timeout else None,
+        api_key=ns.api_key,
     )
     return engine.run(cfg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-prefix-caching", action="store_true")  # a real vLLM flag the examples pass
     p.add_argument("--dtype", default="auto", choices=["auto", "half", "float16", "bfloat16", "float", "float32"])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--api-key", default=None)
     return p
 
 
@@ -99,5 +101,7 @@ def main(argv: list[str]) -> int:
         master_port=ns.master_port,
         headless=ns.headless,
         max_model_len=ns.max_model_len,
+        # vLLM's API server: `args.api_key or envs.VLLM_API_KEY` turns on its auth middleware.
+        api_key=ns.api_key or os.environ.get("VLLM_API_KEY") or None,
     )
     return engine.run(cfg)

@@ -96,27 +96,16 @@ def _free_port() -> int:
 
 @pytest.fixture
 def server(model: Path) -> Iterator[str]:
+    args = ["vllm", "serve", str(model), "--served-model-name", "tiny", "alias", "--max_model_len", "128"]
+    yield from _serve(args, {})
+
+
+def _serve(args: list[str], env: dict[str, str]) -> Iterator[str]:
     port = _free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.simcluster.standin",
-            "vllm",
-            "serve",
-            str(model),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--served-model-name",
-            "tiny",
-            "alias",
-            "--max_model_len",
-            "128",
-        ],
+        [sys.executable, "-m", "tests.simcluster.standin", *args, "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
-        env={**ENV, "SPARKC_STANDIN_LOAD_SECONDS": "0.5"},
+        env={**ENV, "SPARKC_STANDIN_LOAD_SECONDS": "0.5", **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
@@ -143,6 +132,29 @@ def _post(url: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.parametrize(
+    ("engine", "env"),
+    [("vllm", {"VLLM_API_KEY": "sk-1"}), ("vllm", {}), ("sglang", {})],
+    ids=["vllm-env", "vllm-flag", "sglang-flag"],
+)
+def test_an_api_key_guards_v1_but_not_health(model: Path, engine: str, env: dict[str, str]) -> None:
+    if engine == "vllm":
+        args = ["vllm", "serve", str(model)] + ([] if env else ["--api-key", "sk-1"])
+    else:
+        args = ["sglang", "--model-path", str(model), "--api-key", "sk-1"]
+    served = _serve(args, env)
+    url = next(served)
+    try:
+        assert urllib.request.urlopen(f"{url}/health", timeout=5).status == 200
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            urllib.request.urlopen(f"{url}/v1/models", timeout=5)
+        assert denied.value.code == 401
+        keyed = urllib.request.Request(f"{url}/v1/models", headers={"Authorization": "Bearer sk-1"})
+        assert urllib.request.urlopen(keyed, timeout=5).status == 200
+    finally:
+        next(served, None)
 
 
 def test_openai_api(server: str) -> None:

@@ -36,6 +36,9 @@ readonly SERVED_MODEL=/models/Qwen3.5-122B-A10B-FP8
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"/models/Qwen3.5-122B-A10B-FP8"'
 readonly PROBE_BODY='{"model": "/models/Qwen3.5-122B-A10B-FP8", "prompt": "ping", "max_tokens": 1}'
+# The API key the probes send: from the variable named here (a secret), or as the spec gives it.
+readonly API_KEY_VAR=''
+readonly API_KEY_GIVEN=''
 readonly RAY_EXPECTED_IPS=(
   192.168.100.10
   192.168.100.11
@@ -109,12 +112,34 @@ ray_check() {
     "${#RAY_EXPECTED_IPS[@]}" "$TOTAL_GPUS" "${RAY_EXPECTED_IPS[@]}"
 }
 
+# The engine's API key, where it wants one: the variable API_KEY_VAR names (a secret, exported where
+# the scripts run), else the key engine.args gives it; empty: no key.
+api_key() {
+  if [[ -n $API_KEY_VAR ]]; then
+    printf '%s' "${!API_KEY_VAR-}"
+  else
+    printf '%s' "$API_KEY_GIVEN"
+  fi
+}
+
+# curl, sending the API key (if any) as a header read from stdin (curl -K -), never on a command line.
+api_curl() {
+  local key
+  key=$(api_key)
+  if [[ -z $key ]]; then
+    curl "$@"
+    return
+  fi
+  key=${key//\\/\\\\}
+  printf 'header = "Authorization: Bearer %s"\n' "${key//\"/\\\"}" | curl -K - "$@"
+}
+
 # HTTP probes of the OpenAI-compatible endpoint, from the head.
-http_get() { curl -fsS --max-time 10 "$PROBE_URL$1"; }
+http_get() { api_curl -fsS --max-time 10 "$PROBE_URL$1"; }
 probe_health() { http_get /health >/dev/null 2>&1; }
 probe_models() { http_get /v1/models 2>/dev/null | grep -qF -- "$SERVED_MODEL_JSON"; }
 probe_completion() {
-  curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
+  api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
     "$PROBE_URL/v1/completions" >/dev/null 2>&1
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
@@ -166,11 +191,18 @@ main() {
       healthy=0
     fi
   fi
+  if [[ -n $API_KEY_VAR && -z ${!API_KEY_VAR-} ]]; then
+    warn "$API_KEY_VAR is not set here: the engine answers 401 on /v1 without it; export it as for the launch"
+  fi
   if ! probe_health; then
     printf 'endpoint %s: /health does not answer\n' "$ENDPOINT"
     healthy=0
   elif ! probe_models; then
     printf 'endpoint %s: /v1/models does not list %s\n' "$ENDPOINT" "$SERVED_MODEL"
+    healthy=0
+  elif ! probe_completion; then
+    # A wedged engine can still answer /health and /v1/models.
+    printf 'endpoint %s: lists %s but does not complete a one-token request\n' "$ENDPOINT" "$SERVED_MODEL"
     healthy=0
   else
     printf 'endpoint %s: healthy, serving %s\n' "$ENDPOINT" "$SERVED_MODEL"

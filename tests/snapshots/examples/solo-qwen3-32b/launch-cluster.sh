@@ -37,6 +37,9 @@ readonly SERVED_MODEL=qwen3-32b
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"qwen3-32b"'
 readonly PROBE_BODY='{"model": "qwen3-32b", "prompt": "ping", "max_tokens": 1}'
+# The API key the probes send: from the variable named here (a secret), or as the spec gives it.
+readonly API_KEY_VAR=''
+readonly API_KEY_GIVEN=''
 readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=1
 # CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines.
@@ -198,12 +201,34 @@ ray_check() {
     "${#RAY_EXPECTED_IPS[@]}" "$TOTAL_GPUS" "${RAY_EXPECTED_IPS[@]}"
 }
 
+# The engine's API key, where it wants one: the variable API_KEY_VAR names (a secret, exported where
+# the scripts run), else the key engine.args gives it; empty: no key.
+api_key() {
+  if [[ -n $API_KEY_VAR ]]; then
+    printf '%s' "${!API_KEY_VAR-}"
+  else
+    printf '%s' "$API_KEY_GIVEN"
+  fi
+}
+
+# curl, sending the API key (if any) as a header read from stdin (curl -K -), never on a command line.
+api_curl() {
+  local key
+  key=$(api_key)
+  if [[ -z $key ]]; then
+    curl "$@"
+    return
+  fi
+  key=${key//\\/\\\\}
+  printf 'header = "Authorization: Bearer %s"\n' "${key//\"/\\\"}" | curl -K - "$@"
+}
+
 # HTTP probes of the OpenAI-compatible endpoint, from the head.
-http_get() { curl -fsS --max-time 10 "$PROBE_URL$1"; }
+http_get() { api_curl -fsS --max-time 10 "$PROBE_URL$1"; }
 probe_health() { http_get /health >/dev/null 2>&1; }
 probe_models() { http_get /v1/models 2>/dev/null | grep -qF -- "$SERVED_MODEL_JSON"; }
 probe_completion() {
-  curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
+  api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
     "$PROBE_URL/v1/completions" >/dev/null 2>&1
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
@@ -692,7 +717,13 @@ main() {
   fi
   ((DRY_RUN)) && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SERVED_MODEL at $ENDPOINT/v1"
-  printf 'Try it:\n  curl %s/v1/chat/completions -H %q -d %q\n' "$ENDPOINT" 'Content-Type: application/json' \
+  local auth=""
+  if [[ -n $API_KEY_VAR ]]; then
+    auth=" -H \"Authorization: Bearer \$$API_KEY_VAR\""  # the key stays in the variable: not printed
+  elif [[ -n $API_KEY_GIVEN ]]; then
+    auth=" -H 'Authorization: Bearer <the key after --api-key in the spec>'"
+  fi
+  printf 'Try it:\n  curl %s/v1/chat/completions%s -H %q -d %q\n' "$ENDPOINT" "$auth" 'Content-Type: application/json' \
     "{\"model\": $SERVED_MODEL_JSON, \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 32}"
 }
 
