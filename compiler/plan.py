@@ -127,6 +127,9 @@ class Plan:
     head_ports: tuple[HeadPort, ...]
     launch_timeout: int
     engine_timeout: int
+    engine_timeout_margin: int  # engine_timeout = launch timeout - this (at least 30), also for --timeout
+    engine_timeout_variable: str  # where the engine reads it: a variable ("" if none) ...
+    engine_timeout_flag: str  # ... or a flag's value ("" if none)
     ssh_options: Command
     secrets: tuple[str, ...]
     api_key_variable: str  # the secret the engine reads its API key from; "" if none

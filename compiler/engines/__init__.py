@@ -42,6 +42,9 @@ class Engine(Protocol):
     setting_flags: Mapping[str, str]
     # Other spellings of a flag sparkc passes -> the spelling sparkc writes.
     aliases: Mapping[str, str]
+    # Where the engine takes its own start timeout (a variable, or a flag's value on every rank).
+    timeout_variable: str | None
+    timeout_flag: str | None
     # The variable the engine reads its API key from (None: only its --api-key flag).
     api_key_variable: str | None
 

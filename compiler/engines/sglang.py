@@ -62,6 +62,9 @@ class Sglang:
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS
     aliases: Mapping[str, str] = ALIASES
+    # Where the engine takes its own start timeout, which the launcher sets from its budget at launch.
+    timeout_variable: str | None = None
+    timeout_flag: str | None = "--dist-timeout"
     api_key_variable: str | None = None
 
     def default_backend(self, nodes: int) -> Backend:

@@ -62,6 +62,9 @@ class Vllm:
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS
     aliases: Mapping[str, str] = ALIASES
+    # Where the engine takes its own start timeout, which the launcher sets from its budget at launch.
+    timeout_variable: str | None = "VLLM_ENGINE_READY_TIMEOUT_S"
+    timeout_flag: str | None = None
     api_key_variable: str | None = "VLLM_API_KEY"
 
     def default_backend(self, nodes: int) -> Backend:

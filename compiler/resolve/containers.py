@@ -8,7 +8,8 @@ from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
 from compiler.spec import Backend, EntrypointMode, Node
 
-DEFAULT_ULIMITS = {"memlock": "-1", "stack": "67108864"}
+# Pinned memory for RDMA, many open files (weights shards, sockets), a deep stack: as every launcher sets.
+DEFAULT_ULIMITS = {"memlock": "-1", "nofile": "1048576", "stack": "67108864"}
 
 
 def container_name(d: Deployment, node: Node) -> str:

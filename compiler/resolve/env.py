@@ -107,7 +107,17 @@ def _runtime(d: Deployment) -> tuple[Setting, ...]:
             "PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", Source.DEFAULT, "unified memory: less fragmentation"
         ),
         Setting("HF_HUB_OFFLINE", "1", Source.DEFAULT, "weights are local: no node downloads on its own"),
+        Setting(
+            "NCCL_IGNORE_CPU_AFFINITY",
+            "1",
+            Source.DEFAULT,
+            "NCCL's threads may use every core, not the launcher's mask",
+        ),
     ]
+    if d.backend is Backend.RAY:
+        settings.append(
+            Setting("RAY_num_prestart_python_workers", "0", Source.DEFAULT, "no idle Python workers holding memory")
+        )
     topology = d.topology
     if topology in (Topology.MESH, Topology.RING):
         why = f"topology {topology}: no switch between the nodes"

@@ -14,7 +14,7 @@ from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, node_env
 from compiler.resolve.ports import head_ports
 from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
-from compiler.spec import Backend, EntrypointMode
+from compiler.spec import Backend, EntrypointMode, Topology
 
 # Ports a Ray head opens besides its GCS port; an API port there would collide.
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
@@ -27,6 +27,8 @@ HOST_NAME = re.compile(
 
 def image_profile(d: Deployment) -> Iterator[Diagnostic]:
     mode, path = d.spec.container.entrypoint, ("container", "entrypoint")
+    if d.profile is None and mode is EntrypointMode.BYPASS:
+        return  # the spec already says not to rely on the image's entrypoint
     if d.profile is None:
         yield warning(
             ("container", "image"),
@@ -192,6 +194,55 @@ def env_values(d: Deployment) -> Iterator[Diagnostic]:
                 )
 
 
+def env_overrides(d: Deployment) -> Iterator[Diagnostic]:
+    """Settings in the spec's env that quietly undo one of sparkc's."""
+    for path, env in _env_layers(d):
+        debug = env.get("NCCL_DEBUG")
+        if debug is not None and d.nccl_check and debug.upper() not in ("INFO", "TRACE"):
+            yield warning(
+                (*path, "NCCL_DEBUG"),
+                f"NCCL_DEBUG={debug} hides the lines the fabric check reads (NCCL's INFO); remove it, or set "
+                "launch.nccl_check: false to go without the check",
+            )
+        if "NCCL_NET_PLUGIN" in env and d.topology in (Topology.MESH, Topology.RING):
+            yield warning(
+                (*path, "NCCL_NET_PLUGIN"),
+                f"NCCL_NET_PLUGIN={env['NCCL_NET_PLUGIN']} replaces the topology's NCCL_NET_PLUGIN=none "
+                f"(topology {d.topology}: no switch between the nodes)",
+            )
+    for node in d.spec.cluster.nodes:
+        for name in IFNAME_VARS:
+            value = node.env.get(name)
+            if value is not None and value != node.fabric.netdev:
+                yield warning(
+                    node.at("env", name),
+                    f"{name}={value} on {node.name} differs from its fabric netdev {node.fabric.netdev}; "
+                    "fix cluster.nodes[].fabric.netdev instead, so every setting follows",
+                )
+
+
+def memory_budget(d: Deployment) -> Iterator[Diagnostic]:
+    fraction = d.spec.engine.gpu_memory_utilization
+    if fraction is not None and fraction > 0.9:
+        yield warning(
+            d.spec.engine.at("gpu_memory_utilization"),
+            f"{fraction} of unified memory leaves too little to the OS, page cache and the CPU side of the "
+            "engine on a Spark (128 GB shared); 0.9 or less is what fits",
+        )
+
+
+def image_pinned(d: Deployment) -> Iterator[Diagnostic]:
+    image = d.spec.container.image
+    name = image.split("@", 1)[0]
+    tag = name.rpartition(":")[2] if ":" in name.rpartition("/")[2] else ""
+    if "@" not in image and tag in ("", "latest"):
+        yield warning(
+            d.spec.container.at("image"),
+            f"{image} names no fixed release: nodes pulled at different times run different builds; pin a tag "
+            "or a digest (the launcher records the image ID each node ran)",
+        )
+
+
 def _env_layers(d: Deployment) -> list[tuple[Path, dict[str, str]]]:
     layers = [(d.spec.container.at("env"), d.spec.container.env), (d.spec.engine.at("env"), d.spec.engine.env)]
     return layers + [(n.at("env"), n.env) for n in d.spec.cluster.nodes]
@@ -209,4 +260,7 @@ RULES = (
     secrets_stay_secret,
     secret_names,
     env_values,
+    env_overrides,
+    image_pinned,
+    memory_budget,
 )

@@ -12,10 +12,19 @@ secret_bytes() {
   printf '%s' "${#value}"
 }
 
-# ARGV: the `docker run` words of a node.
+# ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.
 docker_run_argv() {
   local -n words="DOCKER_RUN_${RANK[$1]}"
   ARGV=("${words[@]}")
+  local i engine_timeout=$((TIMEOUT - ENGINE_TIMEOUT_MARGIN))
+  ((engine_timeout >= 30)) || engine_timeout=30
+  for i in "${!ARGV[@]}"; do
+    if [[ -n $ENGINE_TIMEOUT_VARIABLE && ${ARGV[i]} == "$ENGINE_TIMEOUT_VARIABLE="* ]]; then
+      ARGV[i]="$ENGINE_TIMEOUT_VARIABLE=$engine_timeout"
+    elif [[ -n $ENGINE_TIMEOUT_FLAG && $i -gt 0 && ${ARGV[i - 1]} == "$ENGINE_TIMEOUT_FLAG" ]]; then
+      ARGV[i]=$engine_timeout
+    fi
+  done
 }
 
 usage() {
@@ -37,6 +46,7 @@ USAGE
 }
 
 PHASE=setup
+declare -A IMAGE_IDS=()
 PHASE_START=$SECONDS
 FAILED_NODE=""
 SKIP_PREFLIGHT=0
@@ -121,6 +131,7 @@ preflight() {
       || fail "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
         "same absolute path on every node (copy them once over the fabric with rsync)"
     ((DRY_RUN)) || log "$node: reachable, docker $out, image ${id:7:12}, model present"
+    IMAGE_IDS[$node]=$id
   done
   FAILED_NODE=""
   check_profile
@@ -182,6 +193,19 @@ check_profile() {
       "in the spec, or update the profile"
   fi
   warn "image $IMAGE differs from profile $PROFILE_NAME: ${problems[*]} (entrypoint is bypassed, so the launch goes on)"
+}
+
+# What ran, for the next person to ask: when, from which spec, and each node's image ID (a tag such
+# as :latest can name another build on the next pull).
+record_launch() {
+  local node
+  {
+    printf 'launched=%s\nspec_sha256=%s\nimage=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$SPEC_SHA256" "$IMAGE"
+    for node in "${NODES[@]}"; do
+      printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
+    done
+  } >"$SCRIPT_DIR/last-launch.txt"
+  log "recorded in $SCRIPT_DIR/last-launch.txt"
 }
 
 # -- phase 2 ---------------------------------------------------------------------------------
@@ -469,6 +493,7 @@ main() {
   fi
   ((DRY_RUN)) && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SERVED_MODEL at $ENDPOINT/v1"
+  record_launch
   local auth=""
   if [[ -n $API_KEY_VAR ]]; then
     auth=" -H \"Authorization: Bearer \$$API_KEY_VAR\""  # the key stays in the variable: not printed

@@ -54,6 +54,11 @@ readonly SCRIPT_DIR
 readonly ENGINE=vllm
 readonly MODEL_HOST_PATH=/home/aurora/models/Llama-3.3-70B-Instruct
 readonly DEFAULT_TIMEOUT=5400
+# The engine's own start timeout is the launch's minus this, so the engine reports its failure first;
+# it is set at launch, so --timeout moves both. The engine reads it from this variable or flag.
+readonly ENGINE_TIMEOUT_MARGIN=60
+readonly ENGINE_TIMEOUT_VARIABLE=VLLM_ENGINE_READY_TIMEOUT_S
+readonly ENGINE_TIMEOUT_FLAG=''
 readonly RAY_REQUIRED=0
 readonly RAY_PORT=6379
 # What the image's profile says docker will report; checked before anything starts.
@@ -123,6 +128,7 @@ readonly DOCKER_RUN_0=(
   --gpus all
   --privileged
   --ulimit memlock=-1
+  --ulimit nofile=1048576
   --ulimit stack=67108864
   --shm-size 16g
   -v /home/aurora/models/Llama-3.3-70B-Instruct:/home/aurora/models/Llama-3.3-70B-Instruct:ro
@@ -136,6 +142,7 @@ readonly DOCKER_RUN_0=(
   -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
   -e NCCL_IB_DISABLE=0
   -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
+  -e NCCL_IGNORE_CPU_AFFINITY=1
   -e NCCL_SOCKET_IFNAME=enp1s0f1np1
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -175,6 +182,7 @@ readonly DOCKER_RUN_1=(
   --gpus all
   --privileged
   --ulimit memlock=-1
+  --ulimit nofile=1048576
   --ulimit stack=67108864
   --shm-size 16g
   -v /home/aurora/models/Llama-3.3-70B-Instruct:/home/aurora/models/Llama-3.3-70B-Instruct:ro
@@ -188,6 +196,7 @@ readonly DOCKER_RUN_1=(
   -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
   -e NCCL_IB_DISABLE=0
   -e 'NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0'
+  -e NCCL_IGNORE_CPU_AFFINITY=1
   -e NCCL_SOCKET_IFNAME=enp1s0f0np0
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f0np0
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -341,10 +350,19 @@ secret_bytes() {
   printf '%s' "${#value}"
 }
 
-# ARGV: the `docker run` words of a node.
+# ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.
 docker_run_argv() {
   local -n words="DOCKER_RUN_${RANK[$1]}"
   ARGV=("${words[@]}")
+  local i engine_timeout=$((TIMEOUT - ENGINE_TIMEOUT_MARGIN))
+  ((engine_timeout >= 30)) || engine_timeout=30
+  for i in "${!ARGV[@]}"; do
+    if [[ -n $ENGINE_TIMEOUT_VARIABLE && ${ARGV[i]} == "$ENGINE_TIMEOUT_VARIABLE="* ]]; then
+      ARGV[i]="$ENGINE_TIMEOUT_VARIABLE=$engine_timeout"
+    elif [[ -n $ENGINE_TIMEOUT_FLAG && $i -gt 0 && ${ARGV[i - 1]} == "$ENGINE_TIMEOUT_FLAG" ]]; then
+      ARGV[i]=$engine_timeout
+    fi
+  done
 }
 
 usage() {
@@ -366,6 +384,7 @@ USAGE
 }
 
 PHASE=setup
+declare -A IMAGE_IDS=()
 PHASE_START=$SECONDS
 FAILED_NODE=""
 SKIP_PREFLIGHT=0
@@ -450,6 +469,7 @@ preflight() {
       || fail "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
         "same absolute path on every node (copy them once over the fabric with rsync)"
     ((DRY_RUN)) || log "$node: reachable, docker $out, image ${id:7:12}, model present"
+    IMAGE_IDS[$node]=$id
   done
   FAILED_NODE=""
   check_profile
@@ -511,6 +531,19 @@ check_profile() {
       "in the spec, or update the profile"
   fi
   warn "image $IMAGE differs from profile $PROFILE_NAME: ${problems[*]} (entrypoint is bypassed, so the launch goes on)"
+}
+
+# What ran, for the next person to ask: when, from which spec, and each node's image ID (a tag such
+# as :latest can name another build on the next pull).
+record_launch() {
+  local node
+  {
+    printf 'launched=%s\nspec_sha256=%s\nimage=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$SPEC_SHA256" "$IMAGE"
+    for node in "${NODES[@]}"; do
+      printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
+    done
+  } >"$SCRIPT_DIR/last-launch.txt"
+  log "recorded in $SCRIPT_DIR/last-launch.txt"
 }
 
 # -- phase 2 ---------------------------------------------------------------------------------
@@ -798,6 +831,7 @@ main() {
   fi
   ((DRY_RUN)) && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SERVED_MODEL at $ENDPOINT/v1"
+  record_launch
   local auth=""
   if [[ -n $API_KEY_VAR ]]; then
     auth=" -H \"Authorization: Bearer \$$API_KEY_VAR\""  # the key stays in the variable: not printed
