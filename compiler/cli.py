@@ -1,7 +1,8 @@
 """The command line: a thin face over compiler.pipeline. The only module that knows click and exit codes.
 
-Exit codes: 0 success; 1 the spec has errors (or --check found differences); 2 usage error;
-3 a bug in sparkc (please report it); 130 interrupted.
+Exit codes: 0 success; 1 the spec has errors (or --check found differences); 2 usage error, or a
+spec or output folder the user must fix (unreadable, not writable, disk full); 3 a bug in sparkc
+(please report it); 130 interrupted.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import click
 
 from compiler import __version__
 from compiler.diagnostics import Severity, format_json, format_text
-from compiler.emit import differences, emit
+from compiler.emit import OutputFolderError, differences, emit
 from compiler.pipeline import CompileResult, compile_text
 from compiler.plan import Plan
 from compiler.schema import load_schema
@@ -31,6 +32,10 @@ _spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_typ
 
 
 class SpecUnreadable(click.ClickException):
+    exit_code = EXIT_USAGE
+
+
+class OutputFolderUnusable(click.ClickException):
     exit_code = EXIT_USAGE
 
 
@@ -79,6 +84,13 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
     _report(result, fmt)
     if not result.ok:
         sys.exit(EXIT_SPEC)
+    try:
+        _write_or_check(spec, out_dir, check, fmt, result)
+    except OutputFolderError as exc:
+        raise OutputFolderUnusable(str(exc)) from None
+
+
+def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult) -> None:
     if check:
         changed = differences(result.files, out_dir)
         if changed:

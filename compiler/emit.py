@@ -1,50 +1,170 @@
 """Write compiled files into the output folder: the only module that writes.
 
-Everything is rendered and checked in memory first, so a failed compile never reaches this point
-and leaves the folder as it was; files are written beside the folder and moved in one by one.
+The guarantee. After `emit(files, OUT)` returns, raises OutputFolderError, or is stopped by SIGINT or
+SIGTERM at any point, OUT holds exactly one complete compile: the one that was there before (nothing,
+for a new OUT) or the new one, never a mix of the two, and no files of sparkc's own making are left
+behind. This also holds when several compiles write into one folder at once: they take turns, and the
+folder ends as the last one left it. Files in OUT that no manifest listed (the user's own) are never
+touched. OUT keeps plain files and folders, so `scp -r` and `rsync` copy it as it is.
+
+How:
+1. Lock. An exclusive `flock` on `OUT/.sparkc.lock`: compiles into one folder run one after another.
+   The holder deletes the file before it lets go, so an idle folder has none; whoever gets a lock
+   checks that the name still leads to the file it locked, and starts again if not.
+2. Stage. Every file is written and fsynced into `OUT/.sparkc-staging-XXXX`, with a journal of what
+   is to move in and which stale files (an earlier manifest lists them, the new compile does not
+   write them) are to go. Staging inside OUT keeps every rename on one file system (no EXDEV for an
+   OUT mounted elsewhere) and needs no write access to OUT's parent. A failure or signal here
+   removes the staging folder; OUT is untouched.
+3. Switch. With SIGINT and SIGTERM blocked, the staging folder is renamed `OUT/.sparkc-switch` (the
+   point of no return), each file is moved in with `os.replace`, manifest.json last, the stale files
+   are deleted, the switch folder and the lock go. The blocked signal is delivered right after, as
+   KeyboardInterrupt (the CLI exits 130), with the new compile complete in OUT. While emit runs,
+   SIGTERM raises KeyboardInterrupt as SIGINT does (unless the program set its own handler).
+4. A process killed outright (SIGKILL, power loss) in the middle of a switch leaves the switch
+   folder and its journal: the next compile into OUT first finishes that switch, and `--check`
+   reports it as unfinished. A staging folder left by such a process is removed by the next compile.
+
+Not covered: someone reading OUT while a switch runs (a few renames long) can see part of each; a
+rename that fails within the switch (an I/O error; what can be foreseen, such as a folder where a
+file is to go, is checked before) stops it half way, says so, and the next compile finishes it.
 """
+
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
+import signal
+import stat
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from compiler.render import MANIFEST
 
+LOCK = ".sparkc.lock"
+STAGING_PREFIX = ".sparkc-staging-"
+SWITCH = ".sparkc-switch"
+JOURNAL = ".sparkc-journal.json"  # inside the staging and switch folders
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+class OutputFolderError(Exception):
+    """The output folder cannot be written or read: the user's to fix (permissions, space, a file in the way)."""
+
 
 def emit(files: dict[str, str], out_dir: Path) -> list[str]:
     """Write `files` into `out_dir`; returns the names of stale files from an earlier compile it removed."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stale = sorted(set(_previous_files(out_dir)) - set(files))
-    staging = Path(tempfile.mkdtemp(prefix=".sparkc-", dir=out_dir.parent))
+    for name in files:
+        _check_name(name)
+    with _failing("cannot create the output folder", out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
+    with _sigterm_interrupts():
+        return _emit_locked(files, out_dir)
+
+
+def _emit_locked(files: dict[str, str], out_dir: Path) -> list[str]:
+    with _failing("cannot write into the output folder", out_dir, untouched=True):
+        lock = _Lock(out_dir)
+    staging: Path | None = None
     try:
-        for name, text in sorted(files.items()):
-            path = staging / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            path.chmod(0o755 if name.endswith(".sh") else 0o644)
-        for name in sorted(files):
-            target = out_dir / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / name, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    for name in stale:
-        (out_dir / name).unlink(missing_ok=True)
+        with _signals_held(), _failing("cannot finish an earlier, interrupted compile in", out_dir):
+            _recover(out_dir)
+        stale = sorted(set(_previous_files(out_dir)) - set(files))
+        with _failing("cannot write into the output folder", out_dir, untouched=True):
+            _check_targets(files, out_dir)
+            staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
+            _stage(files, stale, staging)
+        with _signals_held():
+            with _failing("cannot write into the output folder", out_dir, untouched=True):
+                staging.rename(out_dir / SWITCH)
+            staging = None
+            with _failing("cannot finish writing the output folder", out_dir, interrupted=True):
+                _finish_switch(out_dir)
+            lock.release()
+    except BaseException:
+        with _signals_held():
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+            lock.release()
+        raise
     return stale
 
 
 def differences(files: dict[str, str], out_dir: Path) -> list[str]:
     """Names of files whose content in `out_dir` is not what the compile produced (for --check)."""
     changed = []
-    for name, text in sorted(files.items()):
-        path = out_dir / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            changed.append(name)
-    changed += [f"{name} (stale)" for name in sorted(set(_previous_files(out_dir)) - set(files))]
+    with _failing("cannot read the output folder", out_dir, reading=True), _shared_lock(out_dir):
+        for name, text in sorted(files.items()):
+            if _read(out_dir / name) != text.encode("utf-8"):
+                changed.append(name)
+        changed += [f"{name} (stale)" for name in sorted(set(_previous_files(out_dir)) - set(files))]
+        if (out_dir / SWITCH).exists():
+            changed.append(f"{SWITCH} (a compile was killed while writing; compile again to finish)")
     return changed
+
+
+# -- the steps -----------------------------------------------------------------------------------------
+
+
+def _check_name(name: str) -> None:
+    """Generated names are relative and never start with a dot, so they cannot meet sparkc's own hidden names."""
+    parts = name.split("/")
+    if name.startswith("/") or any(not part or part.startswith(".") for part in parts):
+        raise ValueError(f"generated file name {name!r} is not a plain relative path")
+
+
+def _check_targets(files: dict[str, str], out_dir: Path) -> None:
+    """Find what would stop a rename of the switch before it starts: a folder where a file is to go."""
+    for name in files:
+        target = out_dir / name
+        if target.is_dir() and not target.is_symlink():
+            raise IsADirectoryError(errno.EISDIR, "a folder is where sparkc writes a file", str(target))
+
+
+def _stage(files: dict[str, str], stale: list[str], staging: Path) -> None:
+    for name, text in files.items():
+        path = staging / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write(path, text.encode("utf-8"), 0o755 if name.endswith(".sh") else 0o644)
+    order = sorted(files, key=lambda name: (name == MANIFEST, name))  # the manifest last
+    journal = {"write": order, "remove": stale}
+    _write(staging / JOURNAL, json.dumps(journal).encode("utf-8"), 0o644)
+    _sync_folder(staging)
+
+
+def _finish_switch(out_dir: Path) -> None:
+    """Move the switch folder's files into OUT and delete the stale ones; safe to repeat after a kill."""
+    switch = out_dir / SWITCH
+    try:
+        journal = json.loads((switch / JOURNAL).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        journal = {}  # killed after the journal went: everything was moved already
+    for name in journal.get("write", []):
+        source = switch / name
+        if source.exists():
+            target = out_dir / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source.replace(target)
+    for name in journal.get("remove", []):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            (out_dir / name).unlink()
+    (switch / JOURNAL).unlink(missing_ok=True)
+    shutil.rmtree(switch)
+    _sync_folder(out_dir)
+
+
+def _recover(out_dir: Path) -> None:
+    """Finish a switch and remove staging folders that a killed compile left (we hold the lock: none is live)."""
+    if (out_dir / SWITCH).is_dir():
+        _finish_switch(out_dir)
+    for leftover in out_dir.glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _previous_files(out_dir: Path) -> list[str]:
@@ -55,4 +175,177 @@ def _previous_files(out_dir: Path) -> list[str]:
     except (OSError, ValueError, AttributeError):
         return []
     names = [str(n) for n in listed if isinstance(n, str) and "/" not in n and not n.startswith(".")]
-    return names + [MANIFEST] if manifest.exists() else names
+    return [*names, MANIFEST] if manifest.exists() else names
+
+
+# -- files, locks and signals ----------------------------------------------------------------------------
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, mode)  # the mode the scripts need, whatever the umask
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make renames in `folder` durable; some file systems cannot fsync a folder, which is no error."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        named = path.lstat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+class _Lock:
+    """The exclusive lock on OUT/.sparkc.lock, deleted by its holder before it is let go."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.path = out_dir / LOCK
+        self.fd: int | None = None
+        while self.fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # waits for a compile into the same folder
+                if _same_file(fd, self.path):
+                    self.fd = fd
+                    return
+            except BaseException:
+                # Interrupted while waiting: delete the file only if nobody else holds it.
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if _same_file(fd, self.path):
+                        self.path.unlink()
+                os.close(fd)
+                raise
+            os.close(fd)  # the holder deleted it meanwhile: lock the new one
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            os.close(self.fd)
+            self.fd = None
+
+
+@contextlib.contextmanager
+def _shared_lock(out_dir: Path) -> Iterator[None]:
+    """For reading: wait for a compile that holds the lock; never creates the lock file."""
+    path = out_dir / LOCK
+    fd: int | None = None
+    while fd is None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            break  # no compile is writing
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        if not _same_file(fd, path) and path.exists():
+            os.close(fd)  # the holder deleted it and another compile made a new one: wait for that
+            fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While emit runs, SIGTERM raises KeyboardInterrupt as SIGINT does, so that the cleanup runs for it too.
+
+    Left alone where SIGTERM already has a handler or is ignored, and off the main thread (which gets signals).
+    """
+    install = (
+        threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    )
+    if install:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        if install:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Block SIGINT and SIGTERM for the block; one that arrives meanwhile is delivered when it ends."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+# -- errors the user can fix -------------------------------------------------------------------------------
+
+_HINTS = {
+    errno.EACCES: "check its permissions (and its parents') or choose another folder with -o",
+    errno.EPERM: "check its permissions (and its parents') or choose another folder with -o",
+    errno.EROFS: "that file system is read-only; choose another folder with -o",
+    errno.ENOSPC: "that file system is full; free some space or choose another folder with -o",
+    errno.EDQUOT: "your disk quota there is used up; free some space or choose another folder with -o",
+    errno.EISDIR: "move it away or choose another folder with -o",
+}
+
+
+@contextlib.contextmanager
+def _failing(
+    doing: str, out_dir: Path, *, untouched: bool = False, interrupted: bool = False, reading: bool = False
+) -> Iterator[None]:
+    """Turn an OSError into an OutputFolderError that says what failed, where, why, and what to do."""
+    try:
+        yield
+    except OSError as exc:
+        where = Path(exc.filename) if exc.filename else out_dir
+        reason = exc.strerror or str(exc)
+        hint = _HINTS.get(exc.errno or 0, "choose another folder with -o")
+        blocker = _file_in_the_way(where) if exc.errno in (errno.ENOTDIR, errno.EEXIST) else None
+        if blocker is not None:
+            reason, hint = f"{blocker} is a file, not a folder", "remove it or choose another folder with -o"
+        elif reading and exc.errno in (errno.EACCES, errno.EPERM):
+            hint = "make it readable for this user or run --check as its owner"
+        shown = where != out_dir and STAGING_PREFIX not in str(where)  # a staged file's name says nothing
+        message = f"{doing} {out_dir}: {reason}" + (f" ({where})" if shown else "") + f"; {hint}"
+        if untouched:
+            message += f"; {out_dir} was left as it was"
+        if interrupted:
+            message += f"; {out_dir} is half switched to the new files: fix this and compile again to finish"
+        raise OutputFolderError(message) from None
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The nearest of `path` and its parents that exists, if it is not a folder."""
+    for candidate in (path, *path.parents):
+        try:
+            mode = candidate.stat().st_mode
+        except OSError:
+            continue
+        return None if stat.S_ISDIR(mode) else candidate
+    return None
