@@ -34,24 +34,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
-import signal
 import stat
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from compiler.folder_guard import Lock, shared_lock, signals_held, sigterm_interrupts
 from compiler.render import MANIFEST
 
-LOCK = ".sparkc.lock"
 STAGING_PREFIX = ".sparkc-staging-"
 SWITCH = ".sparkc-switch"
 JOURNAL = ".sparkc-journal.json"  # inside the staging and switch folders
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 class OutputFolderError(Exception):
@@ -64,23 +60,23 @@ def emit(files: dict[str, str], out_dir: Path) -> list[str]:
         _check_name(name)
     with _failing("cannot create the output folder", out_dir):
         out_dir.mkdir(parents=True, exist_ok=True)
-    with _sigterm_interrupts():
+    with sigterm_interrupts():
         return _emit_locked(files, out_dir)
 
 
 def _emit_locked(files: dict[str, str], out_dir: Path) -> list[str]:
     with _failing("cannot write into the output folder", out_dir, untouched=True):
-        lock = _Lock(out_dir)
+        lock = Lock(out_dir)
     staging: Path | None = None
     try:
-        with _signals_held(), _failing("cannot finish an earlier, interrupted compile in", out_dir):
+        with signals_held(), _failing("cannot finish an earlier, interrupted compile in", out_dir):
             _recover(out_dir)
         stale = sorted(set(_previous_files(out_dir)) - set(files))
         with _failing("cannot write into the output folder", out_dir, untouched=True):
             _check_targets(files, out_dir)
             staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
             _stage(files, stale, staging)
-        with _signals_held():
+        with signals_held():
             with _failing("cannot write into the output folder", out_dir, untouched=True):
                 staging.rename(out_dir / SWITCH)
             staging = None
@@ -88,7 +84,7 @@ def _emit_locked(files: dict[str, str], out_dir: Path) -> list[str]:
                 _finish_switch(out_dir)
             lock.release()
     except BaseException:
-        with _signals_held():
+        with signals_held():
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
             lock.release()
@@ -99,7 +95,7 @@ def _emit_locked(files: dict[str, str], out_dir: Path) -> list[str]:
 def differences(files: dict[str, str], out_dir: Path) -> list[str]:
     """Names of files whose content in `out_dir` is not what the compile produced (for --check)."""
     changed = []
-    with _failing("cannot read the output folder", out_dir, reading=True), _shared_lock(out_dir):
+    with _failing("cannot read the output folder", out_dir, reading=True), shared_lock(out_dir):
         for name, text in sorted(files.items()):
             if _read(out_dir / name) != text.encode("utf-8"):
                 changed.append(name)
@@ -208,99 +204,6 @@ def _read(path: Path) -> bytes | None:
         return path.read_bytes()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        named = path.lstat()
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
-
-
-class _Lock:
-    """The exclusive lock on OUT/.sparkc.lock, deleted by its holder before it is let go."""
-
-    def __init__(self, out_dir: Path) -> None:
-        self.path = out_dir / LOCK
-        self.fd: int | None = None
-        while self.fd is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # waits for a compile into the same folder
-                if _same_file(fd, self.path):
-                    self.fd = fd
-                    return
-            except BaseException:
-                # Interrupted while waiting: delete the file only if nobody else holds it.
-                with contextlib.suppress(OSError):
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    if _same_file(fd, self.path):
-                        self.path.unlink()
-                os.close(fd)
-                raise
-            os.close(fd)  # the holder deleted it meanwhile: lock the new one
-
-    def release(self) -> None:
-        if self.fd is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
-            os.close(self.fd)
-            self.fd = None
-
-
-@contextlib.contextmanager
-def _shared_lock(out_dir: Path) -> Iterator[None]:
-    """For reading: wait for a compile that holds the lock; never creates the lock file."""
-    path = out_dir / LOCK
-    fd: int | None = None
-    while fd is None:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
-            break  # no compile is writing
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        if not _same_file(fd, path) and path.exists():
-            os.close(fd)  # the holder deleted it and another compile made a new one: wait for that
-            fd = None
-    try:
-        yield
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """While emit runs, SIGTERM raises KeyboardInterrupt as SIGINT does, so that the cleanup runs for it too.
-
-    Left alone where SIGTERM already has a handler or is ignored, and off the main thread (which gets signals).
-    """
-    install = (
-        threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    )
-    if install:
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        yield
-    finally:
-        if install:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Block SIGINT and SIGTERM for the block; one that arrives meanwhile is delivered when it ends."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 # -- errors the user can fix -------------------------------------------------------------------------------
