@@ -43,7 +43,8 @@ def sim_spec(
             "container.secrets": DELETE,
             "container.shm_size": DELETE,
             "container.privileged": False,  # this machine cannot grant it (SIMCLUSTER.md)
-            "container.ulimits": {"memlock": None},
+            # limits this machine cannot grant (SIMCLUSTER.md): pinned memory, a million open files
+            "container.ulimits": {"memlock": None, "nofile": None},
             "container.mounts": [{"host": h, "container": c, "readonly": True} for h, c in container_mounts()],
             "model.path": str(model_dir),
             "engine.tensor_parallel": nodes,
