@@ -415,6 +415,8 @@ wait_ready() {
     elif ! probe_completion; then
       want="a completion"
     else
+      # The probes took a while: a node that died meanwhile must not be reported ready.
+      require_running "${NODES[@]}"
       break
     fi
     if [[ $want != "$stage" ]]; then
