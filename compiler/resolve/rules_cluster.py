@@ -145,7 +145,8 @@ def _node_rdma(node: Node) -> Iterator[Diagnostic]:
 
 
 def roce_name(netdev: str) -> str:
-    """enp1s0f1np1 -> rocep1s0f1 (DOMAIN.md's rule); "" when the name is not of that shape."""
+    """enp1s0f1np1 -> rocep1s0f1 (how the kernel names a CX-7 port's RDMA device after its PCI
+    address); "" when the name is not of that shape."""
     match = re.fullmatch(r"en(P?\d*p\d+s\d+f\d+)(np\d+)?", netdev)
     return f"roce{match.group(1)}" if match else ""
 

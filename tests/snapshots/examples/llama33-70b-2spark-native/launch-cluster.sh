@@ -482,7 +482,7 @@ preflight() {
   phase_done
 }
 
-# The node's fabric netdev exists and carries its fabric IP (names differ per node: F1, F3); a
+# The node's fabric netdev exists and carries its fabric IP (names can differ from node to node); a
 # RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
 check_fabric_address() {
   local node=$1 addr link mtu
