@@ -34,6 +34,10 @@ class SpecUnreadable(click.ClickException):
     exit_code = EXIT_USAGE
 
 
+class OutputUnwritable(click.ClickException):
+    exit_code = EXIT_USAGE
+
+
 def _compile(spec: Path, strict: bool, render_files: bool = True) -> CompileResult:
     try:
         text = spec.read_text(encoding="utf-8")
@@ -80,7 +84,10 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
     if not result.ok:
         sys.exit(EXIT_SPEC)
     if check:
-        changed = differences(result.files, out_dir)
+        try:
+            changed = differences(result.files, out_dir)
+        except OSError as exc:
+            raise OutputUnwritable(f"{out_dir}: cannot read: {exc.strerror}") from None
         if changed:
             click.echo(f"{out_dir} is not what {spec} compiles to: {', '.join(changed)}; "
                        f"run: sparkc compile {spec} -o {out_dir}", err=True)
@@ -88,7 +95,10 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
         if fmt == "text":
             click.echo(f"{out_dir} is up to date with {spec}")
         return
-    stale = emit(result.files, out_dir)
+    try:
+        stale = emit(result.files, out_dir)
+    except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
+        raise OutputUnwritable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
     if fmt == "text":
         scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh")))
         click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, manifest.json)")
