@@ -92,7 +92,10 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
 
 def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult) -> None:
     if check:
-        changed = differences(result.files, out_dir)
+        try:
+            changed = differences(result.files, out_dir)
+        except OSError as exc:
+            raise OutputFolderUnusable(f"{out_dir}: cannot read: {exc.strerror}") from None
         if changed:
             click.echo(f"{out_dir} is not what {spec} compiles to: {', '.join(changed)}; "
                        f"run: sparkc compile {spec} -o {out_dir}", err=True)
@@ -100,7 +103,10 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: Co
         if fmt == "text":
             click.echo(f"{out_dir} is up to date with {spec}")
         return
-    stale = emit(result.files, out_dir)
+    try:
+        stale = emit(result.files, out_dir)
+    except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
+        raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
     if fmt == "text":
         scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh")))
         click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, manifest.json)")

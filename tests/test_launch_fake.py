@@ -40,9 +40,12 @@ def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> 
     assert head["engine"][:3] == ["vllm", "serve", "/models/Qwen3.5-122B-A10B-FP8"]
     assert head["env"]["PORT"] == str(spec["engine"]["port"]) and head["env"]["MAX_MODEL_LEN"] == "4096"
     # phases ran in order: preflight before any run, Ray check before the engine exec
-    order = [i for i, c in enumerate(calls) if "docker[spark-a] run -d" in c or "exec -d" in c or "python3 -c" in c]
-    assert calls[order[0]].startswith("docker[spark-a] run -d")
-    assert "exec -d" in calls[order[-1]]
+    steps = [
+        argv[:2]
+        for _, argv in fake.docker_calls("spark-a")
+        if argv[:2] in (["run", "-d"], ["exec", "-d"]) or argv[2:4] == ["python3", "-c"]
+    ]
+    assert steps[0] == ["run", "-d"] and steps[-1] == ["exec", "-d"]
 
     status = fake.run("status.sh")
     assert status.returncode == 0, status.stdout + status.stderr
@@ -59,8 +62,8 @@ def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> 
     stop = fake.run("stop-cluster.sh")
     assert stop.returncode == 0, stop.stderr
     assert fake.containers("spark-a") == [] and fake.containers("spark-b") == []
-    stops = [c for c in fake.calls() if " stop " in c]
-    assert "spark-b" in stops[0] and "spark-a" in stops[-1]  # workers first, then the head
+    stops = [node for node, argv in fake.docker_calls() if argv[0] == "stop"]
+    assert stops == ["spark-b", "spark-a"]  # workers first, then the head
 
     relaunch = fake.run("launch-cluster.sh")
     assert relaunch.returncode == 0, relaunch.stdout + relaunch.stderr
@@ -70,8 +73,8 @@ def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster) -> Non
     fake.prepare("llama33-70b-2spark-native.yaml")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
-    runs = [c for c in fake.calls() if c.startswith("docker[") and " run -d " in c]
-    assert "spark-b" in runs[0] and runs[1].startswith("docker[spark-a] run -d")
+    runs = [node for node, argv in fake.docker_calls() if argv[:2] == ["run", "-d"]]
+    assert runs == ["spark-b", "spark-a"]
     worker = fake.container("spark-b", "sparkc-llama33-70b-spark-b")
     head = fake.container("spark-a", "sparkc-llama33-70b-spark-a")
     assert "--headless" in worker["words"] and "--enable-prefix-caching" in worker["words"]  # engine.args too
@@ -150,8 +153,8 @@ def test_nccl_falling_back_to_sockets_fails_the_launch(fake: FakeCluster, exampl
     assert fake.run("launch-cluster.sh", "--yes").returncode == 0  # the operator accepted sockets
 
 
-def docker_runs(fake: FakeCluster, node: str) -> list[str]:
-    return [c for c in fake.calls() if c.startswith(f"docker[{node}] run -d")]
+def docker_runs(fake: FakeCluster, node: str = "") -> list[list[str]]:
+    return [argv for _, argv in fake.docker_calls(node) if argv[:2] == ["run", "-d"]]
 
 
 def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster) -> None:
@@ -173,7 +176,7 @@ def test_unreachable_worker_stops_preflight(fake: FakeCluster) -> None:
     assert launch.returncode == 1
     assert "FAILED in phase preflight on node spark-b" in launch.stderr
     assert "ssh-copy-id aurora@spark-b.local" in launch.stderr
-    assert not any(" run -d " in c for c in fake.calls())
+    assert not docker_runs(fake)
 
 
 def test_fabric_address_checked_per_node_at_preflight(fake: FakeCluster) -> None:
@@ -184,7 +187,7 @@ def test_fabric_address_checked_per_node_at_preflight(fake: FakeCluster) -> None
     assert launch.returncode == 1
     assert "FAILED in phase preflight on node spark-b: network interface enp1s0f1np1 does not exist" in launch.stderr
     assert "spark-a: enp1s0f1np1 has MTU 1500" in launch.stderr
-    assert not any(" run -d " in c for c in fake.calls())
+    assert not docker_runs(fake)
     fake.compile(with_changes(spec, {"cluster.nodes.1.fabric.ip": "127.0.0.9"}))  # not this node's address
     launch = fake.run("launch-cluster.sh")
     assert "127.0.0.9 is not an address of enp1s0f0np0 on spark-b (it has: inet 127.0.0.2/24" in launch.stderr
@@ -242,7 +245,7 @@ def test_foreign_container_with_our_name_is_never_removed(fake: FakeCluster) -> 
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 1 and "was not created by deployment" in launch.stderr
     assert fake.containers("spark-a") == ["sparkc-qwen3-32b-spark-a"]
-    assert not any(" rm " in c for c in fake.calls())
+    assert not any(argv[0] == "rm" for _, argv in fake.docker_calls())
 
 
 def test_dry_run_touches_nothing(fake: FakeCluster) -> None:

@@ -132,7 +132,23 @@ class FakeCluster:
         )
 
     def calls(self) -> list[str]:
+        """Every call to a fake, in order: `ssh TARGET WORDS`, `ip[NODE] ARGS`, `docker[NODE] ["ARG", ...]`."""
         return (self.state / "calls.log").read_text().splitlines()
+
+    def docker_calls(self, node: str = "") -> list[tuple[str, list[str]]]:
+        """Each docker call, in order, as (node, argv exactly as docker received it); only `node`'s if given."""
+        found = []
+        for line in self.calls():
+            if line.startswith("docker["):
+                tag, argv = line.split(" ", 1)
+                if not node or tag == f"docker[{node}]":
+                    found.append((tag[len("docker[") : -1], json.loads(argv)))
+        return found
+
+    def ssh_calls(self) -> list[list[str]]:
+        """Each ssh call's argv, exactly as ssh received it."""
+        path = self.state / "ssh.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
     def container(self, node: str, name: str) -> dict[str, Any] | None:
         path = self.state / "nodes" / node / "containers" / name / "meta.json"

@@ -48,9 +48,11 @@ readonly RAY_EXPECTED_IPS=(
   192.168.100.11
 )
 readonly TOTAL_GPUS=2
-# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines.
-SCRIPT_DIR=$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-readonly SCRIPT_DIR
+# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines. The x
+# after each output keeps $(...) from dropping the newlines a folder's name may end with.
+SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
+SCRIPT_DIR=$(CDPATH='' cd -- "${SCRIPT_DIR%$'\n'x}" && pwd && echo x)
+readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 
 readonly ENGINE=vllm
 readonly MODEL_HOST_PATH=/home/aurora/models/Qwen3.5-122B-A10B-FP8

@@ -34,9 +34,11 @@ readonly API_KEY_VAR=''
 readonly API_KEY_GIVEN=''
 readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=1
-# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines.
-SCRIPT_DIR=$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-readonly SCRIPT_DIR
+# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines. The x
+# after each output keeps $(...) from dropping the newlines a folder's name may end with.
+SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
+SCRIPT_DIR=$(CDPATH='' cd -- "${SCRIPT_DIR%$'\n'x}" && pwd && echo x)
+readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 
 # Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
