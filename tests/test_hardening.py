@@ -164,3 +164,8 @@ def test_every_upper_case_variable_the_scripts_assign_is_reserved() -> None:
             assigned |= set(re.findall(r"(?:^|[\s(;])([A-Z][A-Z0-9_]*)\+?=", code, re.MULTILINE))
     assigned = {n for n in assigned if not n.startswith(("DOCKER_RUN_", "LC_"))}
     assert assigned - SCRIPT_NAMES - SHELL_NAMES == set()
+
+
+def test_a_served_name_that_looks_like_a_flag_is_refused() -> None:
+    """vLLM's parser would read `--served-model-name --privileged` as two flags."""
+    assert "starts with '-'" in errors({"model.name": "--privileged"})[0]

@@ -67,6 +67,16 @@ def engine_host(d: Deployment) -> Iterator[Diagnostic]:
             )
 
 
+def served_name_is_not_a_flag(d: Deployment) -> Iterator[Diagnostic]:
+    name = d.spec.model.name
+    if name is not None and name.startswith("-"):
+        yield error(
+            d.spec.model.at("name"),
+            f"{name!r} starts with '-': the engine's argument parser would read it as a flag, not as the "
+            "model's name; choose a name that starts with a letter or digit",
+        )
+
+
 def api_port_is_a_port(d: Deployment) -> Iterator[Diagnostic]:
     if d.api_port is None:
         yield error(
@@ -252,6 +262,7 @@ RULES = (
     image_profile,
     effective_differs,
     engine_host,
+    served_name_is_not_a_flag,
     api_port_is_a_port,
     ports_distinct,
     managed_flags,
