@@ -168,4 +168,4 @@ def test_every_upper_case_variable_the_scripts_assign_is_reserved() -> None:
 
 def test_a_served_name_that_looks_like_a_flag_is_refused() -> None:
     """vLLM's parser would read `--served-model-name --privileged` as two flags."""
-    assert "starts with '-'" in errors({"model.name": "--privileged"})[0]
+    assert "must not start with '-'" in errors({"model.name": "--privileged"})[0]

@@ -95,7 +95,7 @@ def env_driven_words(d: Deployment, argv: EngineArgv) -> Command:
     minus the ones it sets from its variables (it names the program and the model itself)."""
     assert d.profile is not None
     controlled = {d.engine.setting_flags.get(setting) for setting, _ in d.profile.controls}
-    return tuple(group for group in argv.flags if group[0] not in controlled)
+    return tuple(group for group in argv.flags if group[0] not in controlled) + argv.user
 
 
 def _after_prefix(command: Command, prefix: tuple[str, ...]) -> Command:

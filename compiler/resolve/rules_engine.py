@@ -72,8 +72,8 @@ def served_name_is_not_a_flag(d: Deployment) -> Iterator[Diagnostic]:
     if name is not None and name.startswith("-"):
         yield error(
             d.spec.model.at("name"),
-            f"{name!r} starts with '-': the engine's argument parser would read it as a flag, not as the "
-            "model's name; choose a name that starts with a letter or digit",
+            f"the served name must not start with '-': the engine's argument parser would read {name!r} as a "
+            "flag, not as the model's name; choose a name that starts with a letter or digit",
         )
 
 

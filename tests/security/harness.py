@@ -48,7 +48,7 @@ SHELLS = (("bash", "C.UTF-8"), ("dash", "C"))
 
 # Words a clear refusal uses: it says what the value must be, or what is wrong with it.
 CLEAR = re.compile(
-    r"must be|is not|are not allowed|bytes long|should be|neither|not a value|upper-case|reserved|"
+    r"must be|must not|is not|are not allowed|bytes long|should be|neither|not a value|upper-case|reserved|"
     r"does not match|is too long|run a program|not one sparkc passes"
 )
 
