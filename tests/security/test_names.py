@@ -114,4 +114,4 @@ def test_an_output_folder_where_a_file_is_is_a_usage_error(tmp_path: Path, capsy
     code = main(["compile", str(spec), "-o", str(spec / "build")])
     err = capsys.readouterr().err
     assert_clean_usage_error(code, err)
-    assert "cannot write: Not a directory" in err
+    assert "is a file, not a folder" in err or "cannot write: Not a directory" in err

@@ -53,7 +53,8 @@ def every_field(value: str) -> dict[str, Any]:
     """The changes that put `value` in every free-text field of the native example (paths where the value
     has no ':' or ',', which paths refuse)."""
     changes: dict[str, Any] = {
-        "model.name": value,
+        # a served name is refused where it starts with '-' (the engine would read it as a flag)
+        "model.name": value if not value.startswith("-") else f"m{value}",
         "engine.args": [value],
         "container.env": {ENV_NAME: value},
         "engine.env": {f"{ENV_NAME}_ENGINE": value},
