@@ -1,0 +1,143 @@
+"""Hostile and odd input: every one ends in a clear message with a position, never a hang or "a bug in sparkc"."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from compiler.cli import main
+from compiler.diagnostics import Diagnostic, Severity
+from compiler.loader import MAX_ALIAS_EXPANSION, MAX_DEPTH, MAX_SPEC_BYTES
+from compiler.pipeline import compile_text
+from tests.conftest import EXAMPLES
+
+SOLO = (EXAMPLES / "solo-qwen3-32b.yaml").read_text(encoding="utf-8")
+TWO_NODES = (EXAMPLES / "invalid" / "layout-mismatch.yaml").read_text(encoding="utf-8").replace(
+    "tensor_parallel: 3", "tensor_parallel: 2")
+
+
+def errors(text: str, render_files: bool = False) -> list[Diagnostic]:
+    result = compile_text(text, "spec.yaml", render_files=render_files)
+    return [d for d in result.diagnostics if d.severity is Severity.ERROR]
+
+
+def only_error(text: str, render_files: bool = False) -> Diagnostic:
+    (found,) = errors(text, render_files)
+    assert found.line > 0 and found.column > 0, found
+    return found
+
+
+def with_line(text: str, after: str, line: str) -> str:
+    """`text` with `line` inserted right after the line `after`."""
+    assert after + "\n" in text
+    return text.replace(after + "\n", f"{after}\n{line}\n", 1)
+
+
+# -- limits of the YAML loader -----------------------------------------------------------------------------------------
+
+
+def test_alias_bomb_is_refused_at_the_alias() -> None:
+    # 12 x 12 x 12 x 12 = 20736 values from a few lines: past the budget, yet small enough not to hang before it.
+    rows = ["a: &a [x, x, x, x, x, x, x, x, x, x, x, x]"]
+    for prev, name in zip("abc", "bcd", strict=True):
+        rows.append(f"{name}: &{name} [{', '.join([f'*{prev}'] * 12)}]")
+    bomb = SOLO + "\n".join(rows) + "\n"
+    found = only_error(bomb)
+    assert f"aliases (*name) expand to more than {MAX_ALIAS_EXPANSION} values" in found.message
+    assert found.line == SOLO.count("\n") + 4  # in row d, where the total passes the budget
+
+
+def test_an_alias_inside_its_own_anchor_is_refused() -> None:
+    found = only_error(SOLO + "x: &loop [1, *loop]\n")
+    assert "alias *loop is inside the value it names" in found.message
+    assert (found.line, found.column) == (SOLO.count("\n") + 1, 14)
+
+
+def test_aliases_within_the_budget_still_work() -> None:
+    shared = TWO_NODES.replace("      ssh: spark-a.local\n", "      ssh: spark-a.local\n      env: &env {A: '1'}\n")
+    shared = shared.replace("      ssh: spark-b.local\n", "      ssh: spark-b.local\n      env: *env\n")
+    result = compile_text(shared, "spec.yaml", render_files=False)
+    assert result.ok, result.diagnostics
+
+
+def test_deep_nesting_is_refused_with_its_position() -> None:
+    found = only_error(SOLO + "x: " + "[" * 20000 + "]" * 20000 + "\n")
+    assert f"nested deeper than {MAX_DEPTH} levels" in found.message
+    assert found.line == SOLO.count("\n") + 1
+
+
+def test_nesting_through_an_alias_counts_too() -> None:
+    half = MAX_DEPTH // 2 + 1
+    deep = "[" * half + "]" * half
+    found = only_error(SOLO + f"x: &deep {deep}\ny: {'[' * half}*deep{']' * half}\n")
+    assert "alias *deep nests the spec deeper than" in found.message
+
+
+def test_a_string_larger_than_the_limit_is_refused() -> None:
+    found = only_error(SOLO + "#" * MAX_SPEC_BYTES + "\n")
+    assert "larger than 1 MiB" in found.message
+
+
+def test_a_file_larger_than_the_limit_is_refused_before_parsing(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "big.yaml"
+    spec.write_text(SOLO + "#" * MAX_SPEC_BYTES + "\n", encoding="utf-8")
+    assert main(["validate", str(spec)]) == 2
+    assert f"{spec}: larger than 1 MiB" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_an_endless_file_is_read_only_up_to_the_limit(capsys) -> None:
+    assert main(["validate", "/dev/zero"]) == 2
+    assert "/dev/zero: larger than 1 MiB" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("char", "code"), [("\x00", "U+0000"), ("\x1b", "U+001B"), ("\x7f", "U+007F"),
+                                            ("\ufffe", "U+FFFE")])
+def test_a_character_yaml_forbids_is_a_yaml_error_with_its_position(char: str, code: str) -> None:
+    text = SOLO.replace("name: qwen3-32b\n", f"name: qwen3-{char}32b\n", 1)
+    found = only_error(text)
+    assert f"character {code} is not allowed in YAML" in found.message
+    assert (found.line, found.column) == (4, 13)
+
+
+def test_forbidden_characters_are_counted_not_listed() -> None:
+    found = only_error(SOLO + "#" + "\x00" * 500 + "\n")
+    assert "U+0000 is not allowed in YAML (and 499 more)" in found.message
+
+
+def test_a_file_that_is_not_utf8_names_the_position(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "latin1.yaml"
+    spec.write_bytes(SOLO.replace("aurora", "aur\xf6ra").encode("latin-1"))
+    assert main(["validate", str(spec)]) == 2
+    assert f"{spec}:12:18: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_a_lone_surrogate_escape_is_an_error_not_a_crash() -> None:
+    # It reached the generated scripts, which cannot be written as UTF-8: exit 3 before.
+    text = SOLO.replace("  name: qwen3-32b", '  name: "qwen\\ud800"')
+    found = only_error(text, render_files=True)
+    assert '"\\ud800" is half of a UTF-16 surrogate pair' in found.message
+    assert (found.line, found.column) == (13, 9)
+
+
+def test_a_surrogate_pair_escape_names_the_escape_to_write() -> None:
+    found = only_error(SOLO.replace("  name: qwen3-32b", '  name: "qwen\\ud83d\\ude00"'))
+    assert "write \\U0001f600 or the character itself" in found.message
+
+
+def test_merged_keys_and_ordered_maps_are_located_at_their_parent() -> None:
+    text = SOLO.replace("container:\n", "container:\n  <<: {privileged: 3}\n", 1) + "launch: !!omap [timeout: x]\n"
+    assert [(d.path, d.message, d.line, d.column) for d in errors(text)] == [
+        (("container", "privileged"), "3 is not of type 'boolean'", 9, 1),
+        (("launch", "timeout"), "'x' is not of type 'integer'", 20, 1)]
+
+
+def test_yaml_library_warnings_stay_out_of_the_output() -> None:
+    # A reused anchor is valid YAML; ruamel's warning about it used to reach stderr as a Python warning.
+    text = SOLO.replace("name: qwen3-32b\n", "name: &n qwen3-32b\n", 1).replace("  name: qwen3-32b", "  name: &n x")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = compile_text(text, "spec.yaml", render_files=False)
+    assert result.ok, result.diagnostics
+    assert [str(w.message) for w in caught] == []
