@@ -141,3 +141,52 @@ def test_yaml_library_warnings_stay_out_of_the_output() -> None:
         result = compile_text(text, "spec.yaml", render_files=False)
     assert result.ok, result.diagnostics
     assert [str(w.message) for w in caught] == []
+
+
+# -- numbers -----------------------------------------------------------------------------------------------------------
+
+
+ENGINE, CONTAINER, END = "  kind: vllm", "  image: vllm/vllm-openai:v0.11.2", "  reasoning_parser: qwen3"
+NODE = "      fabric: {ip: 192.168.100.10, netdev: enp1s0f1np1}"
+
+
+@pytest.mark.parametrize(("after", "line", "path", "message"), [
+    (ENGINE, "  port: 8000.0", ("engine", "port"), "8000.0 is not a whole number; write 8000"),
+    (ENGINE, "  tensor_parallel: 1.0", ("engine", "tensor_parallel"), "1.0 is not a whole number; write 1"),
+    (ENGINE, "  pipeline_parallel: 2.5e3", ("engine", "pipeline_parallel"), "2500.0 is not a whole number; write 2500"),
+    (ENGINE, "  pipeline_parallel: 1000.5", ("engine", "pipeline_parallel"), "1000.5 is not a whole number"),
+    (ENGINE, "  pipeline_parallel: true", ("engine", "pipeline_parallel"), "true is not of type 'integer'"),
+    (END, "launch: {timeout: 3600.0}", ("launch", "timeout"), "3600.0 is not a whole number; write 3600"),
+    (NODE, "      gpus: 1.0", ("cluster", "nodes", 0, "gpus"), "1.0 is not a whole number; write 1"),
+    (CONTAINER, "  ulimits: {memlock: 1.0}", ("container", "ulimits", "memlock"), "1.0 is not a whole number; write 1"),
+    (CONTAINER, "  env: {FOO: .inf}", ("container", "env", "FOO"),
+     ".inf is not a finite number; quote it ('.inf') if you mean the text"),
+])
+def test_whole_numbers_must_be_yaml_integers(after: str, line: str, path: tuple, message: str) -> None:
+    found = only_error(with_line(SOLO, after, line))
+    assert (found.path, found.message) == (path, message)
+
+
+@pytest.mark.parametrize("value", [".nan", ".NaN", ".inf", "-.inf", "1e400"])
+def test_no_number_may_be_nan_or_infinite(value: str) -> None:
+    found = only_error(SOLO.replace("gpu_memory_utilization: 0.7", f"gpu_memory_utilization: {value}"))
+    assert found.path == ("engine", "gpu_memory_utilization")
+    assert found.message.endswith("is not a finite number")
+
+
+def test_the_format_version_is_a_whole_number_too() -> None:
+    assert only_error(SOLO.replace("sparkc: 1", "sparkc: 1.0")).message == "1.0 is not a whole number; write 1"
+
+
+def test_integers_in_any_yaml_spelling_are_accepted() -> None:
+    text = with_line(SOLO, "  kind: vllm", "  port: 0x1f90\n  tensor_parallel: +1")
+    text = text.replace("max_model_len: 16384", "max_model_len: 16_384").replace("0.7", "1")
+    result = compile_text(text, "spec.yaml", render_files=True)
+    assert result.ok, result.diagnostics
+    launcher = result.files["launch-cluster.sh"]
+    assert "--port 8080" in launcher and "--tensor-parallel-size 1" in launcher and "16384" in launcher
+
+
+def test_a_float_where_a_whole_number_is_wanted_is_one_error_not_two() -> None:
+    found = errors(SOLO + "launch: {timeout: 10.0}\n")
+    assert [d.message for d in found] == ["10.0 is not a whole number; write 10"]
