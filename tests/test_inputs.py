@@ -190,3 +190,29 @@ def test_integers_in_any_yaml_spelling_are_accepted() -> None:
 def test_a_float_where_a_whole_number_is_wanted_is_one_error_not_two() -> None:
     found = errors(SOLO + "launch: {timeout: 10.0}\n")
     assert [d.message for d in found] == ["10.0 is not a whole number; write 10"]
+
+
+# -- every problem in one run ------------------------------------------------------------------------------------------
+
+
+def test_cross_field_errors_are_reported_beside_schema_errors() -> None:
+    text = TWO_NODES.replace("ip: 192.168.100.11", "ip: spark-b.fabric").replace("tensor_parallel: 2",
+                                                                                  "tensor_parallel: 4")
+    text += "launch: {timeout: 10}\n"
+    messages = {d.path: d.message for d in errors(text)}
+    assert messages.keys() == {("launch", "timeout"), ("cluster", "nodes", 1, "fabric", "ip"),
+                               ("engine", "tensor_parallel")}
+    assert "is not an IP address" in messages[("cluster", "nodes", 1, "fabric", "ip")]
+    assert "4 x 1 = 4, but the nodes have 2 GPUs" in messages[("engine", "tensor_parallel")]
+
+
+def test_rules_that_could_read_a_refused_value_stay_silent() -> None:
+    # pipeline_parallel is refused; with its default 1 the layout would be "wrong": that is not the user's error.
+    text = TWO_NODES.replace("tensor_parallel: 2", "tensor_parallel: 1\n  pipeline_parallel: '2'")
+    assert [(d.path, d.message) for d in errors(text)] == [
+        (("engine", "pipeline_parallel"), "'2' is not of type 'integer'")]
+
+
+def test_a_refused_required_value_leaves_only_the_schema_errors() -> None:
+    text = TWO_NODES.replace("ip: 192.168.100.11", "ip: 11").replace("name: demo", "name: Demo")
+    assert {d.path for d in errors(text)} == {("name",), ("cluster", "nodes", 1, "fabric", "ip")}
