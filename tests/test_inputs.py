@@ -1,6 +1,10 @@
 """Hostile and odd input: every one ends in a clear message with a position, never a hang or "a bug in sparkc"."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -10,7 +14,7 @@ from compiler.cli import main
 from compiler.diagnostics import Diagnostic, Severity
 from compiler.loader import MAX_ALIAS_EXPANSION, MAX_DEPTH, MAX_SPEC_BYTES
 from compiler.pipeline import compile_text
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, ROOT
 
 SOLO = (EXAMPLES / "solo-qwen3-32b.yaml").read_text(encoding="utf-8")
 TWO_NODES = (EXAMPLES / "invalid" / "layout-mismatch.yaml").read_text(encoding="utf-8").replace(
@@ -216,3 +220,35 @@ def test_rules_that_could_read_a_refused_value_stay_silent() -> None:
 def test_a_refused_required_value_leaves_only_the_schema_errors() -> None:
     text = TWO_NODES.replace("ip: 192.168.100.11", "ip: 11").replace("name: demo", "name: Demo")
     assert {d.path for d in errors(text)} == {("name",), ("cluster", "nodes", 1, "fabric", "ip")}
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------------------------------
+
+# Sends the process a real SIGINT at a fixed point while the command line's modules are still importing.
+INTERRUPT_DURING_IMPORTS = textwrap.dedent("""
+    import importlib, importlib.abc, os, runpy, signal, sys
+
+    class Interrupt(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "jsonschema":
+                sys.meta_path.remove(self)
+                os.kill(os.getpid(), signal.SIGINT)
+            return None
+
+    sys.meta_path.insert(0, Interrupt())
+    sys.argv = ["sparkc", "validate", sys.argv[2]]
+    if sys.argv[1] == "-m":
+        runpy.run_module("compiler", run_name="__main__", alter_sys=True)
+    else:
+        module, attr = {entry!r}.split(":")
+        sys.exit(getattr(importlib.import_module(module), attr)())
+""")
+
+
+@pytest.mark.parametrize("how", ["console-script", "-m"])
+def test_ctrl_c_while_modules_import_is_a_clean_interrupt(how: str) -> None:
+    entry = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["sparkc"]
+    script = INTERRUPT_DURING_IMPORTS.format(entry=entry)
+    result = subprocess.run([sys.executable, "-c", script, how, str(EXAMPLES / "solo-qwen3-32b.yaml")],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert (result.returncode, result.stderr, result.stdout) == (130, "interrupted\n", "")
