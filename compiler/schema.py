@@ -157,3 +157,33 @@ def _deref(sub: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
         target = target[part]
     merged = {**target, **{k: v for k, v in sub.items() if k != "$ref"}}
     return _deref(merged, root) if "$ref" in target else merged
+
+
+def field_schema(schema: dict[str, Any], path: tuple[str | int, ...]) -> dict[str, Any] | None:
+    """The subschema that governs the value at `path`, or None where the schema does not say."""
+    sub: Any = schema
+    for part in path:
+        sub = _deref(sub, schema)
+        if isinstance(part, int):
+            sub = sub.get("items")
+        else:
+            sub = sub.get("properties", {}).get(part, sub.get("additionalProperties"))
+        if not isinstance(sub, dict):
+            return None
+    return _deref(sub, schema)
+
+
+def other_values(sub: dict[str, Any]) -> list[Any]:
+    """Valid values other than the field's default, where they are plain to pick (booleans, choices, integers)."""
+    default = sub.get("default")
+    if sub.get("type") == "boolean":
+        return [not default] if isinstance(default, bool) else [True, False]
+    if "enum" in sub:
+        return [v for v in sub["enum"] if v != default]
+    if sub.get("type") == "integer":
+        high = sub.get("maximum")
+        if not isinstance(default, int):
+            low = sub.get("minimum", 0)
+            return [low, low + 1]  # one of them differs from whatever default the compiler picks
+        return [default + 1 if high is None or default < high else default - 1]
+    return []

@@ -12,8 +12,9 @@ import pytest
 
 from compiler.cli import main
 from compiler.diagnostics import Diagnostic, Severity
-from compiler.loader import MAX_ALIAS_EXPANSION, MAX_DEPTH, MAX_SPEC_BYTES
+from compiler.loader import MAX_ALIAS_EXPANSION, MAX_DEPTH, MAX_SPEC_BYTES, to_plain
 from compiler.pipeline import compile_text
+from compiler.schema import load_schema, validate
 from tests.conftest import EXAMPLES, ROOT
 
 SOLO = (EXAMPLES / "solo-qwen3-32b.yaml").read_text(encoding="utf-8")
@@ -157,7 +158,8 @@ NODE = "      fabric: {ip: 192.168.100.10, netdev: enp1s0f1np1}"
 @pytest.mark.parametrize(("after", "line", "path", "message"), [
     (ENGINE, "  port: 8000.0", ("engine", "port"), "8000.0 is not a whole number; write 8000"),
     (ENGINE, "  tensor_parallel: 1.0", ("engine", "tensor_parallel"), "1.0 is not a whole number; write 1"),
-    (ENGINE, "  pipeline_parallel: 2.5e3", ("engine", "pipeline_parallel"), "2500.0 is not a whole number; write 2500"),
+    (END, "launch: {ray_object_store_memory: 2.5e9}", ("launch", "ray_object_store_memory"),
+     "2500000000.0 is not a whole number; write 2500000000"),
     (ENGINE, "  pipeline_parallel: 1000.5", ("engine", "pipeline_parallel"), "1000.5 is not a whole number"),
     (ENGINE, "  pipeline_parallel: true", ("engine", "pipeline_parallel"), "true is not of type 'integer'"),
     (END, "launch: {timeout: 3600.0}", ("launch", "timeout"), "3600.0 is not a whole number; write 3600"),
@@ -210,11 +212,37 @@ def test_cross_field_errors_are_reported_beside_schema_errors() -> None:
     assert "4 x 1 = 4, but the nodes have 2 GPUs" in messages[("engine", "tensor_parallel")]
 
 
-def test_rules_that_could_read_a_refused_value_stay_silent() -> None:
-    # pipeline_parallel is refused; with its default 1 the layout would be "wrong": that is not the user's error.
-    text = TWO_NODES.replace("tensor_parallel: 2", "tensor_parallel: 1\n  pipeline_parallel: '2'")
-    assert [(d.path, d.message) for d in errors(text)] == [
-        (("engine", "pipeline_parallel"), "'2' is not of type 'integer'")]
+def nodes_with(line: str) -> str:
+    """TWO_NODES with `line` in both nodes."""
+    return TWO_NODES.replace(".local\n", f".local\n{line}\n")
+
+
+LAYOUT, IP, PORTS = ("engine", "tensor_parallel"), ("cluster", "nodes", 1, "fabric", "ip"), ("launch", "ray_port")
+
+
+@pytest.mark.parametrize(("text", "findings"), [
+    # A whole number written as a float is checked as the number it says: 2 + 2 GPUs are not 8, they are 4.
+    (nodes_with("      gpus: 2.0").replace("tensor_parallel: 2", "tensor_parallel: 8"), {LAYOUT}),
+    (nodes_with("      gpus: 2.0").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
+    # A refused value stands in as its default: rules that depend on it say nothing (1 + 1 GPUs are not 4).
+    (nodes_with("      gpus: 0").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
+    (nodes_with("      gpu: 2").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
+    (TWO_NODES.replace("tensor_parallel: 2", "tensor_parallel: 1\n  pipeline_parallel: '2'"), set()),
+    (TWO_NODES.replace("kind: vllm", "kind: vllm\n  backend: rya") + "launch: {ray_port: 8000}\n", set()),
+    (TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 'x'") + "launch: {ray_port: 8000}\n", set()),
+    (TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 6379") + "lanch: {ray_port: 9000}\n", set()),
+    # ... and rules that do not depend on it still speak.
+    (TWO_NODES + "launch: {ray_port: 8000, timeout: 1.5}\n", {PORTS}),
+    (TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 'x'").replace("tensor_parallel: 2", "tensor_parallel: 4")
+     .replace("ip: 192.168.100.11", "ip: x"), {LAYOUT, IP}),
+], ids=["float-gpus-mismatch", "float-gpus-match", "gpus-0", "unknown-key", "pp-string", "backend-typo",
+        "port-string", "section-typo", "timeout-float", "port-string-beside-layout-and-ip"])
+def test_rules_beside_schema_errors_speak_only_when_no_guess_decides(text: str, findings: set) -> None:
+    result = compile_text(text, "spec.yaml", render_files=False)
+    schema_errors = {(d.path, d.message) for d in validate(to_plain(result.document.data), load_schema())}
+    assert schema_errors, "each case has a schema error"
+    found = {d.path for d in result.diagnostics if (d.path, d.message) not in schema_errors}
+    assert found == findings
 
 
 def test_a_refused_required_value_leaves_only_the_schema_errors() -> None:
