@@ -16,19 +16,26 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.composer import Composer
+from ruamel.yaml.constructor import RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, StreamMark
 from ruamel.yaml.events import AliasEvent
-from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from compiler.diagnostics import Diagnostic, Path, Severity
 
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 MAX_ALIAS_EXPANSION = 10_000  # values that aliases (*name) may add to the document, all together
+MAX_NUMBER_LENGTH = 100  # Python refuses to read integers of over 4300 digits
 
 # What YAML 1.2 allows in a stream (tab, newline, printable Unicode); anything else is refused by position.
 _FORBIDDEN = re.compile(r"[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Explicit tags that change nothing; any other (!!int, !!binary, !custom, even !!str, which ruamel keeps
+# wrapped) is refused: a spec needs none.
+_CORE_TAG = "tag:yaml.org,2002:"
+_PLAIN_TAGS = {"!", _CORE_TAG + "map", _CORE_TAG + "seq"}
+_NUMBER_TAGS = {_CORE_TAG + "int", _CORE_TAG + "float"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,11 @@ class _LimitedComposer(Composer):
         if not isinstance(event, AliasEvent) and self.depth >= MAX_DEPTH:
             raise _LimitError(f"nested deeper than {MAX_DEPTH} levels; a spec needs about 6: "
                               "is this the right file?", event.start_mark)
+        tag = str(event.ctag) if getattr(event, "ctag", None) is not None else None
+        if tag is not None and tag not in _PLAIN_TAGS:
+            shown = tag.replace(_CORE_TAG, "!!")
+            raise _LimitError(f"tag {shown} is not supported in a spec; write the plain value "
+                              "(in quotes for text)", event.start_mark)
         if isinstance(event, AliasEvent) and event.anchor in self.anchors:
             node = self.anchors[event.anchor]
             if node.end_mark is None:  # still being composed: the alias is inside what it names
@@ -114,6 +126,9 @@ class _LimitedComposer(Composer):
         surrogate = _SURROGATE.search(node.value)
         if surrogate:
             raise _LimitError(_surrogate_message(node.value, surrogate.start()), node.start_mark)
+        if str(node.tag) in _NUMBER_TAGS and len(node.value) > MAX_NUMBER_LENGTH:
+            raise _LimitError(f"a number of more than {MAX_NUMBER_LENGTH} characters; no spec value needs one "
+                              "(in quotes for text)", node.start_mark)
         return node
 
     def _size(self, node: Node) -> tuple[int, int]:
@@ -132,6 +147,17 @@ class _LimitedComposer(Composer):
         return result
 
 
+class _Constructor(RoundTripConstructor):
+    """ruamel's round-trip constructor; a value it cannot convert (a date like 2024-13-45) is an error at its node."""
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, OverflowError) as exc:
+            shown = f" {node.value}" if isinstance(node, ScalarNode) else ""
+            raise _LimitError(f"cannot read{shown} ({exc}); in quotes it is text", node.start_mark) from None
+
+
 def _surrogate_message(value: str, at: int) -> str:
     high, low = value[at], value[at + 1: at + 2]
     escape = f"\\u{ord(high):04x}"
@@ -147,6 +173,7 @@ def _yaml() -> YAML:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = True  # duplicates are found and reported by `_duplicates`, all of them
     yaml.Composer = _LimitedComposer
+    yaml.Constructor = _Constructor
     return yaml
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import difflib
 import json
 import math
@@ -94,6 +95,8 @@ def _message(err: ValidationError) -> str:
         return f"{_show(err.instance)} is not one of {choices}" + (f"; did you mean {hint[0]!r}?" if hint else "")
     if err.validator == "type":
         names = _type_names(err.validator_value)
+        if isinstance(err.instance, datetime.date) and "string" in names:
+            return f"{_show(err.instance)} is read as a date; in quotes ('{_show(err.instance)}') it is text"
         return (_number_message(err.instance, names)
                 or f"{_show(err.instance)} is not of type {' or '.join(repr(n) for n in names)}")
     if err.validator == "const":
@@ -118,13 +121,15 @@ def _number_message(instance: Any, wanted: list[str]) -> str | None:
 
 
 def _show(value: Any) -> str:
-    """A value as the spec's YAML spells it (true, null, .inf), strings quoted."""
+    """A value as the spec's YAML spells it (true, null, .inf, 2024-01-01), strings quoted."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "null"
     if isinstance(value, float) and not math.isfinite(value):
         return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    if isinstance(value, datetime.date):  # a datetime too
+        return value.isoformat()
     return repr(value)
 
 

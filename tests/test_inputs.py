@@ -131,11 +131,31 @@ def test_a_surrogate_pair_escape_names_the_escape_to_write() -> None:
     assert "write \\U0001f600 or the character itself" in found.message
 
 
-def test_merged_keys_and_ordered_maps_are_located_at_their_parent() -> None:
-    text = SOLO.replace("container:\n", "container:\n  <<: {privileged: 3}\n", 1) + "launch: !!omap [timeout: x]\n"
+def test_a_merged_key_is_located_at_its_parent() -> None:
+    text = SOLO.replace("container:\n", "container:\n  <<: {privileged: 3}\n", 1)
     assert [(d.path, d.message, d.line, d.column) for d in errors(text)] == [
-        (("container", "privileged"), "3 is not of type 'boolean'", 9, 1),
-        (("launch", "timeout"), "'x' is not of type 'integer'", 20, 1)]
+        (("container", "privileged"), "3 is not of type 'boolean'", 9, 1)]
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("!!int abc", "tag !!int is not supported in a spec"),  # ruamel's int() raised: exit 3 before
+    ("!!float abc", "tag !!float is not supported in a spec"),
+    ("!!str x", "tag !!str is not supported in a spec"),
+    ("!!python/object:os.system {}", "tag !!python/object:os.system is not supported in a spec"),
+    ("!custom x", "tag !custom is not supported in a spec"),
+    ("!!omap [a: 1]", "tag !!omap is not supported in a spec"),  # its keys had no position: exit 3 before
+    ("2024-13-45", "cannot read 2024-13-45 (month must be in 1..12); in quotes it is text"),
+    ("1" * 5000, "a number of more than 100 characters"),  # past Python's 4300 digits: exit 3 before
+], ids=["int-tag", "float-tag", "str-tag", "python-tag", "custom-tag", "omap-tag", "bad-date", "long-number"])
+def test_values_ruamel_cannot_convert_are_errors_at_their_position(value: str, message: str) -> None:
+    found = only_error(SOLO.replace("  name: qwen3-32b", f"  name: {value}"))
+    assert message in found.message
+    assert (found.line, found.column) == (13, 9)
+
+
+def test_a_date_where_text_is_wanted_says_so() -> None:
+    found = only_error(SOLO.replace("  name: qwen3-32b", "  name: 2024-01-01"))
+    assert found.message == "2024-01-01 is read as a date; in quotes ('2024-01-01') it is text"
 
 
 def test_yaml_library_warnings_stay_out_of_the_output() -> None:
