@@ -113,7 +113,7 @@ def _number_message(instance: Any, wanted: list[str]) -> str | None:
     if not isinstance(instance, float) or not {"integer", "number"} & set(wanted):
         return None
     if not math.isfinite(instance):
-        quote = f"; quote it ('{_show(instance)}') if you mean the text" if "string" in wanted else ""
+        quote = f"; in quotes ('{_show(instance)}') it is text" if "string" in wanted else ""
         return f"{_show(instance)} is not a finite number{quote}"
     if "integer" in wanted and "number" not in wanted:
         return f"{_show(instance)} is not a whole number" + (f"; write {instance:.0f}" if instance.is_integer() else "")

@@ -186,7 +186,7 @@ NODE = "      fabric: {ip: 192.168.100.10, netdev: enp1s0f1np1}"
     (NODE, "      gpus: 1.0", ("cluster", "nodes", 0, "gpus"), "1.0 is not a whole number; write 1"),
     (CONTAINER, "  ulimits: {memlock: 1.0}", ("container", "ulimits", "memlock"), "1.0 is not a whole number; write 1"),
     (CONTAINER, "  env: {FOO: .inf}", ("container", "env", "FOO"),
-     ".inf is not a finite number; quote it ('.inf') if you mean the text"),
+     ".inf is not a finite number; in quotes ('.inf') it is text"),
 ])
 def test_whole_numbers_must_be_yaml_integers(after: str, line: str, path: tuple, message: str) -> None:
     found = only_error(with_line(SOLO, after, line))
