@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import sys
+from compiler.entry import run
 
-from compiler.cli import main
-
-sys.exit(main())
+run()

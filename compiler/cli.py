@@ -18,6 +18,7 @@ import click
 from compiler import __version__
 from compiler.diagnostics import Severity, format_json, format_text
 from compiler.emit import OutputFolderError, differences, emit
+from compiler.loader import SpecReadError, read_spec
 from compiler.pipeline import CompileResult, compile_text
 from compiler.plan import Plan
 from compiler.schema import load_schema
@@ -41,13 +42,9 @@ class OutputFolderUnusable(click.ClickException):
 
 def _compile(spec: Path, strict: bool, render_files: bool = True) -> CompileResult:
     try:
-        text = spec.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecUnreadable(f"{spec}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise SpecUnreadable(f"{spec}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise SpecUnreadable(f"{spec}: cannot read: {exc.strerror}") from None
+        text = read_spec(spec)
+    except SpecReadError as exc:
+        raise SpecUnreadable(str(exc)) from None
     return compile_text(text, str(spec), render_files=render_files, strict=strict)
 
 

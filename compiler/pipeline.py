@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from compiler.diagnostics import Diagnostic, Severity, has_errors
+from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
 from compiler.lint import lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
 from compiler.plan import Plan
 from compiler.render import render
 from compiler.resolve import resolve
-from compiler.schema import load_schema, validate, with_defaults
+from compiler.schema import field_schema, load_schema, other_values, validate, with_defaults
 from compiler.spec import build_spec
 
 
@@ -30,26 +32,136 @@ class CompileResult:
 def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict: bool = False) -> CompileResult:
     """Compile spec text; `spec_path` is how the spec is named in diagnostics and generated headers."""
     document, diagnostics = load_text(text, spec_path)
-    if not has_errors(diagnostics):
-        schema = load_schema()
-        given = to_plain(document.data)
-        diagnostics += validate(given, schema)
-        if not has_errors(diagnostics):
-            spec = build_spec(with_defaults(given, schema), given)
-            plan, problems = resolve(
-                spec, spec_path=spec_path, spec_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest()
-            )
-            diagnostics += problems
-            located = _locate_all(document, diagnostics, strict)
-            if plan is None or has_errors(located):
-                return CompileResult(document, located)
-            files = render(plan) if render_files else {}
-            findings = lint_scripts(files) if render_files else []
-            # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
-            if findings:
-                raise GeneratedScriptError("\n".join(findings))
-            return CompileResult(document, located, plan, files)
-    return CompileResult(document, _locate_all(document, diagnostics, strict))
+    if has_errors(diagnostics):
+        return CompileResult(document, _locate_all(document, diagnostics, strict))
+    schema = load_schema()
+    given = to_plain(document.data)
+    sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    refused = validate(given, schema)
+    diagnostics += refused
+    if has_errors(refused):
+        diagnostics += _rules_beside_schema_errors(given, refused, schema, spec_path, sha256)
+        return CompileResult(document, _locate_all(document, diagnostics, strict))
+    plan, problems = _resolve(given, schema, spec_path, sha256)
+    located = _locate_all(document, diagnostics + problems, strict)
+    if plan is None or has_errors(located):
+        return CompileResult(document, located)
+    files = render(plan) if render_files else {}
+    findings = lint_scripts(files) if render_files else []
+    # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
+    if findings:
+        raise GeneratedScriptError("\n".join(findings))
+    return CompileResult(document, located, plan, files)
+
+
+def _resolve(given: dict[str, Any], schema: dict[str, Any], spec_path: str,
+             sha256: str) -> tuple[Plan | None, list[Diagnostic]]:
+    """Cross-field rules and the plan, for a spec the schema accepts."""
+    return resolve(build_spec(with_defaults(given, schema), given), spec_path=spec_path, spec_sha256=sha256)
+
+
+def _rules_beside_schema_errors(given: dict[str, Any], refused: list[Diagnostic], schema: dict[str, Any],
+                                spec_path: str, sha256: str) -> list[Diagnostic]:
+    """The cross-field problems of a spec with schema errors too, so that one run reports them all.
+
+    Resolve needs a valid spec, so it runs on a repaired copy. A whole number written as a float is
+    repaired to what the message asks for (8000.0 -> 8000). Any other refused value is removed and its
+    default applies: a guess, and a finding that rests on a guess is not the user's problem. So resolve
+    runs again with each guessed integer, boolean or choice set to other values, one at a time, and only
+    findings of every run count; where no other value is plain to pick (a string, a list, the key an
+    unknown key was meant to be), findings in the same part are dropped (a part: a top-level section, or
+    one node). When removing leaves the copy invalid (a required key), no rule runs.
+    """
+    repaired = copy.deepcopy(given)
+    for d in refused:
+        _repair_whole_number(repaired, d.path, schema)
+    guessed = [d.path for d in validate(repaired, schema)]
+    for path in guessed:
+        _remove(repaired, path)
+    if validate(repaired, schema):
+        return []
+    _, problems = _resolve(repaired, schema, spec_path, sha256)
+    variations: list[tuple[Path, Any]] = []
+    spoiled: set[Path] = set()
+    for path in guessed:
+        varied, unsure = _variations(path, repaired, schema)
+        variations += varied
+        if unsure is not None:
+            spoiled.add(unsure)
+    problems = [d for d in problems if not any(_overlap(_part(d.path), part) for part in spoiled)]
+    for where, value in variations:
+        if not problems:
+            break
+        other = copy.deepcopy(repaired)
+        _put(other, where, value)
+        elsewise = [] if validate(other, schema) else _resolve(other, schema, spec_path, sha256)[1]
+        problems = [d for d in problems if d in elsewise]
+    return problems
+
+
+def _variations(path: Path, data: Any, schema: dict[str, Any]) -> tuple[list[tuple[Path, Any]], Path | None]:
+    """Other values for what the guess at `path` stands in for, and the part it spoils where it cannot vary."""
+    sub = field_schema(schema, path)
+    if sub is not None:
+        values = other_values(sub) if path == _whole(path) else []
+        return [(path, v) for v in values], (None if values else _part(path))
+    # An unknown key was meant to be one of its absent siblings: vary those that can be, spoil the parent's part
+    # (all of the spec for a top-level key: it may stand for a whole section).
+    parent, siblings = _get(data, path[:-1]), field_schema(schema, path[:-1]) or {}
+    absent = [key for key in siblings.get("properties", {}) if isinstance(parent, dict) and key not in parent]
+    variations = []
+    for key in absent:
+        sibling = field_schema(schema, (*path[:-1], key))
+        variations += [((*path[:-1], key), v) for v in (other_values(sibling) if sibling is not None else [])]
+    return variations, _part(path[:-1])
+
+
+def _repair_whole_number(data: Any, path: Path, schema: dict[str, Any]) -> None:
+    sub = field_schema(schema, path)
+    value = _get(data, path)
+    if sub is not None and sub.get("type") == "integer" and isinstance(value, float) and value.is_integer():
+        _put(data, path, int(value))
+
+
+def _get(data: Any, path: Path) -> Any:
+    for part in path:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _put(data: Any, path: Path, value: Any) -> None:
+    parent = _get(data, path[:-1])
+    if path and isinstance(parent, dict) and isinstance(path[-1], str):
+        parent[path[-1]] = value
+    elif path and isinstance(parent, list) and isinstance(path[-1], int) and 0 <= path[-1] < len(parent):
+        parent[path[-1]] = value
+
+
+def _whole(path: Path) -> Path:
+    """What `_remove` takes away for `path`: a list item takes its whole list (indexes must not shift)."""
+    while path and isinstance(path[-1], int):
+        path = path[:-1]
+    return path
+
+
+def _remove(data: Any, path: Path) -> None:
+    path = _whole(path)
+    parent = _get(data, path[:-1])
+    if path and isinstance(parent, dict):
+        parent.pop(path[-1], None)
+
+
+def _part(path: Path) -> Path:
+    return path[:3] if path[:2] == ("cluster", "nodes") else path[:1]
+
+
+def _overlap(a: Path, b: Path) -> bool:
+    return a[:len(b)] == b or b[:len(a)] == a
 
 
 def _locate_all(document: Document, diagnostics: list[Diagnostic], strict: bool) -> tuple[Diagnostic, ...]:

@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import difflib
 import json
+import math
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.validators import extend
 
 from compiler.diagnostics import Diagnostic, error
 from compiler.resources import data_dir
@@ -20,9 +23,28 @@ def load_schema(name: str = "spec.schema.json") -> dict[str, Any]:
     return json.loads((data_dir("schemas") / name).read_text(encoding="utf-8"))
 
 
+def _is_integer(checker: Any, instance: Any) -> bool:
+    # What YAML calls an integer: jsonschema's own "integer" takes 8000.0, which reaches a script as "8000.0".
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_number(checker: Any, instance: Any) -> bool:
+    # .nan and .inf compare false with every bound, so minimum and maximum would let them through.
+    if isinstance(instance, bool) or not isinstance(instance, (int, float)):
+        return False
+    return not isinstance(instance, float) or math.isfinite(instance)
+
+
+_Validator = extend(Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+    {"integer": _is_integer, "number": _is_number}))
+
+
 def validate(data: Any, schema: dict[str, Any]) -> list[Diagnostic]:
-    validator = Draft202012Validator(schema)
-    return [d for err in validator.iter_errors(data) for d in _explain(err)]
+    errors = list(_Validator(schema).iter_errors(data))
+    # A value of the wrong type is one problem: `timeout: 10.0` is not also "less than the minimum of 120".
+    mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    errors = [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]
+    return [d for err in errors for d in _explain(err)]
 
 
 def _explain(err: ValidationError) -> Iterator[Diagnostic]:
@@ -37,9 +59,12 @@ def _explain(err: ValidationError) -> Iterator[Diagnostic]:
             yield Diagnostic(path + (key,), message, at_key=True)
         return
     custom = _custom_message(err)
-    if err.validator in ("anyOf", "oneOf") and custom:
-        yield error(path, f"{err.instance!r} {custom}")
-        return
+    if err.validator in ("anyOf", "oneOf"):
+        wanted = [t for e in err.context or [] if e.validator == "type" for t in _type_names(e.validator_value)]
+        number = _number_message(err.instance, wanted)
+        if number or custom:
+            yield error(path, number or f"{_show(err.instance)} {custom}")
+            return
     if err.validator in ("anyOf", "oneOf") and err.context:
         best = best_match(err.context)
         others = len(err.context) - 1
@@ -57,7 +82,7 @@ def _custom_message(err: ValidationError) -> str | None:
 def _message(err: ValidationError) -> str:
     custom = _custom_message(err)
     if err.validator == "pattern" and custom:
-        return f"{err.instance!r} {custom}"
+        return f"{_show(err.instance)} {custom}"
     if err.validator == "propertyNames" and custom is None:
         return err.message
     if err.validator == "required":
@@ -67,17 +92,45 @@ def _message(err: ValidationError) -> str:
         values = list(err.validator_value)  # type: ignore[arg-type]
         choices = ", ".join(repr(c) for c in values)
         hint = difflib.get_close_matches(str(err.instance), [str(c) for c in values], n=1)
-        return f"{err.instance!r} is not one of {choices}" + (f"; did you mean {hint[0]!r}?" if hint else "")
+        return f"{_show(err.instance)} is not one of {choices}" + (f"; did you mean {hint[0]!r}?" if hint else "")
     if err.validator == "type":
-        return f"{err.instance!r} is not of type {_types(err.validator_value)}"
+        names = _type_names(err.validator_value)
+        if isinstance(err.instance, datetime.date) and "string" in names:
+            return f"{_show(err.instance)} is read as a date; in quotes ('{_show(err.instance)}') it is text"
+        return (_number_message(err.instance, names)
+                or f"{_show(err.instance)} is not of type {' or '.join(repr(n) for n in names)}")
     if err.validator == "const":
-        return f"must be {err.validator_value!r}, found {err.instance!r}"
+        return f"must be {err.validator_value!r}, found {_show(err.instance)}"
     return err.message
 
 
-def _types(value: Any) -> str:
-    names = value if isinstance(value, list) else [value]
-    return " or ".join(f"'{n}'" for n in names)
+def _type_names(value: Any) -> list[str]:
+    return [str(n) for n in (value if isinstance(value, list) else [value])]
+
+
+def _number_message(instance: Any, wanted: list[str]) -> str | None:
+    """What is wrong with a float where the schema wants a whole number, or a finite one."""
+    if not isinstance(instance, float) or not {"integer", "number"} & set(wanted):
+        return None
+    if not math.isfinite(instance):
+        quote = f"; in quotes ('{_show(instance)}') it is text" if "string" in wanted else ""
+        return f"{_show(instance)} is not a finite number{quote}"
+    if "integer" in wanted and "number" not in wanted:
+        return f"{_show(instance)} is not a whole number" + (f"; write {instance:.0f}" if instance.is_integer() else "")
+    return None
+
+
+def _show(value: Any) -> str:
+    """A value as the spec's YAML spells it (true, null, .inf, 2024-01-01), strings quoted."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    if isinstance(value, datetime.date):  # a datetime too
+        return value.isoformat()
+    return repr(value)
 
 
 def with_defaults(data: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
@@ -109,3 +162,33 @@ def _deref(sub: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
         target = target[part]
     merged = {**target, **{k: v for k, v in sub.items() if k != "$ref"}}
     return _deref(merged, root) if "$ref" in target else merged
+
+
+def field_schema(schema: dict[str, Any], path: tuple[str | int, ...]) -> dict[str, Any] | None:
+    """The subschema that governs the value at `path`, or None where the schema does not say."""
+    sub: Any = schema
+    for part in path:
+        sub = _deref(sub, schema)
+        if isinstance(part, int):
+            sub = sub.get("items")
+        else:
+            sub = sub.get("properties", {}).get(part, sub.get("additionalProperties"))
+        if not isinstance(sub, dict):
+            return None
+    return _deref(sub, schema)
+
+
+def other_values(sub: dict[str, Any]) -> list[Any]:
+    """Valid values other than the field's default, where they are plain to pick (booleans, choices, integers)."""
+    default = sub.get("default")
+    if sub.get("type") == "boolean":
+        return [not default] if isinstance(default, bool) else [True, False]
+    if "enum" in sub:
+        return [v for v in sub["enum"] if v != default]
+    if sub.get("type") == "integer":
+        high = sub.get("maximum")
+        if not isinstance(default, int):
+            low = sub.get("minimum", 0)
+            return [low, low + 1]  # one of them differs from whatever default the compiler picks
+        return [default + 1 if high is None or default < high else default - 1]
+    return []
