@@ -4,6 +4,7 @@ Exit codes: 0 success; 1 the spec has errors (or --check found differences); 2 u
 spec or output folder the user must fix (unreadable, not writable, disk full); 3 a bug in sparkc
 (please report it); 130 interrupted.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,14 @@ from compiler.schema import load_schema
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 ISSUES_URL = "https://github.com/sparkc/sparkc/issues"
 
-_format_option = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                              show_default=True, help="How diagnostics are printed.")
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="How diagnostics are printed.",
+)
 _strict_option = click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 _spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 
@@ -70,8 +77,15 @@ def cli() -> None:
 
 @cli.command("compile")
 @_spec_argument
-@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("build"),
-              show_default=True, help="Output folder.")
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("build"),
+    show_default=True,
+    help="Output folder.",
+)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if OUT is not what SPEC compiles to.")
 @_strict_option
 @_format_option
@@ -94,8 +108,11 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: Co
         except OSError as exc:
             raise OutputFolderUnusable(f"{out_dir}: cannot read: {exc.strerror}") from None
         if changed:
-            click.echo(f"{out_dir} is not what {spec} compiles to: {', '.join(changed)}; "
-                       f"run: sparkc compile {spec} -o {out_dir}", err=True)
+            click.echo(
+                f"{out_dir} is not what {spec} compiles to: {', '.join(changed)}; "
+                f"run: sparkc compile {spec} -o {out_dir}",
+                err=True,
+            )
             sys.exit(EXIT_SPEC)
         if fmt == "text":
             click.echo(f"{out_dir} is up to date with {spec}")
@@ -109,8 +126,10 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: Co
         click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, manifest.json)")
         if stale:
             click.echo(f"removed files an earlier compile wrote: {', '.join(stale)}")
-        click.echo(f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
-                   f"and run {out_dir}/launch-cluster.sh (try --dry-run first)")
+        click.echo(
+            f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
+            f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
+        )
 
 
 @cli.command("validate")
@@ -144,10 +163,13 @@ def explain_command(spec: Path, fmt: str) -> None:
 
 
 def explain_text(plan: Plan) -> str:
-    lines = [f"deployment {plan.name}: {plan.engine_kind}, {plan.backend} backend, {len(plan.nodes)} node(s), "
-             f"head {plan.head}",
-             f"image {plan.image} (profile {plan.profile or 'none'}), entrypoint {plan.entrypoint_mode}", "",
-             "settings:"]
+    lines = [
+        f"deployment {plan.name}: {plan.engine_kind}, {plan.backend} backend, {len(plan.nodes)} node(s), "
+        f"head {plan.head}",
+        f"image {plan.image} (profile {plan.profile or 'none'}), entrypoint {plan.entrypoint_mode}",
+        "",
+        "settings:",
+    ]
     for s in plan.settings:
         lines.append(f"  {s.name:<28} {s.value:<28} {s.source:<8} {s.why}".rstrip())
     lines += ["", "requested -> effective:"]
@@ -156,8 +178,11 @@ def explain_text(plan: Plan) -> str:
         lines.append(f"  {e.setting:<28} {e.requested or '(unset)'} -> {e.effective or '(engine default)'}{mark}")
     lines += ["", "profile and quirks:"] + [f"  - {q}" for q in plan.quirks]
     for node in plan.nodes:
-        lines += ["", f"node {node.name} ({node.role}, rank {node.rank}, {node.ssh_target or 'local on the head'}, "
-                      f"container {node.container_name}):"]
+        lines += [
+            "",
+            f"node {node.name} ({node.role}, rank {node.rank}, {node.ssh_target or 'local on the head'}, "
+            f"container {node.container_name}):",
+        ]
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
     return "\n".join(lines)

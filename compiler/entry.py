@@ -4,6 +4,7 @@ Importing the command line (click, jinja2, jsonschema, ruamel) takes a noticeabl
 then must end like one during a compile: "interrupted", exit 130, no traceback. So this module
 imports nothing heavy at its top and brings the rest in inside the handler.
 """
+
 from __future__ import annotations
 
 import signal

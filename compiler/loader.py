@@ -4,6 +4,7 @@ A spec is a few KiB written by a person, so the loader refuses what no spec need
 make it hang or crash: files over MAX_SPEC_BYTES, nesting deeper than MAX_DEPTH, aliases that
 expand to more than MAX_ALIAS_EXPANSION values, characters YAML forbids, lone surrogate escapes.
 """
+
 from __future__ import annotations
 
 import re
@@ -67,9 +68,10 @@ def read_spec(path: FilePath) -> str:
     except UnicodeDecodeError as exc:
         line_start = raw.rfind(b"\n", 0, exc.start) + 1
         line = raw.count(b"\n", 0, exc.start) + 1
-        column = len(raw[line_start:exc.start].decode("utf-8", "replace")) + 1
-        raise SpecReadError(f"{path}:{line}:{column}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                            "save the spec as UTF-8") from None
+        column = len(raw[line_start : exc.start].decode("utf-8", "replace")) + 1
+        raise SpecReadError(
+            f"{path}:{line}:{column}: not UTF-8 text ({exc.reason} at byte {exc.start}); save the spec as UTF-8"
+        ) from None
 
 
 def _too_large() -> str:
@@ -99,26 +101,36 @@ class _LimitedComposer(Composer):
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.parser.peek_event()
         if not isinstance(event, AliasEvent) and self.depth >= MAX_DEPTH:
-            raise _LimitError(f"nested deeper than {MAX_DEPTH} levels; a spec needs about 6: "
-                              "is this the right file?", event.start_mark)
+            raise _LimitError(
+                f"nested deeper than {MAX_DEPTH} levels; a spec needs about 6: is this the right file?",
+                event.start_mark,
+            )
         tag = str(event.ctag) if getattr(event, "ctag", None) is not None else None
         if tag is not None and tag not in _PLAIN_TAGS:
             shown = tag.replace(_CORE_TAG, "!!")
-            raise _LimitError(f"tag {shown} is not supported in a spec; write the plain value "
-                              "(in quotes for text)", event.start_mark)
+            raise _LimitError(
+                f"tag {shown} is not supported in a spec; write the plain value (in quotes for text)", event.start_mark
+            )
         if isinstance(event, AliasEvent) and event.anchor in self.anchors:
             node = self.anchors[event.anchor]
             if node.end_mark is None:  # still being composed: the alias is inside what it names
-                raise _LimitError(f"alias *{event.anchor} is inside the value it names (&{event.anchor}); "
-                                  "a spec cannot contain itself", event.start_mark)
+                raise _LimitError(
+                    f"alias *{event.anchor} is inside the value it names (&{event.anchor}); "
+                    "a spec cannot contain itself",
+                    event.start_mark,
+                )
             values, height = self._size(node)
             self.expanded += values
             if self.expanded > MAX_ALIAS_EXPANSION:
-                raise _LimitError(f"aliases (*name) expand to more than {MAX_ALIAS_EXPANSION} values; "
-                                  "a spec needs a few: write the values out instead", event.start_mark)
+                raise _LimitError(
+                    f"aliases (*name) expand to more than {MAX_ALIAS_EXPANSION} values; "
+                    "a spec needs a few: write the values out instead",
+                    event.start_mark,
+                )
             if self.depth + height > MAX_DEPTH:
-                raise _LimitError(f"alias *{event.anchor} nests the spec deeper than {MAX_DEPTH} levels",
-                                  event.start_mark)
+                raise _LimitError(
+                    f"alias *{event.anchor} nests the spec deeper than {MAX_DEPTH} levels", event.start_mark
+                )
         return super().compose_node(parent, index)
 
     def compose_scalar_node(self, anchor: Any) -> Any:
@@ -127,8 +139,10 @@ class _LimitedComposer(Composer):
         if surrogate:
             raise _LimitError(_surrogate_message(node.value, surrogate.start()), node.start_mark)
         if str(node.tag) in _NUMBER_TAGS and len(node.value) > MAX_NUMBER_LENGTH:
-            raise _LimitError(f"a number of more than {MAX_NUMBER_LENGTH} characters; no spec value needs one "
-                              "(in quotes for text)", node.start_mark)
+            raise _LimitError(
+                f"a number of more than {MAX_NUMBER_LENGTH} characters; no spec value needs one (in quotes for text)",
+                node.start_mark,
+            )
         return node
 
     def _size(self, node: Node) -> tuple[int, int]:
@@ -159,13 +173,15 @@ class _Constructor(RoundTripConstructor):
 
 
 def _surrogate_message(value: str, at: int) -> str:
-    high, low = value[at], value[at + 1: at + 2]
+    high, low = value[at], value[at + 1 : at + 2]
     escape = f"\\u{ord(high):04x}"
     if "\ud800" <= high <= "\udbff" and low and "\udc00" <= low <= "\udfff":
         pair = (ord(high) - 0xD800) * 0x400 + (ord(low) - 0xDC00) + 0x10000
-        return (f"\"{escape}\\u{ord(low):04x}\" is a UTF-16 surrogate pair, which YAML does not combine; "
-                f"write \\U{pair:08x} or the character itself")
-    return f"\"{escape}\" is half of a UTF-16 surrogate pair, not a character; write the character itself"
+        return (
+            f'"{escape}\\u{ord(low):04x}" is a UTF-16 surrogate pair, which YAML does not combine; '
+            f"write \\U{pair:08x} or the character itself"
+        )
+    return f'"{escape}" is half of a UTF-16 surrogate pair, not a character; write the character itself'
 
 
 def _yaml() -> YAML:
@@ -205,8 +221,9 @@ def load_text(text: str, filename: str) -> tuple[Document, list[Diagnostic]]:
     diagnostics = list(_duplicates(root, ()))
     if not isinstance(data, CommentedMap):
         found = "an empty file" if data is None else f"a {type(data).__name__}"
-        diagnostics.append(Diagnostic((), f"the spec must be a mapping of sections, found {found}",
-                                      Severity.ERROR, 1, 1, True))
+        diagnostics.append(
+            Diagnostic((), f"the spec must be a mapping of sections, found {found}", Severity.ERROR, 1, 1, True)
+        )
     return Document(filename, text, data), diagnostics
 
 
@@ -231,14 +248,20 @@ def _duplicates(node: Node | None, path: Path) -> Iterator[Diagnostic]:
             if isinstance(key, str) and key in seen:
                 first = seen[key].start_mark
                 mark = key_node.start_mark
-                yield Diagnostic(path + (key,), f"duplicate key '{key}' (first defined at line {first.line + 1})",
-                                 Severity.ERROR, mark.line + 1, mark.column + 1, True)
+                yield Diagnostic(
+                    (*path, key),
+                    f"duplicate key '{key}' (first defined at line {first.line + 1})",
+                    Severity.ERROR,
+                    mark.line + 1,
+                    mark.column + 1,
+                    True,
+                )
             elif isinstance(key, str):
                 seen[key] = key_node
-            yield from _duplicates(value_node, path + (str(key),))
+            yield from _duplicates(value_node, (*path, str(key)))
     elif isinstance(node, SequenceNode):
         for index, item in enumerate(node.value):
-            yield from _duplicates(item, path + (index,))
+            yield from _duplicates(item, (*path, index))
 
 
 def locate(data: Any, path: Path, at_key: bool = False) -> tuple[int, int]:

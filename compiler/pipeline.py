@@ -54,14 +54,16 @@ def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict
     return CompileResult(document, located, plan, files)
 
 
-def _resolve(given: dict[str, Any], schema: dict[str, Any], spec_path: str,
-             sha256: str) -> tuple[Plan | None, list[Diagnostic]]:
+def _resolve(
+    given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str
+) -> tuple[Plan | None, list[Diagnostic]]:
     """Cross-field rules and the plan, for a spec the schema accepts."""
     return resolve(build_spec(with_defaults(given, schema), given), spec_path=spec_path, spec_sha256=sha256)
 
 
-def _rules_beside_schema_errors(given: dict[str, Any], refused: list[Diagnostic], schema: dict[str, Any],
-                                spec_path: str, sha256: str) -> list[Diagnostic]:
+def _rules_beside_schema_errors(
+    given: dict[str, Any], refused: list[Diagnostic], schema: dict[str, Any], spec_path: str, sha256: str
+) -> list[Diagnostic]:
     """The cross-field problems of a spec with schema errors too, so that one run reports them all.
 
     Resolve needs a valid spec, so it runs on a repaired copy. A whole number written as a float is
@@ -125,21 +127,22 @@ def _repair_whole_number(data: Any, path: Path, schema: dict[str, Any]) -> None:
 
 def _get(data: Any, path: Path) -> Any:
     for part in path:
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
+        if not _has(data, part):
             return None
+        data = data[part]
     return data
 
 
 def _put(data: Any, path: Path, value: Any) -> None:
     parent = _get(data, path[:-1])
-    if path and isinstance(parent, dict) and isinstance(path[-1], str):
+    if path and (_has(parent, path[-1]) or (isinstance(parent, dict) and isinstance(path[-1], str))):
         parent[path[-1]] = value
-    elif path and isinstance(parent, list) and isinstance(path[-1], int) and 0 <= path[-1] < len(parent):
-        parent[path[-1]] = value
+
+
+def _has(data: Any, part: str | int) -> bool:
+    if isinstance(data, dict):
+        return part in data
+    return isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
 
 
 def _whole(path: Path) -> Path:
@@ -161,7 +164,7 @@ def _part(path: Path) -> Path:
 
 
 def _overlap(a: Path, b: Path) -> bool:
-    return a[:len(b)] == b or b[:len(a)] == a
+    return a[: len(b)] == b or b[: len(a)] == a
 
 
 def _locate_all(document: Document, diagnostics: list[Diagnostic], strict: bool) -> tuple[Diagnostic, ...]:

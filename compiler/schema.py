@@ -1,4 +1,5 @@
 """Validate a spec against schemas/spec.schema.json; fill in the schema's defaults."""
+
 from __future__ import annotations
 
 import copy
@@ -20,7 +21,8 @@ from compiler.resources import data_dir
 
 @cache
 def load_schema(name: str = "spec.schema.json") -> dict[str, Any]:
-    return json.loads((data_dir("schemas") / name).read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads((data_dir("schemas") / name).read_text(encoding="utf-8"))
+    return schema
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -35,8 +37,10 @@ def _is_number(checker: Any, instance: Any) -> bool:
     return not isinstance(instance, float) or math.isfinite(instance)
 
 
-_Validator = extend(Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
-    {"integer": _is_integer, "number": _is_number}))
+_Validator = extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number}),
+)
 
 
 def validate(data: Any, schema: dict[str, Any]) -> list[Diagnostic]:
@@ -56,7 +60,7 @@ def _explain(err: ValidationError) -> Iterator[Diagnostic]:
             hint = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
             message = f"unknown key '{key}'"
             message += f"; did you mean '{hint[0]}'?" if hint else f"; allowed: {', '.join(allowed)}"
-            yield Diagnostic(path + (key,), message, at_key=True)
+            yield Diagnostic((*path, key), message, at_key=True)
         return
     custom = _custom_message(err)
     if err.validator in ("anyOf", "oneOf"):
@@ -84,12 +88,12 @@ def _message(err: ValidationError) -> str:
     if err.validator == "pattern" and custom:
         return f"{_show(err.instance)} {custom}"
     if err.validator == "propertyNames" and custom is None:
-        return err.message
+        return str(err.message)
     if err.validator == "required":
         missing = err.message.split("'")[1] if "'" in err.message else err.message
         return f"missing required key '{missing}'"
     if err.validator == "enum":
-        values = list(err.validator_value)  # type: ignore[arg-type]
+        values = list(err.validator_value)
         choices = ", ".join(repr(c) for c in values)
         hint = difflib.get_close_matches(str(err.instance), [str(c) for c in values], n=1)
         return f"{_show(err.instance)} is not one of {choices}" + (f"; did you mean {hint[0]!r}?" if hint else "")
@@ -97,11 +101,13 @@ def _message(err: ValidationError) -> str:
         names = _type_names(err.validator_value)
         if isinstance(err.instance, datetime.date) and "string" in names:
             return f"{_show(err.instance)} is read as a date; in quotes ('{_show(err.instance)}') it is text"
-        return (_number_message(err.instance, names)
-                or f"{_show(err.instance)} is not of type {' or '.join(repr(n) for n in names)}")
+        return (
+            _number_message(err.instance, names)
+            or f"{_show(err.instance)} is not of type {' or '.join(repr(n) for n in names)}"
+        )
     if err.validator == "const":
         return f"must be {err.validator_value!r}, found {_show(err.instance)}"
-    return err.message
+    return str(err.message)
 
 
 def _type_names(value: Any) -> list[str]:

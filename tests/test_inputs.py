@@ -1,4 +1,5 @@
 """Hostile and odd input: every one ends in a clear message with a position, never a hang or "a bug in sparkc"."""
+
 from __future__ import annotations
 
 import subprocess
@@ -18,8 +19,11 @@ from compiler.schema import load_schema, validate
 from tests.specs import EXAMPLES, ROOT
 
 SOLO = (EXAMPLES / "solo-qwen3-32b.yaml").read_text(encoding="utf-8")
-TWO_NODES = (EXAMPLES / "invalid" / "layout-mismatch.yaml").read_text(encoding="utf-8").replace(
-    "tensor_parallel: 3", "tensor_parallel: 2")
+TWO_NODES = (
+    (EXAMPLES / "invalid" / "layout-mismatch.yaml")
+    .read_text(encoding="utf-8")
+    .replace("tensor_parallel: 3", "tensor_parallel: 2")
+)
 
 
 def errors(text: str, render_files: bool = False) -> list[Diagnostic]:
@@ -97,8 +101,9 @@ def test_an_endless_file_is_read_only_up_to_the_limit(capsys) -> None:
     assert "/dev/zero: larger than 1 MiB" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("char", "code"), [("\x00", "U+0000"), ("\x1b", "U+001B"), ("\x7f", "U+007F"),
-                                            ("\ufffe", "U+FFFE")])
+@pytest.mark.parametrize(
+    ("char", "code"), [("\x00", "U+0000"), ("\x1b", "U+001B"), ("\x7f", "U+007F"), ("\ufffe", "U+FFFE")]
+)
 def test_a_character_yaml_forbids_is_a_yaml_error_with_its_position(char: str, code: str) -> None:
     text = SOLO.replace("name: qwen3-32b\n", f"name: qwen3-{char}32b\n", 1)
     found = only_error(text)
@@ -134,19 +139,24 @@ def test_a_surrogate_pair_escape_names_the_escape_to_write() -> None:
 def test_a_merged_key_is_located_at_its_parent() -> None:
     text = SOLO.replace("container:\n", "container:\n  <<: {privileged: 3}\n", 1)
     assert [(d.path, d.message, d.line, d.column) for d in errors(text)] == [
-        (("container", "privileged"), "3 is not of type 'boolean'", 9, 1)]
+        (("container", "privileged"), "3 is not of type 'boolean'", 9, 1)
+    ]
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ("!!int abc", "tag !!int is not supported in a spec"),  # ruamel's int() raised: exit 3 before
-    ("!!float abc", "tag !!float is not supported in a spec"),
-    ("!!str x", "tag !!str is not supported in a spec"),
-    ("!!python/object:os.system {}", "tag !!python/object:os.system is not supported in a spec"),
-    ("!custom x", "tag !custom is not supported in a spec"),
-    ("!!omap [a: 1]", "tag !!omap is not supported in a spec"),  # its keys had no position: exit 3 before
-    ("2024-13-45", "cannot read 2024-13-45 (month must be in 1..12); in quotes it is text"),
-    ("1" * 5000, "a number of more than 100 characters"),  # past Python's 4300 digits: exit 3 before
-], ids=["int-tag", "float-tag", "str-tag", "python-tag", "custom-tag", "omap-tag", "bad-date", "long-number"])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("!!int abc", "tag !!int is not supported in a spec"),  # ruamel's int() raised: exit 3 before
+        ("!!float abc", "tag !!float is not supported in a spec"),
+        ("!!str x", "tag !!str is not supported in a spec"),
+        ("!!python/object:os.system {}", "tag !!python/object:os.system is not supported in a spec"),
+        ("!custom x", "tag !custom is not supported in a spec"),
+        ("!!omap [a: 1]", "tag !!omap is not supported in a spec"),  # its keys had no position: exit 3 before
+        ("2024-13-45", "cannot read 2024-13-45 (month must be in 1..12); in quotes it is text"),
+        ("1" * 5000, "a number of more than 100 characters"),  # past Python's 4300 digits: exit 3 before
+    ],
+    ids=["int-tag", "float-tag", "str-tag", "python-tag", "custom-tag", "omap-tag", "bad-date", "long-number"],
+)
 def test_values_ruamel_cannot_convert_are_errors_at_their_position(value: str, message: str) -> None:
     found = only_error(SOLO.replace("  name: qwen3-32b", f"  name: {value}"))
     assert message in found.message
@@ -175,19 +185,35 @@ ENGINE, CONTAINER, END = "  kind: vllm", "  image: vllm/vllm-openai:v0.11.2", " 
 NODE = "      fabric: {ip: 192.168.100.10, netdev: enp1s0f1np1}"
 
 
-@pytest.mark.parametrize(("after", "line", "path", "message"), [
-    (ENGINE, "  port: 8000.0", ("engine", "port"), "8000.0 is not a whole number; write 8000"),
-    (ENGINE, "  tensor_parallel: 1.0", ("engine", "tensor_parallel"), "1.0 is not a whole number; write 1"),
-    (END, "launch: {ray_object_store_memory: 2.5e9}", ("launch", "ray_object_store_memory"),
-     "2500000000.0 is not a whole number; write 2500000000"),
-    (ENGINE, "  pipeline_parallel: 1000.5", ("engine", "pipeline_parallel"), "1000.5 is not a whole number"),
-    (ENGINE, "  pipeline_parallel: true", ("engine", "pipeline_parallel"), "true is not of type 'integer'"),
-    (END, "launch: {timeout: 3600.0}", ("launch", "timeout"), "3600.0 is not a whole number; write 3600"),
-    (NODE, "      gpus: 1.0", ("cluster", "nodes", 0, "gpus"), "1.0 is not a whole number; write 1"),
-    (CONTAINER, "  ulimits: {memlock: 1.0}", ("container", "ulimits", "memlock"), "1.0 is not a whole number; write 1"),
-    (CONTAINER, "  env: {FOO: .inf}", ("container", "env", "FOO"),
-     ".inf is not a finite number; in quotes ('.inf') it is text"),
-])
+@pytest.mark.parametrize(
+    ("after", "line", "path", "message"),
+    [
+        (ENGINE, "  port: 8000.0", ("engine", "port"), "8000.0 is not a whole number; write 8000"),
+        (ENGINE, "  tensor_parallel: 1.0", ("engine", "tensor_parallel"), "1.0 is not a whole number; write 1"),
+        (
+            END,
+            "launch: {ray_object_store_memory: 2.5e9}",
+            ("launch", "ray_object_store_memory"),
+            "2500000000.0 is not a whole number; write 2500000000",
+        ),
+        (ENGINE, "  pipeline_parallel: 1000.5", ("engine", "pipeline_parallel"), "1000.5 is not a whole number"),
+        (ENGINE, "  pipeline_parallel: true", ("engine", "pipeline_parallel"), "true is not of type 'integer'"),
+        (END, "launch: {timeout: 3600.0}", ("launch", "timeout"), "3600.0 is not a whole number; write 3600"),
+        (NODE, "      gpus: 1.0", ("cluster", "nodes", 0, "gpus"), "1.0 is not a whole number; write 1"),
+        (
+            CONTAINER,
+            "  ulimits: {memlock: 1.0}",
+            ("container", "ulimits", "memlock"),
+            "1.0 is not a whole number; write 1",
+        ),
+        (
+            CONTAINER,
+            "  env: {FOO: .inf}",
+            ("container", "env", "FOO"),
+            ".inf is not a finite number; in quotes ('.inf') it is text",
+        ),
+    ],
+)
 def test_whole_numbers_must_be_yaml_integers(after: str, line: str, path: tuple, message: str) -> None:
     found = only_error(with_line(SOLO, after, line))
     assert (found.path, found.message) == (path, message)
@@ -222,12 +248,16 @@ def test_a_float_where_a_whole_number_is_wanted_is_one_error_not_two() -> None:
 
 
 def test_cross_field_errors_are_reported_beside_schema_errors() -> None:
-    text = TWO_NODES.replace("ip: 192.168.100.11", "ip: spark-b.fabric").replace("tensor_parallel: 2",
-                                                                                  "tensor_parallel: 4")
+    text = TWO_NODES.replace("ip: 192.168.100.11", "ip: spark-b.fabric").replace(
+        "tensor_parallel: 2", "tensor_parallel: 4"
+    )
     text += "launch: {timeout: 10}\n"
     messages = {d.path: d.message for d in errors(text)}
-    assert messages.keys() == {("launch", "timeout"), ("cluster", "nodes", 1, "fabric", "ip"),
-                               ("engine", "tensor_parallel")}
+    assert messages.keys() == {
+        ("launch", "timeout"),
+        ("cluster", "nodes", 1, "fabric", "ip"),
+        ("engine", "tensor_parallel"),
+    }
     assert "is not an IP address" in messages[("cluster", "nodes", 1, "fabric", "ip")]
     assert "4 x 1 = 4, but the nodes have 2 GPUs" in messages[("engine", "tensor_parallel")]
 
@@ -240,23 +270,41 @@ def nodes_with(line: str) -> str:
 LAYOUT, IP, PORTS = ("engine", "tensor_parallel"), ("cluster", "nodes", 1, "fabric", "ip"), ("launch", "ray_port")
 
 
-@pytest.mark.parametrize(("text", "findings"), [
-    # A whole number written as a float is checked as the number it says: 2 + 2 GPUs are not 8, they are 4.
-    (nodes_with("      gpus: 2.0").replace("tensor_parallel: 2", "tensor_parallel: 8"), {LAYOUT}),
-    (nodes_with("      gpus: 2.0").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
-    # A refused value stands in as its default: rules that depend on it say nothing (1 + 1 GPUs are not 4).
-    (nodes_with("      gpus: 0").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
-    (nodes_with("      gpu: 2").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
-    (TWO_NODES.replace("tensor_parallel: 2", "tensor_parallel: 1\n  pipeline_parallel: '2'"), set()),
-    (TWO_NODES.replace("kind: vllm", "kind: vllm\n  backend: rya") + "launch: {ray_port: 8000}\n", set()),
-    (TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 'x'") + "launch: {ray_port: 8000}\n", set()),
-    (TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 6379") + "lanch: {ray_port: 9000}\n", set()),
-    # ... and rules that do not depend on it still speak.
-    (TWO_NODES + "launch: {ray_port: 8000, timeout: 1.5}\n", {PORTS}),
-    (TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 'x'").replace("tensor_parallel: 2", "tensor_parallel: 4")
-     .replace("ip: 192.168.100.11", "ip: x"), {LAYOUT, IP}),
-], ids=["float-gpus-mismatch", "float-gpus-match", "gpus-0", "unknown-key", "pp-string", "backend-typo",
-        "port-string", "section-typo", "timeout-float", "port-string-beside-layout-and-ip"])
+@pytest.mark.parametrize(
+    ("text", "findings"),
+    [
+        # A whole number written as a float is checked as the number it says: 2 + 2 GPUs are not 8, they are 4.
+        (nodes_with("      gpus: 2.0").replace("tensor_parallel: 2", "tensor_parallel: 8"), {LAYOUT}),
+        (nodes_with("      gpus: 2.0").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
+        # A refused value stands in as its default: rules that depend on it say nothing (1 + 1 GPUs are not 4).
+        (nodes_with("      gpus: 0").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
+        (nodes_with("      gpu: 2").replace("tensor_parallel: 2", "tensor_parallel: 4"), set()),
+        (TWO_NODES.replace("tensor_parallel: 2", "tensor_parallel: 1\n  pipeline_parallel: '2'"), set()),
+        (TWO_NODES.replace("kind: vllm", "kind: vllm\n  backend: rya") + "launch: {ray_port: 8000}\n", set()),
+        (TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 'x'") + "launch: {ray_port: 8000}\n", set()),
+        (TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 6379") + "lanch: {ray_port: 9000}\n", set()),
+        # ... and rules that do not depend on it still speak.
+        (TWO_NODES + "launch: {ray_port: 8000, timeout: 1.5}\n", {PORTS}),
+        (
+            TWO_NODES.replace("kind: vllm", "kind: vllm\n  port: 'x'")
+            .replace("tensor_parallel: 2", "tensor_parallel: 4")
+            .replace("ip: 192.168.100.11", "ip: x"),
+            {LAYOUT, IP},
+        ),
+    ],
+    ids=[
+        "float-gpus-mismatch",
+        "float-gpus-match",
+        "gpus-0",
+        "unknown-key",
+        "pp-string",
+        "backend-typo",
+        "port-string",
+        "section-typo",
+        "timeout-float",
+        "port-string-beside-layout-and-ip",
+    ],
+)
 def test_rules_beside_schema_errors_speak_only_when_no_guess_decides(text: str, findings: set) -> None:
     result = compile_text(text, "spec.yaml", render_files=False)
     schema_errors = {(d.path, d.message) for d in validate(to_plain(result.document.data), load_schema())}
@@ -297,6 +345,10 @@ INTERRUPT_DURING_IMPORTS = textwrap.dedent("""
 def test_ctrl_c_while_modules_import_is_a_clean_interrupt(how: str) -> None:
     entry = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["sparkc"]
     script = INTERRUPT_DURING_IMPORTS.format(entry=entry)
-    result = subprocess.run([sys.executable, "-c", script, how, str(EXAMPLES / "solo-qwen3-32b.yaml")],
-                            capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", script, how, str(EXAMPLES / "solo-qwen3-32b.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert (result.returncode, result.stderr, result.stdout) == (130, "interrupted\n", "")
