@@ -16,6 +16,7 @@ from compiler.spec import Architecture, Node, Section
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # C1 controls and Unicode line breaks: some terminals and shells treat them as control or newline.
 LINE_BREAKS = re.compile("[\x80-\x9f\u2028\u2029]")
+SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 # Longer values would not fit one word of a command line (Linux takes at most 128 KiB) and no real
@@ -25,22 +26,35 @@ MAX_VALUE_BYTES = 4096
 
 def plain_values(d: Deployment) -> Iterator[Diagnostic]:
     """Every value the user wrote ends up in a script, a label or a log line: no control characters,
-    no line separators, and a size a command line takes."""
-    for path, text in _given_strings(d.spec, ()):
-        if CONTROL.search(text):
-            yield error(path, "control characters (newline, tab, ...) are not allowed in values")
+    no line separators, no lone surrogates, and a size a command line takes. Names (env, ulimits) too."""
+    for path, text, is_name in _given_strings(d.spec, ()):
+        what = "names" if is_name else "values"
+        if half := SURROGATES.search(text):
+            # YAML's "\ud83d\ude00" is two halves of a UTF-16 pair, not the character; no script can hold them.
+            yield Diagnostic(
+                path,
+                f"\\u{ord(half[0]):x} is half of a UTF-16 surrogate pair, not a character: write the character "
+                "itself, or \\U and 8 hex digits (\\U0001F600)",
+                at_key=is_name,
+            )
+        elif CONTROL.search(text):
+            yield Diagnostic(path, f"control characters (newline, tab, ...) are not allowed in {what}", at_key=is_name)
         elif LINE_BREAKS.search(text):
-            yield error(path, "line or paragraph separators (U+0085, U+2028, U+2029) are not allowed in values")
+            yield Diagnostic(
+                path, f"line or paragraph separators (U+0085, U+2028, U+2029) are not allowed in {what}", at_key=is_name
+            )
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > MAX_VALUE_BYTES:
             yield error(path, f"this value is {size} bytes long; at most {MAX_VALUE_BYTES} fit a command line safely")
 
 
-def _given_strings(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
+def _given_strings(value: Any, path: Path) -> Iterator[tuple[Path, str, bool]]:
+    """(path, text, whether it is a mapping's key) for every string the user wrote."""
     if isinstance(value, str):
-        yield path, value
+        yield path, value, False
     elif isinstance(value, dict):
         for key, item in value.items():
+            yield (*path, key), str(key), True
             yield from _given_strings(item, (*path, key))
     elif isinstance(value, tuple):
         for i, item in enumerate(value):
@@ -168,7 +182,9 @@ def layout(d: Deployment) -> Iterator[Diagnostic]:
     ):
         if count is None or _divides(tp, count, kv=what == "KV heads"):
             continue
-        alternative = _layout_alternative(arch, tp * pp)
+        # For the nodes' GPU count, not tp x pp: that is what the layout must equal, and it stays small
+        # where tensor_parallel (unbounded in the schema) would make the search run for ever.
+        alternative = _layout_alternative(arch, gpus)
         hint = f"; try tensor_parallel: {alternative[0]}, pipeline_parallel: {alternative[1]}" if alternative else ""
         yield error(
             engine.at("tensor_parallel"), f"tensor_parallel {tp} does not divide the model's {count} {what}" + hint
