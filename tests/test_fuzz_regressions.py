@@ -7,12 +7,15 @@ names that (module, function) any more.
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fuzzing import cpu_budget, run_cli
-from tests.specs import compile_spec, diagnostics_text, dump, example, with_changes
+from tests.specs import ROOT, compile_spec, diagnostics_text, dump, example, with_changes
 
 SOLO = example("solo-qwen3-32b")
 
@@ -67,3 +70,67 @@ def test_a_huge_tensor_parallel_with_an_architecture_is_refused_at_once() -> Non
         text = refused({"engine.tensor_parallel": 2**40}, base)
     assert "tensor_parallel 1099511627776 does not divide the model's 64 attention heads" in text
     assert "try tensor_parallel: 2, pipeline_parallel: 1" in text  # the layout the nodes' 2 GPUs take
+
+
+# -- open: the loader ---------------------------------------------------------------------------------
+
+
+def assert_refused_cleanly(tmp_path: Path, text: str) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text, encoding="utf-8")
+    run = run_cli(["validate", str(spec)])
+    assert "hit a bug" not in run.err and "Traceback" not in run.err, run.err
+    assert run.code == 1 and str(spec) in run.err, run.err
+
+
+@pytest.mark.xfail(strict=True, reason="loader.py load_text: ruamel's ReaderError is not a MarkedYAMLError (exit 3)")
+def test_a_control_character_in_the_yaml_is_a_spec_error(tmp_path: Path) -> None:
+    assert_refused_cleanly(tmp_path, "sparkc: 1\n\x01name: x\n")
+
+
+@pytest.mark.xfail(strict=True, reason="loader.py load_text: `load` runs outside the try; its errors are exit 3")
+@pytest.mark.parametrize(
+    "text",
+    [
+        'sparkc: !!int ""\n',  # IndexError
+        "sparkc: !!float x\n",  # ValueError
+        "sparkc: !!bool x\n",  # KeyError
+        "sparkc: !!timestamp 2001-13-45\n",  # ValueError
+        "<<: [1, 2]\n",  # ConstructorError: merge of something other than mappings
+        "sparkc: !!map [1]\n",  # ConstructorError
+    ],
+)
+def test_a_tag_whose_value_cannot_be_built_is_a_spec_error(tmp_path: Path, text: str) -> None:
+    assert_refused_cleanly(tmp_path, text)
+
+
+@pytest.mark.xfail(strict=True, reason="loader.py load_text: RecursionError in ruamel's parser (exit 3)")
+def test_deep_nesting_is_a_spec_error(tmp_path: Path) -> None:
+    assert_refused_cleanly(tmp_path, "sparkc: " + "[" * 1000 + "]" * 1000 + "\n")
+
+
+@pytest.mark.xfail(strict=True, reason="loader.py _duplicates: an alias inside its own anchor recurses (exit 3)")
+def test_an_alias_inside_its_own_anchor_is_a_spec_error(tmp_path: Path) -> None:
+    assert_refused_cleanly(tmp_path, "sparkc: 1\nname: &a [*a]\n")
+
+
+def _small_limits() -> None:
+    resource.setrlimit(resource.RLIMIT_CPU, (5, 5))
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.xfail(strict=True, reason="loader.py _duplicates: nested aliases are walked once per path (exponential)")
+def test_nested_aliases_are_refused_within_bounded_time_and_memory(tmp_path: Path) -> None:
+    # Nine levels of ten aliases each: 10^9 paths to the first list, 300 bytes of YAML.
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("\n".join(levels) + "\n", encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "compiler", "validate", str(spec)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        preexec_fn=_small_limits,
+    )
+    assert run.returncode == 1 and "hit a bug" not in run.stderr, f"exit {run.returncode}: {run.stderr}"
