@@ -45,16 +45,11 @@ def examples(count: int) -> settings:
     return settings(FUZZ, max_examples=count * SCALE)
 
 
-# Bugs found by fuzzing and not fixed yet, each with strict xfails in tests/test_fuzz_regressions.py
-# that turn red once it is fixed: then delete its line here too. A crash is one of these when the
-# innermost sparkc frame of its traceback is (module, function):
-KNOWN_BUGS: Final = (
-    # loader.py: ruamel's errors other than MarkedYAMLError (control characters, recursion on deep
-    # nesting), and the second pass (`load`, outside the try) failing on tags such as `!!int ""`.
-    ("loader.py", "load_text"),
-    # loader.py: an alias inside its own anchor recurses for ever; many aliases take exponential time.
-    ("loader.py", "_duplicates"),
-)
+# Bugs found by fuzzing and not fixed yet, each with a strict xfail in tests/test_fuzz_regressions.py
+# that turns red once it is fixed: then delete its line here too. A crash is one of these when the
+# innermost sparkc frame of its traceback is (module, function), e.g. ("loader.py", "load_text").
+# The loader's crashes found first were fixed by its input hardening; none is open now.
+KNOWN_BUGS: Final[tuple[tuple[str, str], ...]] = ()
 _FRAME: Final = re.compile(r'File ".*[/\\]compiler[/\\](\w+\.py)", line \d+, in (\w+)')
 
 

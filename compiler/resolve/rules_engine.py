@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import math
 import re
 from collections.abc import Iterator
 
@@ -234,10 +233,7 @@ def env_overrides(d: Deployment) -> Iterator[Diagnostic]:
 
 def memory_budget(d: Deployment) -> Iterator[Diagnostic]:
     fraction = d.spec.engine.gpu_memory_utilization
-    if fraction is not None and math.isnan(fraction):
-        # NaN passes the schema's bounds (every comparison with it is false); the engine refuses it.
-        yield error(d.spec.engine.at("gpu_memory_utilization"), "nan is not a fraction; write one such as 0.8")
-    elif fraction is not None and fraction > 0.9:
+    if fraction is not None and fraction > 0.9:
         yield warning(
             d.spec.engine.at("gpu_memory_utilization"),
             f"{fraction} of unified memory leaves too little to the OS, page cache and the CPU side of the "
