@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -162,6 +163,12 @@ def test_edited_examples_never_crash_the_compiler(case: tuple[str, list[str], st
 # -- 3. specs the rules take: clean, the same bytes every time, and --check agrees ----------------
 
 
+def assert_numbers_fit_bash(script: str) -> None:
+    """The script's numeric constants, with room to add to them in bash's 64-bit arithmetic."""
+    for name, number in re.findall(r"^readonly (\w+)=(\d+)$", script, re.MULTILINE):
+        assert int(number) < 2**62, f"{name}={number} overflows bash's arithmetic"
+
+
 @examples(50)
 @given(case=valid_leaning_examples())
 def test_valid_specs_compile_to_clean_scripts_the_same_every_time(
@@ -178,6 +185,7 @@ def test_valid_specs_compile_to_clean_scripts_the_same_every_time(
             event("refused by the rules")
             return
         event("compiles")
+        assert_numbers_fit_bash(first.files["launch-cluster.sh"])
         again = compile_text(text, "spec.yaml", render_files=False)
         assert again.plan is not None and again.plan == first.plan
         assert render(again.plan) == first.files

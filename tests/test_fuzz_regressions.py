@@ -59,6 +59,16 @@ def test_gpu_memory_utilization_nan_is_a_spec_error() -> None:
     assert "engine.gpu_memory_utilization:" in text and "nan" in text
 
 
+@pytest.mark.parametrize("timeout", [2**31, 2**63 - 1, 2**63 + 5])
+def test_a_launch_timeout_past_bash_arithmetic_is_refused(timeout: int) -> None:
+    # DEADLINE=$((SECONDS + TIMEOUT)) wrapped to a negative number: the launch gave up at once.
+    assert f"launch.timeout: {timeout} seconds overflows" in refused({"launch.timeout": timeout})
+
+
+def test_the_longest_launch_timeout_compiles() -> None:
+    assert compile_spec(with_changes(SOLO, {"launch.timeout": 2**31 - 1}), render_files=False).ok
+
+
 def test_a_huge_tensor_parallel_with_an_architecture_is_refused_at_once() -> None:
     # The suggested layout was searched from tensor_parallel x pipeline_parallel down to 1: for ever.
     base = example("qwen3-32b-2spark-ray-crosscabled")

@@ -16,6 +16,9 @@ from compiler.resolve.ports import head_ports
 from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
 from compiler.spec import Backend, EntrypointMode, Topology
 
+# The launcher adds seconds in bash's 64-bit arithmetic (SECONDS + TIMEOUT); a larger budget wraps to a
+# negative deadline and the launch fails at once. 2^31 - 1 seconds is 68 years.
+MAX_LAUNCH_TIMEOUT = 2**31 - 1
 # Ports a Ray head opens besides its GCS port; an API port there would collide.
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
 # Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
@@ -241,6 +244,16 @@ def memory_budget(d: Deployment) -> Iterator[Diagnostic]:
         )
 
 
+def launch_timeout_fits(d: Deployment) -> Iterator[Diagnostic]:
+    timeout = d.spec.launch.timeout
+    if timeout > MAX_LAUNCH_TIMEOUT:
+        yield error(
+            d.spec.launch.at("timeout"),
+            f"{timeout} seconds overflows the launcher's clock arithmetic; at most {MAX_LAUNCH_TIMEOUT} "
+            "(3600 is an hour)",
+        )
+
+
 def image_pinned(d: Deployment) -> Iterator[Diagnostic]:
     image = d.spec.container.image
     name = image.split("@", 1)[0]
@@ -274,4 +287,5 @@ RULES = (
     env_overrides,
     image_pinned,
     memory_budget,
+    launch_timeout_fits,
 )
