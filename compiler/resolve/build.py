@@ -11,7 +11,7 @@ from compiler.profiles import RayPresence
 from compiler.resolve.containers import container_name, docker_run, ray_engine
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
-from compiler.resolve.env import node_env
+from compiler.resolve.env import node_envs
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.ports import head_ports
 from compiler.spec import Backend, EntrypointMode, Node, Ssh
@@ -19,7 +19,9 @@ from compiler.spec import Backend, EntrypointMode, Node, Ssh
 
 def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
     assert d.api_port is not None, "rules reject a deployment without a port"
-    nodes = tuple(_node_plan(d, node, rank, spec_sha256) for rank, node in enumerate(d.nodes))
+    envs = node_envs(d)
+    key = api_key_given(d)
+    nodes = tuple(_node_plan(d, node, rank, envs[node.name], spec_sha256) for rank, node in enumerate(d.nodes))
     ray = d.backend is Backend.RAY
     head_wave, worker_wave = (nodes[0].name,), tuple(p.name for p in nodes[1:])
     # Ray: the head, then every worker at once. Native multi-node: ranks >= 1 at once (they wait for
@@ -63,7 +65,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         ssh_options=ssh_options(d.spec.cluster.ssh),
         secrets=d.spec.container.secrets,
         api_key_variable=api_key_variable(d) or "",
-        api_key_given=api_key_given(d) or "",
+        api_key_given=key[1] if key else "",
         effective=d.entrypoint.effective,
         quirks=quirks(d),
         settings=settings(d),
@@ -71,8 +73,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
     )
 
 
-def _node_plan(d: Deployment, node: Node, rank: int, spec_sha256: str) -> NodePlan:
-    env: tuple[Setting, ...] = node_env(d, node)
+def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> NodePlan:
     user = d.spec.cluster.ssh.user
     target = "" if rank == 0 else (f"{user}@{node.ssh}" if user else node.ssh or "")
     return NodePlan(

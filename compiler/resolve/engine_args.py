@@ -77,13 +77,13 @@ def _same(given: str, planned: str) -> bool:
         return False
 
 
-def api_key_given(d: Deployment) -> str | None:
-    """The key `--api-key` gives in engine.args, if any (both engines guard /v1 with it)."""
+def api_key_given(d: Deployment) -> tuple[int, str] | None:
+    """Where `--api-key` stands in engine.args and the key it gives (both engines guard /v1 with it)."""
     args = d.spec.engine.args
     for i, word in enumerate(args):
         written, eq, inline = word.partition("=")
         if d.engine.canonical(written) == "--api-key":
-            return inline if eq else (args[i + 1] if i + 1 < len(args) else "")
+            return i, inline if eq else (args[i + 1] if i + 1 < len(args) else "")
     return None
 
 

@@ -24,24 +24,27 @@ PER_NODE_NAMES = (*IFNAME_VARS, "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_IB_GID_I
 RAY_CONFIG_ROOT = "/tmp/sparkc-vllm-config"
 
 
-def node_env(d: Deployment, node: Node) -> tuple[Setting, ...]:
-    """Later layers win: derived, then the image's adapt variables, then container.env, engine.env, the node's env."""
-    merged = {s.name: s for s in _layers(d, node)}
-    kept = ray_per_node_names(d)
-    if kept:
-        merged.update((s.name, s) for s in _ray_carry_over(d, kept) if s.name not in merged)
-    return tuple(merged[name] for name in sorted(merged))
+def node_envs(d: Deployment) -> dict[str, tuple[Setting, ...]]:
+    """Each node's container environment, by node name, sorted by variable. Later layers win: derived,
+    then the image's adapt variables, then container.env, engine.env, the node's env."""
+    layers = {node.name: {s.name: s for s in _layers(d, node)} for node in d.nodes}
+    kept = _ray_per_node_names(d, list(layers.values()))
+    envs = {}
+    for name, merged in layers.items():
+        if kept:
+            merged.update((s.name, s) for s in _ray_carry_over(d, kept) if s.name not in merged)
+        envs[name] = tuple(merged[key] for key in sorted(merged))
+    return envs
 
 
-def ray_per_node_names(d: Deployment) -> tuple[str, ...]:
+def _ray_per_node_names(d: Deployment, layers: list[dict[str, Setting]]) -> tuple[str, ...]:
     """Per-node variables the engine's Ray executor would otherwise copy from the head to every worker
     (vLLM copies VLLM_*, NCCL_*, UCX_*, HF_* ...): each worker must keep its own netdev, HCAs, GID."""
     prefixes = d.engine.ray_carried_prefixes
     if d.backend is not Backend.RAY or not prefixes:
         return ()
-    envs = [{s.name: s.value for s in _layers(d, node)} for node in d.nodes]
-    names = set().union(*envs)
-    per_node = {n for n in names if len({env.get(n) for env in envs}) > 1}
+    names = set().union(*layers)
+    per_node = {n for n in names if len({env[n].value if n in env else None for env in layers}) > 1}
     per_node |= set(PER_NODE_NAMES) | {n for node in d.nodes for n in node.env}
     return tuple(sorted(n for n in per_node & names if n.startswith(prefixes)))
 

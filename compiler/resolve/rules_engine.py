@@ -11,7 +11,7 @@ from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
-from compiler.resolve.env import IFNAME_VARS, node_env
+from compiler.resolve.env import IFNAME_VARS, node_envs
 from compiler.resolve.ports import head_ports
 from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
 from compiler.spec import Backend, EntrypointMode, Topology
@@ -130,11 +130,10 @@ def managed_flags(d: Deployment) -> Iterator[Diagnostic]:
 
 def api_key(d: Deployment) -> Iterator[Diagnostic]:
     """A key in engine.args works, but is written into the scripts, the manifest and the process list."""
-    given = api_key_given(d)
-    if given is None:
+    found = api_key_given(d)
+    if found is None:
         return
-    args = d.spec.engine.args
-    index = next(i for i, w in enumerate(args) if d.engine.canonical(w.partition("=")[0]) == "--api-key")
+    index, given = found
     if given == "":
         yield error(d.spec.engine.at("args", index), "--api-key needs the key after it")
     elif d.engine.api_key_variable:
@@ -175,7 +174,7 @@ def secrets_stay_secret(d: Deployment) -> Iterator[Diagnostic]:
 
 
 def secret_names(d: Deployment) -> Iterator[Diagnostic]:
-    derived = {s.name for node in d.nodes for s in node_env(d, node)}
+    derived = {s.name for env in node_envs(d).values() for s in env}
     for i, name in enumerate(d.spec.container.secrets):
         path = d.spec.container.at("secrets", i)
         if name in SHELL_NAMES or name in SCRIPT_NAMES or name.startswith(("BASH_", "LC_", "DOCKER_RUN_")):
