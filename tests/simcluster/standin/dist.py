@@ -99,7 +99,7 @@ def ray_setup(cfg: EngineConfig) -> None:
         )
 
     # vLLM pins bundle 0 to the driver's node by VLLM_HOST_IP: if that is not the IP Ray knows the
-    # node by, the group can never be placed (DOMAIN: F10).
+    # node by, the group can never be placed.
     driver_ip = os.environ.get("VLLM_HOST_IP") or ray.util.get_node_ip_address()
     bundles: list[dict[str, float]] = [{"GPU": 1.0} for _ in range(need)]
     bundles[0][f"node:{driver_ip}"] = 0.001
