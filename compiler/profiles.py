@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 
-from jsonschema import Draft202012Validator
-
 from compiler.loader import load_text, to_plain
 from compiler.resources import data_dir
 from compiler.schema import load_schema
@@ -58,6 +56,8 @@ class ProfileError(Exception):
 
 @cache
 def load_profiles() -> tuple[Profile, ...]:
+    from jsonschema import Draft202012Validator  # here, not at the top: `sparkc --help` never needs it
+
     validator = Draft202012Validator(load_schema("profile.schema.json"))
     profiles = []
     for path in sorted(data_dir("profiles").glob("*.yaml")):

@@ -10,12 +10,13 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from compiler.plan import Plan
 from compiler.resources import data_dir
+
+if TYPE_CHECKING:
+    import jinja2
 
 SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh")
 MANIFEST = "manifest.json"
@@ -65,6 +66,10 @@ def bash(name: str) -> str:
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    import jinja2  # here, not at the top: `validate`, `explain` and `--help` never render
+
+    from compiler.template_cache import TemplateCache
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
         undefined=jinja2.StrictUndefined,
@@ -83,6 +88,7 @@ def environment() -> jinja2.Environment:
     env.globals["bash"] = bash
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
+    env.bytecode_cache = TemplateCache.for_environment(env)
     return env
 
 
