@@ -13,6 +13,14 @@ from tests.simcluster.fixtures import run_container, sim_cluster, sim_model_dir 
 from tests.specs import ROOT
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """sparkc's cache (clean scripts, compiled templates) in a folder of this test session, not the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("sparkc-cache")))
+        yield
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT
