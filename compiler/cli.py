@@ -11,18 +11,17 @@ import json
 import os
 import sys
 import traceback
-from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from compiler import __version__
-from compiler.diagnostics import Severity, format_json, format_text
-from compiler.emit import OutputFolderError, differences, emit
-from compiler.loader import SpecReadError, read_spec
-from compiler.pipeline import CompileResult, compile_text
-from compiler.plan import Plan
-from compiler.schema import load_schema
+
+if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads click and no more
+    from compiler.build_cache import Build
+    from compiler.pipeline import CompileResult
+    from compiler.plan import Plan
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 ISSUES_URL = "https://github.com/sparkc/sparkc/issues"
@@ -33,10 +32,11 @@ _format_option = click.option(
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="How diagnostics are printed.",
+    help="How diagnostics, results and errors are printed (json: one document on stdout).",
 )
 _strict_option = click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 _spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+_json_errors = False  # set by a command run with --format json: its errors are printed as JSON too
 
 
 class SpecUnreadable(click.ClickException):
@@ -47,18 +47,43 @@ class OutputFolderUnusable(click.ClickException):
     exit_code = EXIT_USAGE
 
 
-def _compile(spec: Path, strict: bool, render_files: bool = True) -> CompileResult:
+def _formatted(fmt: str) -> None:
+    global _json_errors
+    _json_errors = fmt == "json"
+
+
+def _echo_json(document: dict[str, Any]) -> None:
+    click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _recorded_name(spec: Path) -> str:
+    """How the generated files name the spec: the name of the file itself (a symlink followed), so that
+    any spelling of its path, from any folder, compiles to the same bytes."""
+    try:
+        return Path(os.path.realpath(spec)).name or spec.name
+    except (OSError, ValueError):
+        return spec.name
+
+
+def _compile(spec: Path, strict: bool, render_files: bool = True, lint: bool = True) -> CompileResult:
+    from compiler.loader import SpecReadError, read_spec
+    from compiler.pipeline import compile_text
+
     try:
         text = read_spec(spec)
     except SpecReadError as exc:
         raise SpecUnreadable(str(exc)) from None
-    return compile_text(text, str(spec), render_files=render_files, strict=strict)
+    record_as = _recorded_name(spec)
+    return compile_text(text, str(spec), render_files=render_files, strict=strict, lint=lint, record_as=record_as)
 
 
-def _report(result: CompileResult, fmt: str) -> None:
+def _report(result: CompileResult, fmt: str, extra: dict[str, Any] | None = None) -> None:
+    from compiler.diagnostics import Severity, format_json, format_text
+
     document = result.document.data
     if fmt == "json":
-        click.echo(format_json(result.diagnostics, result.document.filename, document))
+        items = json.loads(format_json(result.diagnostics, result.document.filename, document))
+        _echo_json({**items, **(extra or {})})
     elif result.diagnostics:
         click.echo(format_text(result.diagnostics, result.document.filename, document), err=True)
     if fmt == "text" and not result.ok:
@@ -86,50 +111,93 @@ def cli() -> None:
     show_default=True,
     help="Output folder.",
 )
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if OUT is not what SPEC compiles to.")
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 and list the differences if OUT is not what SPEC compiles to."
+)
 @_strict_option
 @_format_option
 def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: str) -> None:
     """Validate SPEC and write launch-cluster.sh, its companions and manifest.json into OUT."""
-    result = _compile(spec, strict)
-    _report(result, fmt)
-    if not result.ok:
-        sys.exit(EXIT_SPEC)
+    from compiler import build_cache
+    from compiler.emit import OutputFolderError
+
+    _formatted(fmt)
+    key = build_cache.spec_key(spec, str(spec), _recorded_name(spec), strict)
+    build = build_cache.lookup(key)
+    if build is None:
+        # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
+        # compile that wrote them; a compile that writes lints (or finds the text in its caches).
+        result = _compile(spec, strict, lint=not check)
+        if not result.ok or result.plan is None:
+            _report(result, fmt)
+            sys.exit(EXIT_SPEC)
+        build = _build_of(result)
+        if not check:
+            build_cache.store(key, build)
+    if fmt == "text" and build.text_report:
+        click.echo(build.text_report, err=True)
     try:
-        _write_or_check(spec, out_dir, check, fmt, result)
+        _write_or_check(spec, out_dir, check, fmt, build)
     except OutputFolderError as exc:
         raise OutputFolderUnusable(str(exc)) from None
 
 
-def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult) -> None:
+def _build_of(result: CompileResult) -> Build:
+    from compiler.build_cache import Build
+    from compiler.diagnostics import format_json, format_text
+
+    filename, data = result.document.filename, result.document.data
+    return Build(
+        files=result.files,
+        text_report=format_text(result.diagnostics, filename, data) if result.diagnostics else "",
+        json_report=json.loads(format_json(result.diagnostics, filename, data))["diagnostics"],
+        head=result.plan.head if result.plan else "?",
+    )
+
+
+def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Build) -> None:
+    from compiler.emit import compare, emit
+
     if check:
+        from compiler.check_report import as_text, explain
+
         try:
-            changed = differences(result.files, out_dir)
+            explained = explain(compare(build.files, out_dir), build.files)
         except OSError as exc:
             raise OutputFolderUnusable(f"{out_dir}: cannot read: {exc.strerror}") from None
-        if changed:
-            click.echo(
-                f"{out_dir} is not what {spec} compiles to: {', '.join(changed)}; "
-                f"run: sparkc compile {spec} -o {out_dir}",
-                err=True,
+        if fmt == "json":
+            _echo_json(
+                {
+                    "diagnostics": build.json_report,
+                    "out": str(out_dir),
+                    "up_to_date": not explained,
+                    "differences": [e.as_json() for e in explained],
+                }
             )
-            sys.exit(EXIT_SPEC)
-        if fmt == "text":
+        elif explained:
+            click.echo(f"{out_dir} is not what {spec} compiles to:\n{as_text(explained)}", err=True)
+            click.echo(f"run: sparkc compile {spec} -o {out_dir}", err=True)
+        else:
             click.echo(f"{out_dir} is up to date with {spec}")
+        if explained:
+            sys.exit(EXIT_SPEC)
         return
     try:
-        stale = emit(result.files, out_dir)
+        stale = emit(build.files, out_dir)
     except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
         raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
-    if fmt == "text":
-        scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh")))
-        click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, manifest.json)")
-        if stale:
-            click.echo(f"removed files an earlier compile wrote: {', '.join(stale)}")
-        click.echo(
-            f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
-            f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
-        )
+    if fmt == "json":
+        written = sorted(build.files)
+        _echo_json({"diagnostics": build.json_report, "out": str(out_dir), "written": written, "removed": stale})
+        return
+    scripts = ", ".join(sorted(n for n in build.files if n.endswith(".sh")))
+    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, manifest.json)")
+    if stale:
+        click.echo(f"removed files an earlier compile wrote: {', '.join(stale)}")
+    click.echo(
+        f"next: copy {out_dir}/ to the head node ({build.head}) "
+        f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
+    )
 
 
 @cli.command("validate")
@@ -138,6 +206,7 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: Co
 @_format_option
 def validate_command(spec: Path, strict: bool, fmt: str) -> None:
     """Check SPEC (schema and cross-field rules) without writing anything."""
+    _formatted(fmt)
     result = _compile(spec, strict, render_files=False)
     _report(result, fmt)
     if not result.ok:
@@ -151,9 +220,12 @@ def validate_command(spec: Path, strict: bool, fmt: str) -> None:
 @_format_option
 def explain_command(spec: Path, fmt: str) -> None:
     """Show every resolved setting, per node, and where it came from (spec, default, profile, derived)."""
+    from dataclasses import asdict
+
+    _formatted(fmt)
     result = _compile(spec, strict=False, render_files=False)
     if not result.ok or result.plan is None:
-        _report(result, "text")
+        _report(result, fmt)
         sys.exit(EXIT_SPEC)
     if fmt == "json":
         click.echo(json.dumps(asdict(result.plan), indent=2, sort_keys=True))
@@ -191,24 +263,38 @@ def explain_text(plan: Plan) -> str:
 @cli.command("schema")
 def schema_command() -> None:
     """Print the spec's JSON schema (for editors and CI)."""
+    from compiler.schema import load_schema
+
     click.echo(json.dumps(load_schema(), indent=2))
 
 
+def _error_json(kind: str, message: str, code: int) -> None:
+    """An error under --format json: one document on stdout, as the command's results would be."""
+    _echo_json({"diagnostics": [], "error": {"kind": kind, "message": message, "exit_code": code}})
+
+
 def main(argv: list[str] | None = None) -> int:
+    _formatted("text")
     try:
         cli.main(args=argv, prog_name="sparkc", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)
         return EXIT_INTERRUPTED
     except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code if exc.exit_code != 1 else EXIT_USAGE
+        code = exc.exit_code if exc.exit_code != 1 else EXIT_USAGE
+        if _json_errors:
+            _error_json("usage", exc.format_message(), code)
+        else:
+            exc.show()
+        return code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_SPEC
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug in sparkc: one clear paragraph, the traceback only on request
+        if _json_errors:
+            _error_json("bug", f"sparkc {__version__} hit a bug: {type(exc).__name__}: {exc}", EXIT_BUG)
         click.echo(f"sparkc {__version__} hit a bug: {type(exc).__name__}: {exc}", err=True)
         click.echo(f"Please report it at {ISSUES_URL} with the spec and this message.", err=True)
         if os.environ.get("SPARKC_DEBUG"):

@@ -40,13 +40,14 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.folder_guard import Lock, shared_lock, signals_held, sigterm_interrupts
-from compiler.render import MANIFEST
 
 STAGING_PREFIX = ".sparkc-staging-"
 SWITCH = ".sparkc-switch"
+MANIFEST = "manifest.json"  # what render names it; kept here so that writing needs no Jinja or plan
 JOURNAL = ".sparkc-journal.json"  # inside the staging and switch folders
 
 
@@ -92,17 +93,36 @@ def _emit_locked(files: dict[str, str], out_dir: Path) -> list[str]:
     return stale
 
 
-def differences(files: dict[str, str], out_dir: Path) -> list[str]:
-    """Names of files whose content in `out_dir` is not what the compile produced (for --check)."""
+@dataclass(frozen=True)
+class Difference:
+    """One way `out_dir` is not what the compile produced: `kind` is missing, differs, stale or unfinished;
+    `found` is the file's bytes in `out_dir` where it differs."""
+
+    name: str
+    kind: str
+    found: bytes | None = None
+
+
+def compare(files: dict[str, str], out_dir: Path) -> list[Difference]:
+    """How the files in `out_dir` differ from `files` (for --check); empty when they are the same."""
     changed = []
     with _failing("cannot read the output folder", out_dir, reading=True), shared_lock(out_dir):
         for name, text in sorted(files.items()):
-            if _read(out_dir / name) != text.encode("utf-8"):
-                changed.append(name)
-        changed += [f"{name} (stale)" for name in sorted(set(_previous_files(out_dir)) - set(files))]
+            found = _read(out_dir / name)
+            if found is None:
+                changed.append(Difference(name, "missing"))
+            elif found != text.encode("utf-8"):
+                changed.append(Difference(name, "differs", found))
+        changed += [Difference(name, "stale") for name in sorted(set(_previous_files(out_dir)) - set(files))]
         if (out_dir / SWITCH).exists():
-            changed.append(f"{SWITCH} (a compile was killed while writing; compile again to finish)")
+            changed.append(Difference(SWITCH, "unfinished"))
     return changed
+
+
+def differences(files: dict[str, str], out_dir: Path) -> list[str]:
+    """Names of files whose content in `out_dir` is not what the compile produced."""
+    notes = {"stale": " (stale)", "unfinished": " (a compile was killed while writing; compile again to finish)"}
+    return [d.name + notes.get(d.kind, "") for d in compare(files, out_dir)]
 
 
 # -- the steps -----------------------------------------------------------------------------------------

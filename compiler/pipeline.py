@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
@@ -29,8 +30,20 @@ class CompileResult:
         return not has_errors(self.diagnostics)
 
 
-def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict: bool = False) -> CompileResult:
-    """Compile spec text; `spec_path` is how the spec is named in diagnostics and generated headers."""
+def compile_text(
+    text: str,
+    spec_path: str,
+    *,
+    render_files: bool = True,
+    strict: bool = False,
+    lint: bool = True,
+    record_as: str | None = None,
+) -> CompileResult:
+    """Compile spec text. `spec_path` names the spec in diagnostics; the generated files record it as
+    `record_as`, by default the last part of `spec_path`: the output must not depend on how the spec's
+    path was spelled or where sparkc ran (see the CLI, which passes the name of the file a symlink leads to).
+    `lint=False` skips shellcheck, for a check that writes nothing."""
+    recorded = record_as if record_as is not None else PurePosixPath(spec_path).name
     document, diagnostics = load_text(text, spec_path)
     if has_errors(diagnostics):
         return CompileResult(document, _locate_all(document, diagnostics, strict))
@@ -40,14 +53,14 @@ def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict
     refused = validate(given, schema)
     diagnostics += refused
     if has_errors(refused):
-        diagnostics += _rules_beside_schema_errors(given, refused, schema, spec_path, sha256)
+        diagnostics += _rules_beside_schema_errors(given, refused, schema, recorded, sha256)
         return CompileResult(document, _locate_all(document, diagnostics, strict))
-    plan, problems = _resolve(given, schema, spec_path, sha256)
+    plan, problems = _resolve(given, schema, recorded, sha256)
     located = _locate_all(document, diagnostics + problems, strict)
     if plan is None or has_errors(located):
         return CompileResult(document, located)
     files = render(plan) if render_files else {}
-    findings = lint_scripts(files) if render_files else []
+    findings = lint_scripts(files) if render_files and lint else []
     # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
     if findings:
         raise GeneratedScriptError("\n".join(findings))

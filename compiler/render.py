@@ -12,6 +12,7 @@ from dataclasses import asdict
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from compiler.emit import MANIFEST
 from compiler.plan import Plan
 from compiler.resources import data_dir
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     import jinja2
 
 SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh")
-MANIFEST = "manifest.json"
 
 
 def quote(value: Any) -> str:
@@ -101,7 +101,7 @@ def render(plan: Plan) -> dict[str, str]:
 def manifest(plan: Plan, files: dict[str, str]) -> str:
     data: dict[str, Any] = {
         "sparkc_version": plan.sparkc_version,
-        "spec": {"path": plan.spec_path, "sha256": plan.spec_sha256},
+        "spec": {"name": plan.spec_path, "sha256": plan.spec_sha256},
         "plan": asdict(plan),
         "files": {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(files.items())},
     }

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import compiler.cli as cli_module
+from compiler import pipeline
 from compiler.cli import cli, main
 from tests.specs import EXAMPLES, dump, example, with_changes
 
@@ -121,10 +121,13 @@ def test_a_bug_says_please_report_without_traceback(monkeypatch, capsys) -> None
     def broken(*args, **kwargs):
         raise KeyError("oops")
 
-    monkeypatch.setattr(cli_module, "compile_text", broken)
+    monkeypatch.setattr(pipeline, "compile_text", broken)
     assert main(["validate", str(SEED)]) == 3
     err = capsys.readouterr().err
     assert "hit a bug" in err and "Please report" in err and "Traceback" not in err
+    assert main(["validate", str(SEED), "--format", "json"]) == 3
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["kind"] == "bug" and error["exit_code"] == 3 and "KeyError" in error["message"]
 
 
 def test_python_dash_m_works(tmp_path: Path) -> None:

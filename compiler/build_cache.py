@@ -1,0 +1,137 @@
+"""Compiles remembered between runs: a compile, or `compile --check`, whose inputs did not change skips
+loading, validating, resolving, rendering and linting, and importing the libraries for them.
+
+An entry's key is everything a compile's output depends on: the spec's bytes, the name the spec is
+recorded as and the name its diagnostics use, --strict, every file of sparkc itself (code, templates,
+schemas, profiles; by content), the installed distributions (their dist-info names carry versions),
+Python's version, and the identities and flags of shellcheck and bash. An entry holds what that compile
+produced (the files' texts, its diagnostics as printed, the head node) and is written only after the
+files passed lint, so a hit hands out only linted text. As with every cache here, anything wrong with an
+entry or the folder reads as a miss, and the compile runs in full.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from compiler.cache import cache_home, write_quietly
+
+FORMAT = b"sparkc-build-cache-1\n"
+KEEP = 64  # entries kept; older ones go when a new one is written
+MAX_SPEC_BYTES = 4 << 20  # a larger file is never remembered (the loader refuses it anyway)
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a clean compile produced, and what it printed."""
+
+    files: dict[str, str]
+    text_report: str  # diagnostics as `--format text` prints them ("" for none)
+    json_report: list[dict[str, object]]  # the same as `--format json` lists them
+    head: str
+
+
+def spec_key(spec: Path, shown: str, recorded: str, strict: bool) -> str | None:
+    """The key of compiling `spec`; None where it cannot be read or sparkc cannot name its own inputs."""
+    installation = _installation()
+    if installation is None:
+        return None
+    try:
+        with spec.open("rb") as stream:
+            data = stream.read(MAX_SPEC_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    if len(data) > MAX_SPEC_BYTES:
+        return None
+    digest = hashlib.sha256(FORMAT + installation)
+    for part in (shown, recorded, "strict" if strict else "plain"):
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def lookup(key: str | None) -> Build | None:
+    folder = _folder()
+    if key is None or folder is None:
+        return None
+    try:
+        data = (folder / key).read_bytes()
+    except (OSError, ValueError):
+        return None
+    head, digest, payload = data[: len(FORMAT)], data[len(FORMAT) : len(FORMAT) + 32], data[len(FORMAT) + 32 :]
+    if head != FORMAT or hashlib.sha256(payload).digest() != digest:
+        return None
+    try:
+        entry = json.loads(payload)
+        build = Build(entry["files"], entry["text_report"], entry["json_report"], entry["head"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    shapes = (
+        isinstance(build.files, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in build.files.items())
+        and isinstance(build.text_report, str)
+        and isinstance(build.json_report, list)
+        and isinstance(build.head, str)
+    )
+    return build if shapes else None
+
+
+def store(key: str | None, build: Build) -> None:
+    folder = _folder()
+    if key is None or folder is None:
+        return
+    payload = json.dumps(
+        {"files": build.files, "text_report": build.text_report, "json_report": build.json_report, "head": build.head},
+        ensure_ascii=False,
+    ).encode("utf-8", "surrogatepass")
+    write_quietly(folder / key, FORMAT + hashlib.sha256(payload).digest() + payload)
+    _prune(folder)
+
+
+def _prune(folder: Path) -> None:
+    try:
+        entries = [(p.stat().st_mtime_ns, p) for p in folder.iterdir() if len(p.name) == 64]
+        for _, path in sorted(entries, reverse=True)[KEEP:]:
+            path.unlink()
+    except OSError:
+        pass
+
+
+def _folder() -> Path | None:
+    home = cache_home()
+    return home / "builds" if home else None
+
+
+@lru_cache(maxsize=1)
+def _installation() -> bytes | None:
+    """A digest of everything besides the spec that a compile's output depends on."""
+    from compiler import lint
+    from compiler.resources import data_dir
+
+    digest = hashlib.sha256(f"{sys.version}\0{sys.platform}\0".encode())
+    try:
+        shellcheck = lint.shellcheck_binary()
+        folders = [Path(lint.__file__).parent, *(data_dir(name) for name in ("templates", "schemas", "profiles"))]
+        for folder in folders:
+            for path in sorted(folder.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                    digest.update(f"\0{path.relative_to(folder)}\0".encode("utf-8", "surrogatepass"))
+                    digest.update(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    tools = f"{lint._identity(shellcheck)}\0{lint._identity(lint.bash_binary())}\0{lint.SHELLCHECK_FLAGS}"
+    digest.update(tools.encode("utf-8", "surrogatepass"))
+    for entry in sys.path:
+        if "site-packages" not in entry and "dist-packages" not in entry:
+            continue  # the working folder and the standard library: not where distributions are installed
+        try:
+            names = sorted(p.name for p in Path(entry).iterdir() if p.suffix in (".dist-info", ".egg-info", ".pth"))
+        except OSError:
+            continue
+        digest.update(f"\0{entry}\0{names}".encode("utf-8", "surrogatepass"))
+    return digest.digest()

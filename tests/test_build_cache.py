@@ -1,0 +1,153 @@
+"""The cache of whole compiles: a hit hands out exactly what a full compile would, any changed input is a
+miss, --check stores nothing, and a damaged entry or folder is a miss, never a failed compile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compiler import build_cache, pipeline
+from compiler.cli import main
+from tests.specs import EXAMPLES
+
+SEED = EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "sparkc" / "builds"
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The spec path of every compile that ran in full."""
+    seen: list[str] = []
+    real = pipeline.compile_text
+
+    def counting(text: str, spec_path: str, **options: Any) -> pipeline.CompileResult:
+        seen.append(spec_path)
+        return real(text, spec_path, **options)
+
+    monkeypatch.setattr(pipeline, "compile_text", counting)
+    return seen
+
+
+def folder(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+
+
+def run(*args: str | Path) -> int:
+    return main([str(a) for a in args])
+
+
+def test_an_unchanged_compile_is_answered_from_the_cache(
+    tmp_path: Path, cache: Path, compiles: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("compile", SEED, "-o", tmp_path / "a") == 0
+    first = capsys.readouterr()
+    assert compiles == [str(SEED)] and len(list(cache.iterdir())) == 1
+    assert run("compile", SEED, "-o", tmp_path / "b") == 0
+    assert run("compile", SEED, "-o", tmp_path / "b", "--check") == 0
+    assert compiles == [str(SEED)]  # neither ran the pipeline
+    assert folder(tmp_path / "a") == folder(tmp_path / "b")
+    second = capsys.readouterr()
+    assert second.err == first.err * 2  # the same warnings (compile and check), from the cache
+    assert "container.image: warning:" in second.err
+
+
+def test_any_change_to_the_spec_or_flags_is_a_miss(
+    tmp_path: Path, cache: Path, compiles: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(SEED.read_bytes())
+    assert run("compile", spec, "-o", tmp_path / "out") == 0
+    spec.write_bytes(SEED.read_bytes().replace(b"max_model_len: 4096", b"max_model_len: 4097"))
+    assert run("compile", spec, "-o", tmp_path / "out", "--check") == 1  # the changed value, found
+    assert b"MAX_MODEL_LEN=4097" not in (tmp_path / "out" / "launch-cluster.sh").read_bytes()
+    assert run("compile", spec, "-o", tmp_path / "out", "--strict") == 1  # the warning, now an error
+    assert len(compiles) == 3
+    capsys.readouterr()
+
+
+def test_check_stores_nothing(tmp_path: Path, cache: Path, compiles: list[str]) -> None:
+    """--check does not lint, so what it compiled must not be handed to a compile as linted."""
+    assert run("compile", SEED, "-o", tmp_path / "out", "--check") == 1
+    assert not cache.exists() or not list(cache.iterdir())
+
+
+def test_a_change_to_sparkc_itself_is_a_miss(
+    tmp_path: Path, cache: Path, compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run("compile", SEED, "-o", tmp_path / "out") == 0
+    build_cache._installation.cache_clear()
+    real = build_cache._installation.__wrapped__()
+    assert real is not None
+    monkeypatch.setattr(build_cache, "_installation", lambda: real + b"another template")
+    assert run("compile", SEED, "-o", tmp_path / "out") == 0
+    assert len(compiles) == 2
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "other files, old digest", "a folder", "wrong shape"])
+def test_a_damaged_entry_is_a_miss(
+    tmp_path: Path, cache: Path, compiles: list[str], damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import hashlib
+    import json
+
+    assert run("compile", SEED, "-o", tmp_path / "out") == 0
+    expected = folder(tmp_path / "out")
+    (entry,) = cache.iterdir()
+    data = entry.read_bytes()
+    head = build_cache.FORMAT
+    if damage == "a folder":
+        entry.unlink()
+        entry.mkdir()
+    elif damage == "wrong shape":
+        payload = json.dumps({"files": ["x"], "text_report": "", "json_report": [], "head": "h"}).encode()
+        entry.write_bytes(head + hashlib.sha256(payload).digest() + payload)
+    else:
+        entry.write_bytes(
+            {
+                "garbage": b"\x00" * 50,
+                "truncated": data[: len(data) // 2],
+                "other files, old digest": data.replace(b"readonly", b"readonlx", 1),
+            }[damage]
+        )
+    assert run("compile", SEED, "-o", tmp_path / "again") == 0
+    assert folder(tmp_path / "again") == expected
+    assert len(compiles) == 2
+
+
+@pytest.mark.parametrize("breakage", ["root is a file", "builds is a file", "unwritable"])
+def test_a_broken_cache_folder_never_fails_a_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, breakage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    if breakage == "root is a file":
+        home.write_text("x")
+    elif breakage == "builds is a file":
+        (home / "sparkc").mkdir(parents=True)
+        (home / "sparkc" / "builds").write_text("x")
+    else:
+        home.mkdir()
+        home.chmod(0o500)
+        monkeypatch.setattr(build_cache, "write_quietly", lambda path, content: path.parent.mkdir(parents=True))
+    try:
+        assert run("compile", SEED, "-o", tmp_path / "out") == 0
+        assert run("compile", SEED, "-o", tmp_path / "out", "--check") == 0
+    finally:
+        if home.is_dir():
+            home.chmod(0o700)
+
+
+def test_old_entries_are_pruned(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build_cache, "KEEP", 2)
+    for n in range(4):
+        spec = tmp_path / f"spec{n}.yaml"
+        spec.write_bytes(SEED.read_bytes())
+        assert run("compile", spec, "-o", tmp_path / f"out{n}") == 0
+    assert len(list(cache.iterdir())) == 2
