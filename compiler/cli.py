@@ -91,7 +91,19 @@ def _report(result: CompileResult, fmt: str, extra: dict[str, Any] | None = None
         click.echo(f"{errors} error{'s' if errors != 1 else ''} in {result.document.filename}", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Interrupted(Exception):
+    """Ctrl-C inside a command: past click, which would print a blank line first, to main."""
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # also while a command imports its modules
+            raise _Interrupted from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sparkc")
 def cli() -> None:
     """Compile one YAML spec into launch scripts for a small multi-node GPU cluster.
@@ -277,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     _formatted("text")
     try:
         cli.main(args=argv, prog_name="sparkc", standalone_mode=False)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, _Interrupted):
         click.echo("interrupted", err=True)
         return EXIT_INTERRUPTED
     except click.ClickException as exc:
