@@ -111,7 +111,7 @@ class Container(Section):
     gpus: str  # all | none
     ulimits: dict[str, str | None]  # None removes one of sparkc's defaults
     mounts: tuple[Mount, ...]
-    shm_size: str | None
+    shm_size: int | str | None  # as written; sizes.size_bytes gives docker's byte count
     env: dict[str, str]
     secrets: tuple[str, ...]
 

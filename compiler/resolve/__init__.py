@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from compiler.diagnostics import Diagnostic, has_errors
 from compiler.plan import Plan
-from compiler.resolve import rules_cluster, rules_engine, rules_ssh
+from compiler.resolve import rules_cluster, rules_engine, rules_model, rules_ssh
 from compiler.resolve.build import build_plan
 from compiler.resolve.context import derive
 from compiler.spec import Spec
 
-RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES
+RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES + rules_model.RULES
 
 
 def resolve(spec: Spec, *, spec_path: str, spec_sha256: str) -> tuple[Plan | None, list[Diagnostic]]:

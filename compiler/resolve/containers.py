@@ -6,6 +6,7 @@ from compiler.engines import EngineArgv, host_port
 from compiler.plan import Command, Setting, Words, flat
 from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
+from compiler.sizes import size_bytes
 from compiler.spec import Backend, EntrypointMode, Node
 
 # Pinned memory for RDMA, many open files (weights shards, sockets), a deep stack: as every launcher sets.
@@ -33,8 +34,10 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         groups.append(("--cap-add", "IPC_LOCK"))
     ulimits = {**DEFAULT_ULIMITS, **container.ulimits}
     groups += [("--ulimit", f"{limit}={value}") for limit, value in sorted(ulimits.items()) if value is not None]
-    if container.shm_size is not None:
-        groups.append(("--shm-size", container.shm_size))
+    shm_bytes = size_bytes(container.shm_size) if container.shm_size is not None else None
+    if shm_bytes is not None:
+        # Bytes, whatever the spelling: docker reads them alike, and the manifest shows what it got.
+        groups.append(("--shm-size", str(shm_bytes)))
     groups.append(("-v", f"{d.spec.model.path}:{d.spec.model.mount}:ro"))
     groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
     groups += [("-e", f"{s.name}={s.value}") for s in env]

@@ -132,7 +132,7 @@ readonly DOCKER_RUN_0=(
   --ulimit memlock=-1
   --ulimit nofile=1048576
   --ulimit stack=67108864
-  --shm-size 16g
+  --shm-size 17179869184
   -v /home/aurora/models/Llama-3.3-70B-Instruct:/home/aurora/models/Llama-3.3-70B-Instruct:ro
   -v /home/aurora/.cache/vllm:/root/.cache/vllm
   -v /home/aurora/.cache/flashinfer:/root/.cache/flashinfer
@@ -186,7 +186,7 @@ readonly DOCKER_RUN_1=(
   --ulimit memlock=-1
   --ulimit nofile=1048576
   --ulimit stack=67108864
-  --shm-size 16g
+  --shm-size 17179869184
   -v /home/aurora/models/Llama-3.3-70B-Instruct:/home/aurora/models/Llama-3.3-70B-Instruct:ro
   -v /home/aurora/.cache/vllm:/root/.cache/vllm
   -v /home/aurora/.cache/flashinfer:/root/.cache/flashinfer

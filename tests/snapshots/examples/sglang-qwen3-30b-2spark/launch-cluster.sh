@@ -128,7 +128,7 @@ readonly DOCKER_RUN_0=(
   --ulimit memlock=-1
   --ulimit nofile=1048576
   --ulimit stack=67108864
-  --shm-size 32g
+  --shm-size 34359738368
   -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
   -e GLOO_SOCKET_IFNAME=enp1s0f1np1
   -e HF_HUB_OFFLINE=1
@@ -179,7 +179,7 @@ readonly DOCKER_RUN_1=(
   --ulimit memlock=-1
   --ulimit nofile=1048576
   --ulimit stack=67108864
-  --shm-size 32g
+  --shm-size 34359738368
   -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
   -e GLOO_SOCKET_IFNAME=enp1s0f1np1
   -e HF_HUB_OFFLINE=1
