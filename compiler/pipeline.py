@@ -11,6 +11,7 @@ from typing import Any
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
 from compiler.lint import lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
+from compiler.model_facts import read_model_facts
 from compiler.plan import Plan
 from compiler.render import render
 from compiler.resolve import resolve
@@ -71,7 +72,8 @@ def _resolve(
     given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str
 ) -> tuple[Plan | None, list[Diagnostic]]:
     """Cross-field rules and the plan, for a spec the schema accepts."""
-    return resolve(build_spec(with_defaults(given, schema), given), spec_path=spec_path, spec_sha256=sha256)
+    spec = build_spec(with_defaults(given, schema), given)
+    return resolve(spec, spec_path=spec_path, spec_sha256=sha256, facts=read_model_facts(spec))
 
 
 def _rules_beside_schema_errors(

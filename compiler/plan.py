@@ -97,6 +97,18 @@ class ProfileCheck:
 
 
 @dataclass(frozen=True)
+class ModelPlan:
+    """What the launcher checks and prepares about the weights on every node before anything starts."""
+
+    revision: str  # as the spec gives it; "" when it names none
+    folder: str  # the host folder checked: the weights, or the Hugging Face repo folder (models--ORG--NAME)
+    hf: str  # "ref": a branch or tag read from refs/ on the nodes; "pinned": a commit; "": not a cache
+    snapshot_placeholder: str  # in `docker run` words, replaced by the commit refs/ names ("" unless hf is ref)
+    draft_folder: str  # the draft model's host folder; "" when none
+    drop_page_cache: bool  # sync and drop the page cache on every node before the containers start
+
+
+@dataclass(frozen=True)
 class Plan:
     sparkc_version: str
     spec_path: str
@@ -138,6 +150,7 @@ class Plan:
     quirks: tuple[str, ...]  # what the profile told us and how it was applied
     settings: tuple[Setting, ...]  # cluster-wide resolved values, for explain and the manifest
     profile_check: ProfileCheck
+    model: ModelPlan
 
     @property
     def head_node(self) -> NodePlan:

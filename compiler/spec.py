@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compiler.diagnostics import Path
+
+if TYPE_CHECKING:
+    from compiler.spec_model import Draft, HfCache
 
 
 class Source(StrEnum):
@@ -86,6 +89,7 @@ class Node(Section):
     fabric: Fabric
     gpus: int
     env: dict[str, str]
+    memory_gb: int | float  # memory the node's OS and engine share (unified on a Spark)
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ class Container(Section):
     gpus: str  # all | none
     ulimits: dict[str, str | None]  # None removes one of sparkc's defaults
     mounts: tuple[Mount, ...]
-    shm_size: str | None
+    shm_size: int | str | None  # as written; sizes.size_bytes gives docker's byte count
     env: dict[str, str]
     secrets: tuple[str, ...]
 
@@ -129,6 +133,10 @@ class Model(Section):
     mount: str  # where the container sees the weights: model.mount, else the host path
     name: str | None
     architecture: Architecture
+    draft: Draft | None
+    revision: str | None  # the weights' revision as the spec gives it; checked at launch where it can be
+    hf: HfCache | None  # weights in a Hugging Face cache (path and mount then derive from it)
+    size_gb: int | float | None  # the weights' size where the compiling machine cannot read it
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,7 @@ class Engine(Section):
     reasoning_parser: str | None
     args: tuple[str, ...]
     env: dict[str, str]
+    kv_cache_memory: int | str | None  # a size as written (sizes.size_bytes: bytes per GPU)
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,7 @@ class Launch(Section):
     master_port: int
     ray_object_store_memory: int
     nccl_check: bool | None
+    drop_page_cache: bool
 
 
 @dataclass(frozen=True)
@@ -175,6 +185,8 @@ def env_text(value: Any) -> str:
 
 def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
     """`full` is the valid spec with the schema's defaults filled in; `given` is what the user wrote."""
+    from compiler.spec_model import build_model  # it builds on this module's types
+
     g = _Given(given)
     cluster, container, model, engine, launch = (
         full["cluster"],
@@ -187,7 +199,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
         name=full["name"],
         cluster=_cluster(cluster, g),
         container=_container(container, g),
-        model=_model(model, g),
+        model=build_model(model, g),
         engine=_engine(engine, g),
         launch=Launch(
             ("launch",),
@@ -197,6 +209,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             master_port=launch["master_port"],
             ray_object_store_memory=launch["ray_object_store_memory"],
             nccl_check=launch.get("nccl_check"),
+            drop_page_cache=launch["drop_page_cache"],
         ),
     )
 
@@ -243,6 +256,7 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
                 ),
                 gpus=node["gpus"],
                 env=_env(node["env"]),
+                memory_gb=node["memory_gb"],
             )
         )
     topology = cluster.get("topology")
@@ -284,24 +298,6 @@ def _container(container: dict[str, Any], g: _Given) -> Container:
     )
 
 
-def _model(model: dict[str, Any], g: _Given) -> Model:
-    arch = model.get("architecture", {})
-    return Model(
-        ("model",),
-        g.keys("model"),
-        path=model["path"],
-        mount=model.get("mount", model["path"]),
-        name=model.get("name"),
-        architecture=Architecture(
-            ("model", "architecture"),
-            g.keys("model", "architecture"),
-            attention_heads=arch.get("attention_heads"),
-            kv_heads=arch.get("kv_heads"),
-            experts=arch.get("experts"),
-        ),
-    )
-
-
 def _engine(engine: dict[str, Any], g: _Given) -> Engine:
     backend = engine.get("backend")
     return Engine(
@@ -319,4 +315,5 @@ def _engine(engine: dict[str, Any], g: _Given) -> Engine:
         reasoning_parser=engine.get("reasoning_parser"),
         args=tuple(engine["args"]),
         env=_env(engine["env"]),
+        kv_cache_memory=engine.get("kv_cache_memory"),
     )

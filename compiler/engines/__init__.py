@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from compiler.plan import Command, Setting, Words
+from compiler.sizes import size_bytes
 from compiler.spec import Backend, EngineKind, Node
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class Engine(Protocol):
     ray_carried_prefixes: tuple[str, ...]  # variables its Ray executor copies from the head to the workers
     # Every spelling of every flag sparkc sets, and the spec field that controls it.
     managed_flags: Mapping[str, str]
+    # Flags sparkc sets only where their spec field is given (a draft model, a KV-cache budget).
+    field_flags: Mapping[str, str]
     # Effective setting (model_path, host, port, ...) -> the flag that carries it.
     setting_flags: Mapping[str, str]
     # Other spellings of a flag sparkc passes -> the spelling sparkc writes.
@@ -87,6 +90,12 @@ def common_flags(d: Deployment) -> Command:
     if engine.reasoning_parser is not None:
         flags.append(("--reasoning-parser", engine.reasoning_parser))
     return tuple(flags)
+
+
+def kv_cache_bytes(d: Deployment) -> int | None:
+    """engine.kv_cache_memory in bytes (per GPU), as docker's size syntax reads it."""
+    given = d.spec.engine.kv_cache_memory
+    return None if given is None else size_bytes(given)
 
 
 def host_port(host: str, port: int) -> str:

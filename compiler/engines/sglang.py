@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from compiler.engines import EngineArgv, common_flags, group_args, host_port
-from compiler.plan import Setting, Words
+from compiler.plan import Command, Setting, Words
 from compiler.spec import Backend, EngineKind, Node, Source
 
 if TYPE_CHECKING:
@@ -34,8 +34,21 @@ MANAGED_FLAGS = {
     "--dist-timeout": "launch.timeout",
 }
 
+# Flags sparkc sets only when the spec field is given; then they are refused in engine.args too.
+FIELD_FLAGS = {
+    "--speculative-algorithm": "model.draft",
+    "--speculative-draft-model-path": "model.draft",
+    "--speculative-draft-model": "model.draft",
+    "--speculative-num-steps": "model.draft.num_speculative_tokens",
+    "--speculative-eagle-topk": "model.draft",
+    "--speculative-num-draft-tokens": "model.draft.num_speculative_tokens",
+}
+# The spec's draft methods by SGLang's names for them (a plain draft model is its STANDALONE).
+ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3"}
+
 # Other spellings of a flag sparkc passes, as the one sparkc writes.
 ALIASES = {
+    "--speculative-draft-model": "--speculative-draft-model-path",
     "--tp-size": "--tp",
     "--tensor-parallel-size": "--tp",
     "--pipeline-parallel-size": "--pp-size",
@@ -60,6 +73,7 @@ class Sglang:
     ray_carried_prefixes: tuple[str, ...] = ()
     supports_ray = False
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
+    field_flags: Mapping[str, str] = FIELD_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS
     aliases: Mapping[str, str] = ALIASES
     # Where the engine takes its own start timeout, which the launcher sets from its budget at launch.
@@ -99,7 +113,22 @@ class Sglang:
                 ("--dist-timeout", str(d.engine_timeout)),
             ]
         program = (("python3",), ("-m", "sglang.launch_server"))
-        return EngineArgv(program, tuple(flags) + common_flags(d), group_args(engine.args))
+        return EngineArgv(program, tuple(flags) + common_flags(d) + self.memory_flags(d), group_args(engine.args))
+
+    def memory_flags(self, d: Deployment) -> Command:
+        """The draft model: N draft steps of one candidate each (top-k 1), verified as N + 1 tokens, which is
+        how SGLang counts a chain. SGLang has no absolute KV-cache budget (a rule says so)."""
+        draft = d.spec.model.draft
+        if draft is None:
+            return ()
+        steps = draft.num_speculative_tokens
+        return (
+            ("--speculative-algorithm", ALGORITHMS[draft.method.value]),
+            ("--speculative-draft-model-path", draft.mount),
+            ("--speculative-num-steps", str(steps)),
+            ("--speculative-eagle-topk", "1"),
+            ("--speculative-num-draft-tokens", str(steps + 1)),
+        )
 
     def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
         host_ip = Setting(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from compiler.engines import EngineArgv, common_flags, group_args
-from compiler.plan import Setting, Words
+from compiler.engines import EngineArgv, common_flags, group_args, kv_cache_bytes
+from compiler.plan import Command, Setting, Words
 from compiler.spec import Backend, EngineKind, Node, Source
 
 if TYPE_CHECKING:
@@ -33,8 +34,15 @@ MANAGED_FLAGS = {
     "--headless": "engine.backend",
 }
 
+# Flags sparkc sets only when the spec field is given; then they are refused in engine.args too.
+FIELD_FLAGS = {
+    "--speculative-config": "model.draft",
+    "-sc": "model.draft",
+    "--kv-cache-memory-bytes": "engine.kv_cache_memory",
+}
+
 # Other spellings of a flag sparkc passes, as the one sparkc writes.
-ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size"}
+ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-sc": "--speculative-config"}
 
 SETTING_FLAGS = {
     "host": "--host",
@@ -60,6 +68,7 @@ class Vllm:
     )
     supports_ray = True
     managed_flags: Mapping[str, str] = MANAGED_FLAGS
+    field_flags: Mapping[str, str] = FIELD_FLAGS
     setting_flags: Mapping[str, str] = SETTING_FLAGS
     aliases: Mapping[str, str] = ALIASES
     # Where the engine takes its own start timeout, which the launcher sets from its budget at launch.
@@ -106,7 +115,23 @@ class Vllm:
             if rank > 0:
                 flags.append(("--headless",))
         program = (("vllm",), ("serve",), (d.spec.model.mount,))
-        return EngineArgv(program, tuple(flags) + common_flags(d), group_args(engine.args))
+        return EngineArgv(program, tuple(flags) + common_flags(d) + self.memory_flags(d), group_args(engine.args))
+
+    def memory_flags(self, d: Deployment) -> Command:
+        """The draft model (vLLM reads one JSON object) and the absolute KV-cache budget."""
+        flags: list[Words] = []
+        draft = d.spec.model.draft
+        if draft is not None:
+            config = {
+                "method": draft.method.value,
+                "model": draft.mount,
+                "num_speculative_tokens": draft.num_speculative_tokens,
+            }
+            flags.append(("--speculative-config", json.dumps(config, sort_keys=True, separators=(",", ":"))))
+        kv = kv_cache_bytes(d)
+        if kv is not None:
+            flags.append(("--kv-cache-memory-bytes", str(kv)))
+        return tuple(flags)
 
     def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
         return (

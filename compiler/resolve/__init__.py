@@ -8,17 +8,20 @@ report against paths into the spec, so cross-field problems get a line and colum
 from __future__ import annotations
 
 from compiler.diagnostics import Diagnostic, has_errors
+from compiler.model_facts import NO_FACTS, ModelFacts
 from compiler.plan import Plan
-from compiler.resolve import rules_cluster, rules_engine, rules_ssh
+from compiler.resolve import rules_cluster, rules_engine, rules_model, rules_ssh
 from compiler.resolve.build import build_plan
 from compiler.resolve.context import derive
 from compiler.spec import Spec
 
-RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES
+RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES + rules_model.RULES
 
 
-def resolve(spec: Spec, *, spec_path: str, spec_sha256: str) -> tuple[Plan | None, list[Diagnostic]]:
-    deployment = derive(spec)
+def resolve(
+    spec: Spec, *, spec_path: str, spec_sha256: str, facts: ModelFacts = NO_FACTS
+) -> tuple[Plan | None, list[Diagnostic]]:
+    deployment = derive(spec, facts)
     # A rule may find one cluster-wide problem several times (once per node): report it once.
     diagnostics = list(dict.fromkeys(d for rule in RULES for d in rule(deployment)))
     if has_errors(diagnostics):

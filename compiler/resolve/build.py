@@ -8,7 +8,7 @@ from compiler import __version__
 from compiler.engines import host_port
 from compiler.plan import Command, NodePlan, Plan, ProfileCheck, Role, Setting, Transport
 from compiler.profiles import RayPresence
-from compiler.resolve.containers import container_name, docker_run, ray_engine
+from compiler.resolve.containers import container_name, docker_run, model_plan, ray_engine
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
 from compiler.resolve.env import node_envs
@@ -49,7 +49,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         probe_url=f"http://{host_port(probe_host, d.api_port)}",
         endpoint_url=f"http://{host_port(d.head.ssh or d.head.fabric.ip, d.api_port)}",
         served_model_name=d.served_model_name,
-        model_host_path=d.spec.model.path,
+        model_host_path=d.spec.model.hf.repo_folder if d.spec.model.hf else d.spec.model.path,
         ray_port=d.spec.launch.ray_port,
         master_port=d.spec.launch.master_port,
         ray_required=ray and (d.profile is None or d.profile.ray is not RayPresence.PRESENT),
@@ -70,6 +70,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         quirks=quirks(d),
         settings=settings(d),
         profile_check=_profile_check(d),
+        model=model_plan(d),
     )
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from compiler.engines import EngineArgv, host_port
-from compiler.plan import Command, Setting, Words, flat
+from compiler.plan import Command, ModelPlan, Setting, Words, flat
 from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
+from compiler.sizes import size_bytes
 from compiler.spec import Backend, EntrypointMode, Node
 
+# Where a branch or tag's commit goes in a `docker run` word; the launcher reads it from refs/ on the nodes.
+SNAPSHOT_PLACEHOLDER = "@SPARKC_SNAPSHOT@"
 # Pinned memory for RDMA, many open files (weights shards, sockets), a deep stack: as every launcher sets.
 DEFAULT_ULIMITS = {"memlock": "-1", "nofile": "1048576", "stack": "67108864"}
 
@@ -33,9 +36,11 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         groups.append(("--cap-add", "IPC_LOCK"))
     ulimits = {**DEFAULT_ULIMITS, **container.ulimits}
     groups += [("--ulimit", f"{limit}={value}") for limit, value in sorted(ulimits.items()) if value is not None]
-    if container.shm_size is not None:
-        groups.append(("--shm-size", container.shm_size))
-    groups.append(("-v", f"{d.spec.model.path}:{d.spec.model.mount}:ro"))
+    shm_bytes = size_bytes(container.shm_size) if container.shm_size is not None else None
+    if shm_bytes is not None:
+        # Bytes, whatever the spelling: docker reads them alike, and the manifest shows what it got.
+        groups.append(("--shm-size", str(shm_bytes)))
+    groups += model_mounts(d)
     groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
     groups += [("-e", f"{s.name}={s.value}") for s in env]
     # Secrets by name only: docker takes the value from its client's environment, never from the argv.
@@ -44,6 +49,35 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
     if entry_override:
         groups.append(("--entrypoint", entry_override))
     return (*groups, (container.image,), *command)
+
+
+def model_mounts(d: Deployment) -> Command:
+    """The weights, read-only; from a Hugging Face cache the snapshot and, beside it as in the cache, the
+    blobs its files link to (../../blobs/...), so the links resolve in the container too."""
+    model = d.spec.model
+    hf = model.hf
+    if hf is None:
+        mounts: Command = (("-v", f"{model.path}:{model.mount}:ro"),)
+    else:
+        snapshot = f"{hf.repo_folder}/snapshots/{SNAPSHOT_PLACEHOLDER if not hf.pinned else hf.revision}"
+        blobs = model.mount.rsplit("/", 2)[0] + "/blobs"
+        mounts = (("-v", f"{snapshot}:{model.mount}:ro"), ("-v", f"{hf.repo_folder}/blobs:{blobs}:ro"))
+    if model.draft is not None:
+        mounts += (("-v", f"{model.draft.path}:{model.draft.mount}:ro"),)
+    return mounts
+
+
+def model_plan(d: Deployment) -> ModelPlan:
+    model = d.spec.model
+    hf = model.hf
+    return ModelPlan(
+        revision=(hf.revision if hf else model.revision) or "",
+        folder=hf.repo_folder if hf else model.path,
+        hf="" if hf is None else ("pinned" if hf.pinned else "ref"),
+        snapshot_placeholder=SNAPSHOT_PLACEHOLDER if hf and not hf.pinned else "",
+        draft_folder=model.draft.path if model.draft else "",
+        drop_page_cache=d.spec.launch.drop_page_cache,
+    )
 
 
 def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from compiler.engines import Engine, engines
+from compiler.model_facts import NO_FACTS, ModelFacts
 from compiler.profiles import Profile, find_profile
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec import Backend, Node, Spec, Topology
@@ -25,6 +26,7 @@ class Deployment:
     profile: Profile | None
     entrypoint: Entrypoint
     head_index: int  # position of the head in cluster.nodes (0 when cluster.head names no node)
+    facts: ModelFacts = NO_FACTS  # what the compiling machine could read about the weights
 
     @property
     def head(self) -> Node:
@@ -81,9 +83,10 @@ class Deployment:
         return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
 
 
-def derive(spec: Spec) -> Deployment:
+def derive(spec: Spec, facts: ModelFacts = NO_FACTS) -> Deployment:
     engine = engines()[spec.engine.kind]
     profile = find_profile(spec.container.image)
     names = [n.name for n in spec.cluster.nodes]
     head_index = names.index(spec.cluster.head) if spec.cluster.head in names else 0
-    return Deployment(spec, engine, profile, resolve_entrypoint(spec, profile, engine.default_port), head_index)
+    entrypoint = resolve_entrypoint(spec, profile, engine.default_port)
+    return Deployment(spec, engine, profile, entrypoint, head_index, facts)

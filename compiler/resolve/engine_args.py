@@ -56,9 +56,23 @@ def planned_flags(d: Deployment) -> dict[str, str]:
     return {flag: value for flag, value in first.items() if all(r.get(flag) == value for r in per_rank)}
 
 
+def managed_fields(d: Deployment) -> dict[str, str]:
+    """Every spelling of every flag sparkc sets in this deployment -> the spec field that controls it."""
+    given = {field for field in set(d.engine.field_flags.values()) if _field_given(d, field)}
+    return {**d.engine.managed_flags, **{f: field for f, field in d.engine.field_flags.items() if field in given}}
+
+
+def _field_given(d: Deployment, field: str) -> bool:
+    value: object = d.spec
+    for part in field.split("."):
+        value = getattr(value, part, None)
+    return value is not None
+
+
 def _managed(d: Deployment, flag: str) -> str | None:
     engine = d.engine
-    names = set(engine.managed_flags) | set(engine.aliases)
+    managed = managed_fields(d)
+    names = set(managed) | {alias for alias, target in engine.aliases.items() if target in managed}
     if flag not in names:
         # argparse takes a unique prefix of a long flag as the flag itself.
         longer = sorted(n for n in names if flag.startswith("--") and len(flag) > 3 and n.startswith(flag))

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
-from compiler.resolve.engine_args import api_key_given, repeats
+from compiler.resolve.engine_args import api_key_given, managed_fields, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, node_envs
 from compiler.resolve.ports import head_ports
@@ -119,7 +119,8 @@ def managed_flags(d: Deployment) -> Iterator[Diagnostic]:
     for repeat in repeats(d):
         if repeat.agrees:
             continue
-        field = d.engine.managed_flags.get(repeat.flag) or d.engine.managed_flags.get(repeat.written, "the spec")
+        managed = managed_fields(d)
+        field = managed.get(repeat.flag) or managed.get(repeat.written, "the spec")
         also = "" if repeat.written == repeat.flag else f" (as {repeat.flag})"
         planned = f"; the plan gives it {repeat.planned or '(no value)'}" if repeat.planned is not None else ""
         yield error(

@@ -25,6 +25,7 @@ docker_run_argv() {
       ARGV[i]=$engine_timeout
     fi
   done
+  substitute_snapshot
 }
 
 usage() {
@@ -130,6 +131,8 @@ preflight() {
     run_on "$node" test -d "$MODEL_HOST_PATH" \
       || fail "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
         "same absolute path on every node (copy them once over the fabric with rsync)"
+    check_model_revision "$node"
+    check_draft_model "$node"
     ((DRY_RUN)) || log "$node: reachable, docker $out, image ${id:7:12}, model present"
     IMAGE_IDS[$node]=$id
   done
@@ -484,6 +487,7 @@ main() {
     preflight
   fi
   clear_old
+  drop_page_caches
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray

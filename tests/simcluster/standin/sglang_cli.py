@@ -32,6 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reasoning-parser", default=None)
     p.add_argument("--dist-timeout", type=int, default=None)
     p.add_argument("--api-key", default=None)  # SGLang reads its key only from the command line
+    p.add_argument("--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"])
+    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", default=None)
+    p.add_argument("--speculative-num-steps", type=int, default=None)
+    p.add_argument("--speculative-eagle-topk", type=int, default=None)
+    p.add_argument("--speculative-num-draft-tokens", type=int, default=None)
     return p
 
 
@@ -41,6 +46,10 @@ def main(argv: list[str]) -> int:
     ns = parser.parse_args(argv)
     if ns.nnodes > 1 and ns.dist_init_addr is None:
         parser.error("--dist-init-addr is required when --nnodes > 1")
+    if ns.speculative_algorithm not in (None, "NGRAM") and ns.speculative_draft_model_path is None:
+        parser.error(
+            "--speculative-draft-model-path is required for --speculative-algorithm " + ns.speculative_algorithm
+        )
     master_addr, master_port = ns.dist_init_addr or ("127.0.0.1", 5000)
     cfg = EngineConfig(
         engine="sglang",

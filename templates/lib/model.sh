@@ -1,0 +1,142 @@
+# The weights on each node: revision, Hugging Face snapshot, links that lead nowhere; and the page cache.
+# Each check takes one node, so preflight can run them node after node or all nodes at once.
+
+# Run on a node by any POSIX sh: what the weights folder says about its revision, and its dangling links.
+# $1 folder, $2 revision, $3 "ref"/"pinned" for a Hugging Face repo folder ("" otherwise). Prints
+# "snapshot COMMIT" (a cache snapshot), "ref COMMIT" (what refs/REVISION names), "git COMMIT [BRANCH]"
+# (a git checkout), "missing DIR", "dangling PATH" (at most 5).
+# shellcheck disable=SC2016  # expanded by the node's sh
+readonly MODEL_FACTS_SH='folder=$1 rev=$2 hf=$3
+if [ -n "$hf" ]; then
+  commit=$rev
+  if [ "$hf" = ref ]; then
+    [ -f "$folder/refs/$rev" ] || { echo "noref $folder/refs/$rev"; exit 0; }
+    commit=$(cat "$folder/refs/$rev")
+  fi
+  echo "snapshot $commit"
+  folder=$folder/snapshots/$commit
+elif [ "$(basename "$(dirname "$folder")")" = snapshots ]; then
+  echo "snapshot $(basename "$folder")"
+  repo=$(dirname "$(dirname "$folder")")
+  if [ -n "$rev" ] && [ -f "$repo/refs/$rev" ]; then echo "ref $(cat "$repo/refs/$rev")"; fi
+elif [ -f "$folder/.git/HEAD" ]; then
+  head=$(cat "$folder/.git/HEAD")
+  case $head in
+    "ref: "*)
+      ref=${head#ref: }
+      commit=$(cat "$folder/.git/$ref" 2>/dev/null || sed -n "s| $ref\$||p" "$folder/.git/packed-refs" 2>/dev/null)
+      echo "git $commit ${ref#refs/heads/}" ;;
+    *) echo "git $head" ;;
+  esac
+fi
+[ -d "$folder" ] || { echo "missing $folder"; exit 0; }
+find "$folder" -type l ! -exec test -e {} \; -print 2>/dev/null | head -n 5 | sed "s/^/dangling /"'
+
+declare -A SNAPSHOT_COMMIT=()
+
+# The node's weights carry the spec's revision (where they say which they are) and no link into nothing;
+# a Hugging Face branch or tag names the same commit on every node.
+check_model_revision() {
+  local node=$1 facts line commit="" ref="" git="" branch="" other
+  if ((DRY_RUN)); then
+    run_on "$node" sh -c '<weights revision and links>' sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"
+    return 0
+  fi
+  facts=$(on_node "$node" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF" 2>&1) \
+    || fail "$node" "could not look into $MODEL_FOLDER on $node: $facts"
+  while read -r line; do
+    case $line in
+      "noref "*) fail "$node" "the Hugging Face cache on $node has no ${line#noref}: revision $MODEL_REVISION" \
+        "was never downloaded there. Download it on every node, or pin model.revision to a commit" ;;
+      "missing "*) fail "$node" "the snapshot ${line#missing } does not exist on $node: the cache does not hold" \
+        "revision $MODEL_REVISION. Download it there (huggingface-cli download --revision $MODEL_REVISION)" ;;
+      "dangling "*) fail "$node" "${line#dangling } on $node is a link to a file that does not exist (an" \
+        "interrupted download or copy); the engine would fail on it after a long load. Download or copy the" \
+        "weights again" ;;
+      "snapshot "*) commit=${line#snapshot } ;;
+      "ref "*) ref=${line#ref } ;;
+      "git "*) read -r git branch <<<"${line#git }" ;;
+    esac
+  done <<<"$facts"
+  if [[ -n $MODEL_HF ]]; then
+    SNAPSHOT_COMMIT[$node]=$commit
+    for other in "${!SNAPSHOT_COMMIT[@]}"; do
+      [[ ${SNAPSHOT_COMMIT[$other]} == "$commit" ]] || fail "$node" "revision $MODEL_REVISION is commit $commit" \
+        "on $node but ${SNAPSHOT_COMMIT[$other]} on $other: every node must serve the same weights. Update" \
+        "the caches, or pin model.revision to one commit"
+    done
+    return 0
+  fi
+  [[ -n $MODEL_REVISION ]] || return 0
+  if [[ -n $commit ]]; then
+    revision_matches "$commit" "${ref:-}" || fail "$node" "$MODEL_FOLDER on $node is snapshot $commit," \
+      "not revision $MODEL_REVISION${ref:+ (refs/$MODEL_REVISION names $ref)}: fix model.path or model.revision"
+  elif [[ -n $git ]]; then
+    revision_matches "$git" "$branch" || fail "$node" "$MODEL_FOLDER on $node is a git checkout of $git" \
+      "${branch:+(branch $branch)}, not revision $MODEL_REVISION: check out that revision, or fix model.revision"
+  else
+    warn "$node: $MODEL_FOLDER records no revision (no Hugging Face snapshot folder, no .git): revision" \
+      "$MODEL_REVISION is not checked there"
+  fi
+}
+
+# The spec's revision names this commit: the commit itself (or at least 7 leading hex digits of it),
+# the branch checked out, or the commit the cache's refs/ gives for it.
+revision_matches() {
+  local commit=$1 name=$2
+  [[ $MODEL_REVISION == "$name" || $MODEL_REVISION == "$commit" ]] && return 0
+  [[ ${#MODEL_REVISION} -ge 7 && $MODEL_REVISION =~ ^[0-9a-f]+$ && $commit == "$MODEL_REVISION"* ]] && return 0
+  [[ -n $name && $name == "$commit" ]]
+}
+
+# The draft model's folder exists on the node and holds no link into nothing.
+check_draft_model() {
+  local node=$1 facts
+  [[ -n $DRAFT_FOLDER ]] || return 0
+  run_on "$node" test -d "$DRAFT_FOLDER" \
+    || fail "$node" "draft model directory $DRAFT_FOLDER does not exist on $node: copy it to the same path" \
+      "on every node"
+  ((DRY_RUN)) && return 0
+  facts=$(on_node "$node" sh -c "$MODEL_FACTS_SH" sh "$DRAFT_FOLDER" "" "" 2>&1) || facts=""
+  if [[ $facts == *"dangling "* ]]; then
+    facts=${facts#*dangling }
+    fail "$node" "${facts%%$'\n'*} on $node is a link to a file that does not exist: copy the draft model again"
+  fi
+}
+
+# The commit a Hugging Face branch or tag names, in a `docker run` word: from preflight, or (preflight
+# skipped) as the head's cache says.
+substitute_snapshot() {
+  [[ -n $SNAPSHOT_PLACEHOLDER ]] || return 0
+  local i commit=${SNAPSHOT_COMMIT[$HEAD]:-}
+  if [[ -z $commit ]] && ((DRY_RUN == 0)); then
+    commit=$(on_node "$HEAD" cat "$MODEL_FOLDER/refs/$MODEL_REVISION" 2>/dev/null) \
+      || fail "$HEAD" "the Hugging Face cache has no $MODEL_FOLDER/refs/$MODEL_REVISION"
+  fi
+  [[ -n $commit ]] || return 0
+  for i in "${!ARGV[@]}"; do
+    ARGV[i]=${ARGV[i]//"$SNAPSHOT_PLACEHOLDER"/$commit}
+  done
+}
+
+# On unified memory the page cache (a copy of the weights just made, say) counts against the engine's
+# budget, and SGLang compares free memory between ranks: drop it on every node before the load.
+drop_page_caches() {
+  ((DROP_PAGE_CACHE)) || return 0
+  phase memory "drop the page cache on every node"
+  local node
+  for node in "${NODES[@]}"; do
+    drop_page_cache "$node"
+  done
+  phase_done
+}
+
+drop_page_cache() {
+  local node=$1 out
+  # shellcheck disable=SC2016  # for the node's sh
+  local script='sync && if [ "$(id -u)" = 0 ]; then echo 3 > /proc/sys/vm/drop_caches; else sudo -n sh -c "echo 3 > /proc/sys/vm/drop_caches"; fi'
+  out=$(run_on "$node" sh -c "$script" 2>&1) \
+    || fail "$node" "could not drop the page cache on $node: ${out:-no answer}. It needs root: run the launch" \
+      "as root, allow this user 'sudo -n' for it, or set launch.drop_page_cache: false"
+  ((DRY_RUN)) || log "$node: page cache dropped"
+}
