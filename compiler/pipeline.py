@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
+from compiler.include import ClusterFile, include, place, wants_file
 from compiler.lint import lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
 from compiler.plan import Plan
@@ -30,22 +31,31 @@ class CompileResult:
 
 
 def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict: bool = False) -> CompileResult:
-    """Compile spec text; `spec_path` is how the spec is named in diagnostics and generated headers."""
+    """Compile spec text; `spec_path` is how the spec is named in diagnostics and generated headers
+    (and where a cluster file it names is looked for)."""
     document, diagnostics = load_text(text, spec_path)
+    cluster = None
+    if not has_errors(diagnostics) and wants_file(document.data):
+        cluster, problems = include(document)
+        diagnostics += problems
     if has_errors(diagnostics):
-        return CompileResult(document, _locate_all(document, diagnostics, strict))
+        return CompileResult(document, _locate_all(document, diagnostics, strict, cluster))
     schema = load_schema()
     given = to_plain(document.data)
     sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # The scripts' identity of the deployment (container labels, "already running?") covers the cluster file too.
+    inputs_sha256 = sha256 if cluster is None else hashlib.sha256(f"{sha256}\n{cluster.sha256}\n".encode()).hexdigest()
     refused = validate(given, schema)
     diagnostics += refused
     if has_errors(refused):
-        diagnostics += _rules_beside_schema_errors(given, refused, schema, spec_path, sha256)
-        return CompileResult(document, _locate_all(document, diagnostics, strict))
-    plan, problems = _resolve(given, schema, spec_path, sha256)
-    located = _locate_all(document, diagnostics + problems, strict)
+        diagnostics += _rules_beside_schema_errors(given, refused, schema, spec_path, inputs_sha256)
+        return CompileResult(document, _locate_all(document, diagnostics, strict, cluster))
+    plan, problems = _resolve(given, schema, spec_path, inputs_sha256)
+    located = _locate_all(document, diagnostics + problems, strict, cluster)
     if plan is None or has_errors(located):
         return CompileResult(document, located)
+    if cluster is not None:
+        plan = replace(plan, cluster_file=cluster.path, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
     files = render(plan) if render_files else {}
     findings = lint_scripts(files) if render_files else []
     # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
@@ -167,9 +177,11 @@ def _overlap(a: Path, b: Path) -> bool:
     return a[: len(b)] == b or b[: len(a)] == a
 
 
-def _locate_all(document: Document, diagnostics: list[Diagnostic], strict: bool) -> tuple[Diagnostic, ...]:
+def _locate_all(
+    document: Document, diagnostics: list[Diagnostic], strict: bool, cluster: ClusterFile | None = None
+) -> tuple[Diagnostic, ...]:
     result = []
-    for d in diagnostics:
+    for d in (place(d, cluster) for d in diagnostics):
         if strict and d.severity is Severity.WARNING:
             d = replace(d, severity=Severity.ERROR, message=d.message + " (--strict)")
         if not d.fixed_position and document.data is not None:
