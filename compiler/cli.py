@@ -217,3 +217,13 @@ def main(argv: list[str] | None = None) -> int:
             click.echo("(set SPARKC_DEBUG=1 to see the traceback)", err=True)
         return EXIT_BUG
     return EXIT_OK
+
+
+def _register_setup_commands() -> None:
+    from compiler.cli_setup import COMMANDS  # the setup-day commands live apart; cli imports nothing back
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_register_setup_commands()

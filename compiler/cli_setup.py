@@ -1,0 +1,56 @@
+"""The setup-day commands: discover (probe nodes over ssh), init (a starter spec), setup-fabric (a script).
+
+Kept apart from cli.py, which registers them; exit codes as everywhere: 0 ok, 1 a problem found
+(an unreachable host, a spec error), 2 usage or environment.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from compiler import discover as disc
+
+
+class UsageProblem(click.ClickException):
+    exit_code = 2
+
+
+@click.command("discover")
+@click.argument("hosts", nargs=-1, required=True)
+@click.option("--ssh-user", help="Login user on the nodes (ssh's own default when absent).")
+@click.option("--identity-file", type=click.Path(dir_okay=False), help="Private key for ssh.")
+@click.option("--port", type=click.IntRange(1, 65535), default=22, show_default=True, help="ssh port.")
+@click.option("--connect-timeout", type=click.IntRange(1, 300), default=10, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+def discover_command(
+    hosts: tuple[str, ...], ssh_user: str | None, identity_file: str | None, port: int, connect_timeout: int, fmt: str
+) -> None:
+    """Probe each HOST (its management address) over ssh, read-only, and print a ready `cluster:` section.
+
+    Warnings (on stderr, and as comments in YAML) say what looks wrong; an unreachable host exits 1.
+    """
+    for host in hosts:
+        if not disc.HOST_RE.match(host):
+            raise UsageProblem(f"'{host}' is not a host name or an IP address")
+    if len(set(hosts)) != len(hosts):
+        raise UsageProblem("a host is named twice")
+    if ssh_user is not None and not disc.USER_RE.match(ssh_user):
+        raise UsageProblem(f"'{ssh_user}' is not a user name")
+    ssh = disc.SshSettings(ssh_user, identity_file, port, connect_timeout)
+    results = disc.probe_all(list(hosts), ssh)
+    reached = [r for r in results.values() if not isinstance(r, str)]
+    unreachable = {h: r for h, r in results.items() if isinstance(r, str)}
+    choices = disc.choose(reached)
+    if choices:
+        click.echo(disc.to_yaml(choices, ssh, unreachable) if fmt == "yaml" else disc.to_json(choices, ssh), nl=False)
+    for name, text in disc.all_warnings(choices):
+        click.echo(f"warning: {name}: {text}", err=True)
+    for host, why in unreachable.items():
+        click.echo(f"error: {host} unreachable: {why}", err=True)
+    if unreachable or any(c.netdev is None for c in choices):
+        sys.exit(1)
+
+
+COMMANDS = [discover_command]
