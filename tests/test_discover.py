@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from compiler import discover as disc
 from compiler.cli import cli
 from compiler.pipeline import compile_text
-from compiler.probe import parse
+from compiler.probe import NodeFacts, parse
 from tests.specs import dump, example
 
 DATA = Path(__file__).parent / "data" / "discover"
 
 
-def _facts(*names: str) -> list[disc.NodeFacts]:
+def _facts(*names: str) -> list[NodeFacts]:
     return [parse(f"10.0.0.{21 + i}", (DATA / f"{name}.out").read_text()) for i, name in enumerate(names)]
 
 
