@@ -7,10 +7,13 @@ Kept apart from cli.py, which registers them; exit codes as everywhere: 0 ok, 1 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from compiler import discover as disc
+from compiler import init_spec
+from compiler.pipeline import compile_text
 
 
 class UsageProblem(click.ClickException):
@@ -53,4 +56,45 @@ def discover_command(
         sys.exit(1)
 
 
-COMMANDS = [discover_command]
+@click.command("init")
+@click.option(
+    "--nodes", type=click.IntRange(1, 64), help="How many nodes (default 2; with --from-discover, its nodes)."
+)
+@click.option(
+    "--from-discover",
+    "from_discover",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A file sparkc discover wrote: its nodes, addresses and devices.",
+)
+@click.option("--name", default="my-model", show_default=True, help="The deployment's name.")
+@click.option(
+    "-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("spec.yaml"), show_default=True
+)
+def init_command(nodes: int | None, from_discover: Path | None, name: str, out: Path) -> None:
+    """Write a commented starter spec that validates as written; replace the values marked CHANGE."""
+    if from_discover is not None:
+        try:
+            found, ssh = init_spec.discovered(from_discover)
+        except init_spec.InitProblem as exc:
+            raise UsageProblem(str(exc)) from None
+        if nodes is not None and nodes != len(found):
+            raise UsageProblem(f"--nodes {nodes}, but {from_discover} describes {len(found)} node(s)")
+    else:
+        found, ssh = init_spec.placeholder_nodes(nodes or 2), {}
+    text = init_spec.starter(name, found, ssh, str(from_discover) if from_discover else "")
+    checked = compile_text(text, str(out), render_files=False)
+    if not checked.ok:  # a name or a discovered value the spec refuses: say which, write nothing
+        problems = "; ".join(f"line {d.line}: {d.message}" for d in checked.diagnostics if d.severity == "error")
+        raise UsageProblem(f"the starter spec would not validate ({problems}); write nothing")
+    try:
+        with out.open("x", encoding="utf-8") as stream:
+            stream.write(text)
+    except FileExistsError:
+        raise UsageProblem(f"{out} exists; sparkc init never overwrites a file: choose another name with -o") from None
+    except OSError as exc:
+        raise UsageProblem(f"{out}: cannot write: {exc.strerror}") from None
+    marked = text.count(init_spec.CHANGE)
+    click.echo(f"wrote {out}: replace the {marked} value(s) marked CHANGE, then: sparkc compile {out} -o build/")
+
+
+COMMANDS = [discover_command, init_command]

@@ -192,7 +192,7 @@ def to_yaml(choices: list[Choice], ssh: SshSettings, unreachable: dict[str, str]
     out.append("cluster:")
     if "ssh" in data:
         out.append("  ssh:")
-        out += [f"    {key}: {_scalar(value)}" for key, value in data["ssh"].items()]
+        out += [f"    {key}: {scalar(value)}" for key, value in data["ssh"].items()]
     out.append("  nodes:")
     for c, node in zip(choices, data["nodes"], strict=True):
         out += _node_yaml(c, node)
@@ -210,13 +210,13 @@ def _node_yaml(c: Choice, node: dict[str, Any]) -> list[str]:
         out.append(f"    #   {n.name} ({', '.join(n.hcas)}): {link}, {addrs}; {gids or 'no GID'}")
     out += [f"    # {_line(note)}" for note in c.notes]
     out += [f"    # WARNING: {_line(w)}" for w in [*facts.warnings, *c.warnings]]
-    out.append(f"    - name: {_scalar(node['name'])}")
-    out.append(f"      ssh: {_scalar(node['ssh'])}")
+    out.append(f"    - name: {scalar(node['name'])}")
+    out.append(f"      ssh: {scalar(node['ssh'])}")
     out.append("      fabric:")
-    out.append(f"        ip: {_scalar(node['fabric']['ip'])}" + ("  # placeholder" if c.netdev is None else ""))
-    out.append(f"        netdev: {_scalar(node['fabric']['netdev'])}")
+    out.append(f"        ip: {scalar(node['fabric']['ip'])}" + ("  # placeholder" if c.netdev is None else ""))
+    out.append(f"        netdev: {scalar(node['fabric']['netdev'])}")
     if "hcas" in node["fabric"]:
-        out.append(f"        hcas: [{', '.join(_scalar(h) for h in node['fabric']['hcas'])}]")
+        out.append(f"        hcas: [{', '.join(scalar(h) for h in node['fabric']['hcas'])}]")
     if "gpus" in node:
         out.append(f"      gpus: {node['gpus']}")
     return out
@@ -230,7 +230,8 @@ _PLAIN = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_./-]*|\d+\.\d+\.\d+\.\d+)$")
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 
-def _scalar(value: Any) -> str:
+def scalar(value: Any) -> str:
+    """A value as YAML text: plain where YAML reads it back as the same string, else JSON-quoted."""
     if isinstance(value, int):
         return str(value)
     text = str(value)
