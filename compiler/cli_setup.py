@@ -13,7 +13,12 @@ import click
 
 from compiler import discover as disc
 from compiler import init_spec
-from compiler.pipeline import compile_text
+from compiler.lint import lint_scripts
+from compiler.loader import SpecReadError, read_spec, to_plain
+from compiler.pipeline import GeneratedScriptError, compile_text
+from compiler.schema import load_schema, with_defaults
+from compiler.setup_fabric import SCRIPT, fabric_plan, render_setup
+from compiler.spec import build_spec
 
 
 class UsageProblem(click.ClickException):
@@ -97,4 +102,38 @@ def init_command(nodes: int | None, from_discover: Path | None, name: str, out: 
     click.echo(f"wrote {out}: replace the {marked} value(s) marked CHANGE, then: sparkc compile {out} -o build/")
 
 
-COMMANDS = [discover_command, init_command]
+@click.command("setup-fabric")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("build"))
+@click.option("--prefix-length", type=click.IntRange(8, 30), default=24, show_default=True, help="Fabric subnet size.")
+def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
+    """Write OUT/setup-fabric.sh: fabric addresses, MTU 9000 and the head's ssh key, for SPEC's nodes."""
+    try:
+        text = read_spec(spec)
+    except SpecReadError as exc:
+        raise UsageProblem(str(exc)) from None
+    result = compile_text(text, str(spec), render_files=False)
+    if not result.ok or result.plan is None:
+        from compiler.cli import _report  # the compile command's own report of spec errors
+
+        _report(result, "text")
+        sys.exit(1)
+    given = to_plain(result.document.data)
+    typed = build_spec(with_defaults(given, load_schema()), given)
+    plan = fabric_plan(typed, result.plan.head, str(spec), result.plan.spec_sha256, prefix_length)
+    script = render_setup(plan)
+    findings = lint_scripts({SCRIPT: script})
+    if findings:
+        raise GeneratedScriptError("\n".join(findings))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        temporary = out_dir / f".{SCRIPT}.tmp"
+        temporary.write_text(script, encoding="utf-8")
+        temporary.chmod(0o755)
+        temporary.replace(out_dir / SCRIPT)
+    except OSError as exc:
+        raise UsageProblem(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
+    click.echo(f"wrote {out_dir / SCRIPT}: review it, then run it with --dry-run, then without")
+
+
+COMMANDS = [discover_command, init_command, setup_fabric_command]
