@@ -144,7 +144,7 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
             _report(result, fmt)
             sys.exit(EXIT_SPEC)
         build = _build_of(result)
-        if not check:
+        if not check and result.spec_alone:
             build_cache.store(key, build)
     if fmt == "text" and build.text_report:
         click.echo(build.text_report, err=True)
@@ -315,3 +315,13 @@ def main(argv: list[str] | None = None) -> int:
             click.echo("(set SPARKC_DEBUG=1 to see the traceback)", err=True)
         return EXIT_BUG
     return EXIT_OK
+
+
+def _register_setup_commands() -> None:
+    from compiler.cli_setup import COMMANDS  # the setup-day commands live apart; cli imports nothing back
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_register_setup_commands()

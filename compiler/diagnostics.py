@@ -31,6 +31,8 @@ class Diagnostic:
     fixed_position: bool = field(default=False, compare=False)
     # Point at the key itself rather than its value (unknown keys).
     at_key: bool = field(default=False, compare=False)
+    # The file the position is in, where it is not the spec itself (an included cluster file).
+    file: str = ""
 
 
 def error(path: Path, message: str) -> Diagnostic:
@@ -59,8 +61,8 @@ def display_path(path: Path, document: Any) -> str:
     return text or "(top)"
 
 
-def sort_key(d: Diagnostic) -> tuple[int, int, str]:
-    return (d.line, d.column, d.message)
+def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:
+    return (d.file, d.line, d.column, d.message)
 
 
 def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
@@ -70,7 +72,7 @@ def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
 def format_text(diagnostics: Iterable[Diagnostic], filename: str, document: Any) -> str:
     lines = []
     for d in sorted(diagnostics, key=sort_key):
-        where = f"{filename}:{d.line}:{d.column}" if d.line else filename
+        where = f"{d.file or filename}:{d.line}:{d.column}" if d.line else d.file or filename
         prefix = "" if d.severity is Severity.ERROR else "warning: "
         lines.append(f"{where}: {display_path(d.path, document)}: {prefix}{d.message}")
     return "\n".join(lines)
@@ -79,7 +81,7 @@ def format_text(diagnostics: Iterable[Diagnostic], filename: str, document: Any)
 def format_json(diagnostics: Iterable[Diagnostic], filename: str, document: Any) -> str:
     items = [
         {
-            "file": filename,
+            "file": d.file or filename,
             "line": d.line,
             "column": d.column,
             "path": display_path(d.path, document),

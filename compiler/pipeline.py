@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass, field, replace
+from pathlib import Path as FilePath
 from pathlib import PurePosixPath
 from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
+from compiler.include import ClusterFile, include, place, wants_file
 from compiler.lint import lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
 from compiler.model_facts import read_model_facts
@@ -25,6 +27,9 @@ class CompileResult:
     diagnostics: tuple[Diagnostic, ...]
     plan: Plan | None = None
     files: dict[str, str] = field(default_factory=dict)  # relative path -> text
+    # False where the output also depends on files besides the spec (a cluster file, the model's own
+    # index on this machine): such a compile is never remembered by the whole-compile cache.
+    spec_alone: bool = True
 
     @property
     def ok(self) -> bool:
@@ -46,26 +51,45 @@ def compile_text(
     `lint=False` skips shellcheck, for a check that writes nothing."""
     recorded = record_as if record_as is not None else PurePosixPath(spec_path).name
     document, diagnostics = load_text(text, spec_path)
+    cluster = None
+    if not has_errors(diagnostics) and wants_file(document.data):
+        cluster, problems = include(document)
+        diagnostics += problems
     if has_errors(diagnostics):
-        return CompileResult(document, _locate_all(document, diagnostics, strict))
+        return CompileResult(document, _locate_all(document, diagnostics, strict, cluster))
     schema = load_schema()
     given = to_plain(document.data)
     sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # The scripts' identity of the deployment (container labels, "already running?") covers the cluster file too.
+    inputs_sha256 = sha256 if cluster is None else hashlib.sha256(f"{sha256}\n{cluster.sha256}\n".encode()).hexdigest()
     refused = validate(given, schema)
     diagnostics += refused
     if has_errors(refused):
-        diagnostics += _rules_beside_schema_errors(given, refused, schema, recorded, sha256)
-        return CompileResult(document, _locate_all(document, diagnostics, strict))
-    plan, problems = _resolve(given, schema, recorded, sha256)
-    located = _locate_all(document, diagnostics + problems, strict)
+        diagnostics += _rules_beside_schema_errors(given, refused, schema, recorded, inputs_sha256)
+        return CompileResult(document, _locate_all(document, diagnostics, strict, cluster))
+    plan, problems = _resolve(given, schema, recorded, inputs_sha256)
+    located = _locate_all(document, diagnostics + problems, strict, cluster)
     if plan is None or has_errors(located):
         return CompileResult(document, located)
+    if cluster is not None:
+        plan = replace(plan, cluster_file=cluster.path, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
     files = render(plan) if render_files else {}
     findings = lint_scripts(files) if render_files and lint else []
     # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
     if findings:
         raise GeneratedScriptError("\n".join(findings))
-    return CompileResult(document, located, plan, files)
+    spec_alone = cluster is None and not _reads_local_model(given)
+    return CompileResult(document, located, plan, files, spec_alone)
+
+
+def _reads_local_model(given: dict[str, Any]) -> bool:
+    """Whether a model folder the spec names exists here (its index then feeds the memory fit check)."""
+    model = given.get("model")
+    if not isinstance(model, dict):
+        return False
+    draft = model.get("draft")
+    folders = [model.get("path"), model.get("hf_cache"), draft.get("path") if isinstance(draft, dict) else None]
+    return any(isinstance(f, str) and FilePath(f).exists() for f in folders)
 
 
 def _resolve(
@@ -182,9 +206,11 @@ def _overlap(a: Path, b: Path) -> bool:
     return a[: len(b)] == b or b[: len(a)] == a
 
 
-def _locate_all(document: Document, diagnostics: list[Diagnostic], strict: bool) -> tuple[Diagnostic, ...]:
+def _locate_all(
+    document: Document, diagnostics: list[Diagnostic], strict: bool, cluster: ClusterFile | None = None
+) -> tuple[Diagnostic, ...]:
     result = []
-    for d in diagnostics:
+    for d in (place(d, cluster) for d in diagnostics):
         if strict and d.severity is Severity.WARNING:
             d = replace(d, severity=Severity.ERROR, message=d.message + " (--strict)")
         if not d.fixed_position and document.data is not None:

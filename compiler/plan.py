@@ -151,6 +151,11 @@ class Plan:
     settings: tuple[Setting, ...]  # cluster-wide resolved values, for explain and the manifest
     profile_check: ProfileCheck
     model: ModelPlan
+    # Where the spec takes its cluster section from a file: that file, its sha256 and the spec's own (spec_sha256
+    # then covers both files, so the scripts notice a changed cluster file).
+    cluster_file: str = ""
+    cluster_file_sha256: str = ""
+    spec_file_sha256: str = ""
 
     @property
     def head_node(self) -> NodePlan:

@@ -106,6 +106,16 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
         "files": {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(files.items())},
     }
     # Provenance already heads the manifest; keep the plan's copy out to avoid two sources of truth.
-    for key in ("sparkc_version", "spec_path", "spec_sha256"):
+    if plan.cluster_file:
+        data["spec"] = {"path": plan.spec_path, "sha256": plan.spec_file_sha256, "inputs_sha256": plan.spec_sha256}
+        data["cluster_file"] = {"path": plan.cluster_file, "sha256": plan.cluster_file_sha256}
+    for key in (
+        "sparkc_version",
+        "spec_path",
+        "spec_sha256",
+        "cluster_file",
+        "cluster_file_sha256",
+        "spec_file_sha256",
+    ):
         data["plan"].pop(key)
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

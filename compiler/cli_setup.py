@@ -1,0 +1,142 @@
+"""The setup-day commands: discover (probe nodes over ssh), init (a starter spec), setup-fabric (a script).
+
+Kept apart from cli.py, which registers them; exit codes as everywhere: 0 ok, 1 a problem found
+(an unreachable host, a spec error), 2 usage or environment.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+class UsageProblem(click.ClickException):
+    exit_code = 2
+
+
+@click.command("discover")
+@click.argument("hosts", nargs=-1, required=True)
+@click.option("--ssh-user", help="Login user on the nodes (ssh's own default when absent).")
+@click.option("--identity-file", type=click.Path(dir_okay=False), help="Private key for ssh.")
+@click.option("--port", type=click.IntRange(1, 65535), default=22, show_default=True, help="ssh port.")
+@click.option("--connect-timeout", type=click.IntRange(1, 300), default=10, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+def discover_command(
+    hosts: tuple[str, ...], ssh_user: str | None, identity_file: str | None, port: int, connect_timeout: int, fmt: str
+) -> None:
+    """Probe each HOST (its management address) over ssh, read-only, and print a ready `cluster:` section.
+
+    Warnings (on stderr, and as comments in YAML) say what looks wrong; an unreachable host exits 1.
+    """
+    from compiler import discover as disc  # imported where used: `sparkc --help` stays light
+
+    for host in hosts:
+        if not disc.HOST_RE.match(host):
+            raise UsageProblem(f"'{host}' is not a host name or an IP address")
+    if len(set(hosts)) != len(hosts):
+        raise UsageProblem("a host is named twice")
+    if ssh_user is not None and not disc.USER_RE.match(ssh_user):
+        raise UsageProblem(f"'{ssh_user}' is not a user name")
+    ssh = disc.SshSettings(ssh_user, identity_file, port, connect_timeout)
+    results = disc.probe_all(list(hosts), ssh)
+    reached = [r for r in results.values() if not isinstance(r, str)]
+    unreachable = {h: r for h, r in results.items() if isinstance(r, str)}
+    choices = disc.choose(reached)
+    if choices:
+        click.echo(disc.to_yaml(choices, ssh, unreachable) if fmt == "yaml" else disc.to_json(choices, ssh), nl=False)
+    for name, text in disc.all_warnings(choices):
+        click.echo(f"warning: {name}: {text}", err=True)
+    for host, why in unreachable.items():
+        click.echo(f"error: {host} unreachable: {why}", err=True)
+    if unreachable or any(c.netdev is None for c in choices):
+        sys.exit(1)
+
+
+@click.command("init")
+@click.option(
+    "--nodes", type=click.IntRange(1, 64), help="How many nodes (default 2; with --from-discover, its nodes)."
+)
+@click.option(
+    "--from-discover",
+    "from_discover",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A file sparkc discover wrote: its nodes, addresses and devices.",
+)
+@click.option("--name", default="my-model", show_default=True, help="The deployment's name.")
+@click.option(
+    "-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("spec.yaml"), show_default=True
+)
+def init_command(nodes: int | None, from_discover: Path | None, name: str, out: Path) -> None:
+    """Write a commented starter spec that validates as written; replace the values marked CHANGE."""
+    from compiler import init_spec
+    from compiler.pipeline import compile_text
+
+    if from_discover is not None:
+        try:
+            found, ssh = init_spec.discovered(from_discover)
+        except init_spec.InitProblem as exc:
+            raise UsageProblem(str(exc)) from None
+        if nodes is not None and nodes != len(found):
+            raise UsageProblem(f"--nodes {nodes}, but {from_discover} describes {len(found)} node(s)")
+    else:
+        found, ssh = init_spec.placeholder_nodes(nodes or 2), {}
+    text = init_spec.starter(name, found, ssh, str(from_discover) if from_discover else "")
+    checked = compile_text(text, str(out), render_files=False)
+    if not checked.ok:  # a name or a discovered value the spec refuses: say which, write nothing
+        problems = "; ".join(f"line {d.line}: {d.message}" for d in checked.diagnostics if d.severity == "error")
+        raise UsageProblem(f"the starter spec would not validate ({problems}); write nothing")
+    try:
+        with out.open("x", encoding="utf-8") as stream:
+            stream.write(text)
+    except FileExistsError:
+        raise UsageProblem(f"{out} exists; sparkc init never overwrites a file: choose another name with -o") from None
+    except OSError as exc:
+        raise UsageProblem(f"{out}: cannot write: {exc.strerror}") from None
+    marked = text.count(init_spec.CHANGE)
+    click.echo(f"wrote {out}: replace the {marked} value(s) marked CHANGE, then: sparkc compile {out} -o build/")
+
+
+@click.command("setup-fabric")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("build"))
+@click.option("--prefix-length", type=click.IntRange(8, 30), default=24, show_default=True, help="Fabric subnet size.")
+def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
+    """Write OUT/setup-fabric.sh: fabric addresses, MTU 9000 and the head's ssh key, for SPEC's nodes."""
+    from compiler.lint import lint_scripts
+    from compiler.loader import SpecReadError, read_spec, to_plain
+    from compiler.pipeline import GeneratedScriptError, compile_text
+    from compiler.schema import load_schema, with_defaults
+    from compiler.setup_fabric import SCRIPT, fabric_plan, render_setup
+    from compiler.spec import build_spec
+
+    try:
+        text = read_spec(spec)
+    except SpecReadError as exc:
+        raise UsageProblem(str(exc)) from None
+    result = compile_text(text, str(spec), render_files=False)
+    if not result.ok or result.plan is None:
+        from compiler.cli import _report  # the compile command's own report of spec errors
+
+        _report(result, "text")
+        sys.exit(1)
+    given = to_plain(result.document.data)
+    typed = build_spec(with_defaults(given, load_schema()), given)
+    plan = fabric_plan(typed, result.plan.head, str(spec), result.plan.spec_sha256, prefix_length)
+    script = render_setup(plan)
+    findings = lint_scripts({SCRIPT: script})
+    if findings:
+        raise GeneratedScriptError("\n".join(findings))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        temporary = out_dir / f".{SCRIPT}.tmp"
+        temporary.write_text(script, encoding="utf-8")
+        temporary.chmod(0o755)
+        temporary.replace(out_dir / SCRIPT)
+    except OSError as exc:
+        raise UsageProblem(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
+    click.echo(f"wrote {out_dir / SCRIPT}: review it, then run it with --dry-run, then without")
+
+
+COMMANDS = [discover_command, init_command, setup_fabric_command]

@@ -1,0 +1,98 @@
+"""setup-fabric.sh on the simulated cluster: --dry-run changes nothing, a run repairs a node's MTU and
+another's missing fabric address and puts the head's new ssh key on the workers, a second run changes
+nothing. The nodes have neither netplan nor nmcli, so the live path (`ip`) is what runs; each node gets
+its own ~/.ssh (a bind mount in its mount namespace), undone after."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from compiler.cli import cli
+from tests.simcluster import SimCluster
+from tests.specs import dump, example
+
+pytestmark = pytest.mark.cluster
+
+SSH_HOME = Path("/root/.ssh")
+
+
+@contextmanager
+def own_ssh_dirs(cluster: SimCluster, work: Path) -> Iterator[dict[str, Path]]:
+    created = not SSH_HOME.exists()
+    SSH_HOME.mkdir(mode=0o700, exist_ok=True)  # the mount point; the nodes share the host's files
+    dirs = {}
+    try:
+        with ExitStack() as stack:
+            for node in cluster.nodes:
+                d = work / f"ssh-{node.name}"
+                d.mkdir(mode=0o700)
+                cluster.exec(node.name, ["mount", "--bind", str(d), str(SSH_HOME)], check=True)
+                stack.callback(cluster.exec, node.name, ["umount", str(SSH_HOME)])
+                dirs[node.name] = d
+            yield dirs
+    finally:
+        if created:
+            SSH_HOME.rmdir()
+
+
+def _mtu(cluster: SimCluster, node: str, netdev: str) -> str:
+    return cluster.exec(node, ["cat", f"/sys/class/net/{netdev}/mtu"], check=True).stdout.strip()
+
+
+def _has_address(cluster: SimCluster, node: str, netdev: str, ip: str) -> bool:
+    return f"inet {ip}/24 " in cluster.exec(node, ["ip", "-4", "addr", "show", "dev", netdev], check=True).stdout
+
+
+def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, tmp_path: Path) -> None:
+    head, two, three = sim_cluster.nodes
+    spec = example("llama33-70b-2spark-native")
+    spec["cluster"] = {
+        "nodes": [
+            {"name": n.name, "ssh": n.mgmt_ip, "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev}}
+            for n in sim_cluster.nodes
+        ]
+    }
+    spec["engine"].update(tensor_parallel=1, pipeline_parallel=3)
+    (tmp_path / "spec.yaml").write_text(dump(spec))
+    made = CliRunner().invoke(cli, ["setup-fabric", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "build")])
+    assert made.exit_code == 0, made.output
+    script = str(tmp_path / "build" / "setup-fabric.sh")
+    with own_ssh_dirs(sim_cluster, tmp_path) as ssh_dirs:
+        sim_cluster.exec(two.name, ["ip", "link", "set", "dev", two.fabric_netdev, "mtu", "1500"], check=True)
+        sim_cluster.exec(
+            three.name, ["ip", "addr", "del", f"{three.fabric_ip}/24", "dev", three.fabric_netdev], check=True
+        )
+        try:
+            dry = sim_cluster.exec(head.name, ["bash", script, "--dry-run"], timeout=120)
+            assert dry.returncode == 0, dry.stdout + dry.stderr
+            assert f"spark2: would run: ip link set dev {two.fabric_netdev} mtu 9000" in dry.stdout
+            assert f"spark3: would run: ip addr add {three.fabric_ip}/24 dev {three.fabric_netdev}" in dry.stdout
+            assert "would create an ed25519 key" in dry.stdout and "dry run: nothing was changed" in dry.stdout
+            assert "neither netplan nor nmcli" in dry.stdout
+            assert _mtu(sim_cluster, two.name, two.fabric_netdev) == "1500"
+            assert not _has_address(sim_cluster, three.name, three.fabric_netdev, three.fabric_ip)
+            assert not list(ssh_dirs[head.name].iterdir())
+
+            run = sim_cluster.exec(head.name, ["bash", script], timeout=120)
+            assert run.returncode == 0, run.stdout + run.stderr
+            assert _mtu(sim_cluster, two.name, two.fabric_netdev) == "9000"
+            assert _has_address(sim_cluster, three.name, three.fabric_netdev, three.fabric_ip)
+            public = (ssh_dirs[head.name] / "id_ed25519.pub").read_text().strip()
+            for worker in (two, three):
+                assert (ssh_dirs[worker.name] / "authorized_keys").read_text().splitlines() == [public]
+            assert "spark1: enp1s0f1np1 already has" in run.stdout  # the head needed nothing
+
+            again = sim_cluster.exec(head.name, ["bash", script], timeout=120)
+            assert again.returncode == 0, again.stdout + again.stderr
+            assert "run:" not in again.stdout and again.stdout.count("nothing to change") == 3
+            assert again.stdout.count("the head key is already authorized") == 2
+            assert (ssh_dirs[two.name] / "authorized_keys").read_text().splitlines() == [public]
+        finally:
+            sim_cluster.exec(two.name, ["ip", "link", "set", "dev", two.fabric_netdev, "mtu", "9000"])
+            if not _has_address(sim_cluster, three.name, three.fabric_netdev, three.fabric_ip):
+                sim_cluster.exec(three.name, ["ip", "addr", "add", f"{three.fabric_ip}/24", "dev", three.fabric_netdev])

@@ -1,0 +1,184 @@
+"""sparkc discover on recorded probe outputs (tests/data/discover/*.out: Sparks as the probe prints them),
+through a fake ssh that answers like the real one, and the probe itself under dash and busybox sh."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from compiler import discover as disc
+from compiler.cli import cli
+from compiler.pipeline import compile_text
+from compiler.probe import NodeFacts, parse
+from tests.specs import dump, example
+
+DATA = Path(__file__).parent / "data" / "discover"
+
+
+def _facts(*names: str) -> list[NodeFacts]:
+    return [parse(f"10.0.0.{21 + i}", (DATA / f"{name}.out").read_text()) for i, name in enumerate(names)]
+
+
+def _warnings(choices: list[disc.Choice], name: str) -> str:
+    return "\n".join(w for n, w in disc.all_warnings(choices) if n == name)
+
+
+def test_a_cross_cabled_pair_becomes_a_valid_cluster() -> None:
+    choices = disc.choose(_facts("spark-a-both-ports", "spark-b-crosscabled"))
+    a, b = choices
+    # spark-a has both ports up on four subnets; spark-b shares 192.168.100.0/24 (and .101) with it.
+    assert (a.name, a.netdev and a.netdev.name, a.ip, a.hcas) == (
+        "spark-a",
+        "enp1s0f1np1",
+        "192.168.100.10",
+        ["roceP2p1s0f1", "rocep1s0f1"],
+    )
+    assert (b.netdev and b.netdev.name, b.ip, b.hcas) == (
+        "enp1s0f0np0",
+        "192.168.100.11",
+        ["roceP2p1s0f0", "rocep1s0f0"],
+    )
+    assert "chose enp1s0f1np1" in a.notes[0] and "enp1s0f0np0 (192.168.102.10/24)" in a.notes[0]
+    assert "down (not cabled?): enP2p1s0f1np1, enp1s0f1np1" in _warnings(choices, "spark-b")
+    assert not _warnings(choices, "spark-a")
+    text = disc.to_yaml(choices, disc.SshSettings("aurora"), {})
+    spec = example("sglang-qwen3-30b-2spark")
+    spec["cluster"] = {"file": "cluster.yaml"}
+    assert "RoCE v2 IPv4 GID 3" in text and "# WARNING: down" in text
+    _assert_valid(text, spec, expected_ips=["192.168.100.10", "192.168.100.11"])
+
+
+def _assert_valid(cluster_text: str, spec: dict[str, object], expected_ips: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "cluster.yaml").write_text(cluster_text)
+        path = Path(folder) / "spec.yaml"
+        path.write_text(dump(spec))
+        result = compile_text(path.read_text(), str(path))
+        assert result.ok, [d.message for d in result.diagnostics]
+        assert result.plan and [n.fabric_ip for n in result.plan.nodes] == expected_ips
+
+
+def test_json_is_the_same_section() -> None:
+    choices = disc.choose(_facts("spark-a-both-ports", "spark-b-crosscabled"))
+    data = json.loads(disc.to_json(choices, disc.SshSettings(port=2222)))
+    assert data["cluster"]["ssh"] == {"port": 2222}
+    assert data["cluster"]["nodes"][1] == {
+        "name": "spark-b",
+        "ssh": "10.0.0.22",
+        "fabric": {"ip": "192.168.100.11", "netdev": "enp1s0f0np0", "hcas": ["roceP2p1s0f0", "rocep1s0f0"]},
+        "gpus": 1,
+    }
+
+
+def test_what_looks_wrong_is_said() -> None:
+    choices = disc.choose(
+        _facts("spark-a-both-ports", "spark-c-twin-down-mtu1500", "spark-d-twins-one-subnet-no-rocev2")
+    )
+    c, d = _warnings(choices, "spark-c"), _warnings(choices, "spark-d")
+    assert "enp1s0f1np1 has MTU 1500; the fabric wants 9000" in c
+    assert "down (not cabled?): enP2p1s0f0np0, enP2p1s0f1np1, enp1s0f0np0" in c
+    assert "host name 'Spark-C.lab' is not a node name" in c and choices[1].name == "spark-c"
+    assert choices[1].hcas == ["rocep1s0f1"]  # the twin is down: not an RDMA device NCCL can use
+    assert "enP2p1s0f1np1 and enp1s0f1np1 are both on 192.168.100.0/24" in d
+    assert "has no RoCE v2 IPv4 GID" in d
+    assert choices[2].netdev and choices[2].netdev.name == "enp1s0f1np1"  # a tie: the first twin
+
+
+def test_gpu_counts_missing_pieces_and_other_rdma_names() -> None:
+    choices = disc.choose(_facts("spark-a-both-ports", "spark-e-mlx5-ibdev2netdev-no-smi", "desktop-no-cx7"))
+    assert choices[1].hcas == ["mlx5_1", "mlx5_3"] and choices[1].ip == "192.168.100.14"
+    assert "no nvidia-smi on this node" in _warnings(choices, "spark-e")
+    assert "nodes disagree on their GPU count (spark-a: 1, desktop: 2)" in _warnings(choices, "spark-a")
+    assert "no netdev with an RDMA device behind it" in _warnings(choices, "desktop")
+    assert choices[2].netdev is None and choices[2].ip == disc.PLACEHOLDER_IP
+    truncated = _facts("spark-f-truncated")[0]
+    assert "ended early" in truncated.warnings[0] and truncated.gpus == []
+
+
+@pytest.mark.parametrize("junk", ["", "\x00\xff garbage\n", "netdev\ninet x y z\ngid a b\nrdma\nos\nend\n"])
+def test_any_output_parses_without_a_traceback(junk: str) -> None:
+    facts = parse("h", junk)
+    choices = disc.choose([facts])
+    assert disc.to_yaml(choices, disc.SshSettings(), {}).startswith("#")
+
+
+FAKE_SSH = """#!/bin/sh
+# Like ssh: the destination is the word after --; the remote command comes last; 255 when unreachable.
+printf '%s\\n' "$*" >>"$FAKE_SSH_LOG"
+while [ "$1" != -- ]; do shift; done
+host=$2
+cat >/dev/null
+if [ -f "$FAKE_SSH_DIR/$host.out" ]; then cat "$FAKE_SSH_DIR/$host.out"; exit 0; fi
+echo "ssh: connect to host $host port 22: Connection refused" >&2
+exit 255
+"""
+
+
+@pytest.fixture
+def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(FAKE_SSH)
+    (bin_dir / "ssh").chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_SSH_DIR", str(tmp_path))
+    monkeypatch.setenv("FAKE_SSH_LOG", str(tmp_path / "ssh.log"))
+    shutil.copy(DATA / "spark-a-both-ports.out", tmp_path / "spark-a.local.out")
+    shutil.copy(DATA / "spark-b-crosscabled.out", tmp_path / "10.0.0.22.out")
+    return tmp_path
+
+
+def test_cli_probes_every_host_and_prints_the_section(fake_ssh: Path) -> None:
+    args = [
+        "discover",
+        "--ssh-user",
+        "aurora",
+        "--identity-file",
+        "/k/id",
+        "--port",
+        "2200",
+        "spark-a.local",
+        "10.0.0.22",
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "ssh: spark-a.local" in result.stdout and "netdev: enp1s0f0np0" in result.stdout
+    assert "warning: spark-b: down (not cabled?)" in result.stderr
+    calls = sorted((fake_ssh / "ssh.log").read_text().splitlines())
+    assert calls[0] == "-o BatchMode=yes -o ConnectTimeout=10 -p 2200 -l aurora -i /k/id -- 10.0.0.22 sh -s"
+
+
+def test_cli_an_unreachable_host_exits_1_naming_it(fake_ssh: Path) -> None:
+    result = CliRunner().invoke(cli, ["discover", "--format", "json", "spark-a.local", "10.0.0.99"])
+    assert result.exit_code == 1
+    assert "error: 10.0.0.99 unreachable: ssh: connect to host 10.0.0.99 port 22: Connection refused" in result.stderr
+    assert [n["name"] for n in json.loads(result.stdout)["cluster"]["nodes"]] == ["spark-a"]
+
+
+@pytest.mark.parametrize("bad", [["-oProxyCommand=x"], ["a;b"], ["--ssh-user", "Root;x", "h"], ["h", "h"]])
+def test_cli_refuses_what_is_not_a_host_or_user(fake_ssh: Path, bad: list[str]) -> None:
+    result = CliRunner().invoke(cli, ["discover", *bad])
+    assert result.exit_code == 2 and not (fake_ssh / "ssh.log").exists()
+
+
+@pytest.mark.parametrize("shell", ["dash", "busybox sh", "bash --posix"])
+def test_the_probe_runs_under_posix_shells(shell: str) -> None:
+    if shutil.which(shell.split()[0]) is None:
+        pytest.skip(f"{shell} is not installed")
+    done = subprocess.run([*shell.split(), "-s"], input=disc.probe_text(), capture_output=True, text=True, check=True)
+    facts = parse("localhost", done.stdout)
+    assert done.stderr == "" and facts.hostname and not any("ended early" in w for w in facts.warnings)
+    assert "lo" in done.stdout and "inet lo 127.0.0.1/8" in done.stdout
+
+
+def test_the_probe_is_shellcheck_clean_as_posix_sh() -> None:
+    probe = Path(disc.__file__).resolve().parent.parent / "templates" / "discover" / "probe.sh"
+    done = subprocess.run(["shellcheck", "-s", "sh", str(probe)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout

@@ -1,0 +1,71 @@
+"""sparkc init: the starter spec validates and compiles as written, from placeholders or discover's output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from compiler import discover as disc
+from compiler.cli import cli
+from compiler.init_spec import CHANGE
+from compiler.pipeline import compile_text
+from compiler.probe import parse
+
+DATA = Path(__file__).parent / "data" / "discover"
+
+
+def _compiled(path: Path) -> list[str]:
+    result = compile_text(path.read_text(), str(path))
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert result.plan is not None
+    return [n.fabric_ip for n in result.plan.nodes]
+
+
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_starter_spec_for_n_nodes_compiles_and_marks_what_to_change(tmp_path: Path, nodes: int) -> None:
+    out = tmp_path / "spec.yaml"
+    result = CliRunner().invoke(cli, ["init", "--nodes", str(nodes), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert _compiled(out) == [f"192.168.100.{10 + i}" for i in range(nodes)]
+    text = out.read_text()
+    assert text.count("ip: 192.168.100.1") == nodes and "path: /models/CHANGE-ME" in text
+    assert all(CHANGE in line for line in text.splitlines() if line.strip().startswith(("ip:", "image:", "path:")))
+
+
+def test_from_discover_takes_the_discovered_cluster(tmp_path: Path) -> None:
+    facts = [
+        parse(h, (DATA / f).read_text())
+        for h, f in [("a.lan", "spark-a-both-ports.out"), ("b.lan", "spark-b-crosscabled.out")]
+    ]
+    found = tmp_path / "cluster.yaml"
+    found.write_text(disc.to_yaml(disc.choose(facts), disc.SshSettings("aurora"), {}))
+    out = tmp_path / "spec.yaml"
+    result = CliRunner().invoke(cli, ["init", "--from-discover", str(found), "-o", str(out), "--name", "qwen"])
+    assert result.exit_code == 0, result.output
+    assert _compiled(out) == ["192.168.100.10", "192.168.100.11"]
+    text = out.read_text()
+    assert "netdev: enp1s0f0np0" in text and "user: aurora" in text and "ssh: b.lan" in text
+    assert "fabric address" not in text  # discovered values are not placeholders
+
+
+def test_never_overwrites_and_refuses_what_is_not_discover_output(tmp_path: Path) -> None:
+    out = tmp_path / "spec.yaml"
+    out.write_text("mine\n")
+    result = CliRunner().invoke(cli, ["init", "-o", str(out)])
+    assert result.exit_code == 2 and "never overwrites" in result.output and out.read_text() == "mine\n"
+    bad = tmp_path / "bad.yaml"
+    for text, words in [
+        ("nodes: []\n", "not what sparkc discover writes"),
+        ("cluster:\n  nodes: [{name: a}]\n", "lacks"),
+    ]:
+        bad.write_text(text)
+        result = CliRunner().invoke(cli, ["init", "--from-discover", str(bad), "-o", str(tmp_path / "n.yaml")])
+        assert result.exit_code == 2 and words in result.output, result.output
+    result = CliRunner().invoke(
+        cli, ["init", "--from-discover", str(tmp_path / "none.yaml"), "-o", str(tmp_path / "n.yaml")]
+    )
+    assert result.exit_code == 2 and "no such file" in result.output
+    result = CliRunner().invoke(cli, ["init", "--name", "Bad Name", "-o", str(tmp_path / "n.yaml")])
+    assert result.exit_code == 2 and "would not validate" in result.output and not (tmp_path / "n.yaml").exists()
