@@ -29,13 +29,15 @@ docker_run_argv() {
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--skip-preflight] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--timeout SECONDS] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
 
   --dry-run          print every command, per node, and touch nothing
-  --skip-preflight   skip the checks of ssh, docker, image and model on every node
+  --preflight-only   only check every node (ssh, docker, image, model, fabric, RDMA, GPUs,
+                     memory), print a table and exit: 0 all ok, 1 otherwise
+  --skip-preflight   skip those checks
   --timeout SECONDS  budget for the whole start (default from the spec)
   --yes              replace a running deployment of the same name
   -h, --help         this text
@@ -50,6 +52,7 @@ declare -A IMAGE_IDS=()
 PHASE_START=$SECONDS
 FAILED_NODE=""
 SKIP_PREFLIGHT=0
+PREFLIGHT_ONLY=0
 REPLACE=0
 TIMEOUT=$DEFAULT_TIMEOUT
 DEADLINE=0
@@ -94,9 +97,10 @@ on_interrupt() {
 time_left() { ((SECONDS < DEADLINE)); }
 
 # -- phase 1 ---------------------------------------------------------------------------------
+# The checks themselves are in the preflight part above: one round trip per node, all at once.
 preflight() {
-  phase preflight "ssh, docker, image and model on every node"
-  local node id first_id="" first_node="" out
+  phase preflight "ssh, docker, image, model, fabric, RDMA and GPUs on every node, at once"
+  local node out ray_out="" ray_pid="" i
   local tools=(docker curl)
   if ((${#NODES[@]} > 1)); then tools+=(ssh); fi
   for out in "${tools[@]}"; do
@@ -107,63 +111,59 @@ preflight() {
     ((DRY_RUN)) && { warn "secret $out is not set; a real launch stops here"; continue; }
     fail "$HEAD" "secret $out is not set (or empty): export it in the shell that runs this script"
   done
-  for node in "${NODES[@]}"; do
-    FAILED_NODE=$node
-    if ! is_local "$node"; then
-      out=$(run_on "$node" true 2>&1) \
-        || fail "$node" "cannot reach ${TARGET[$node]} over ssh: ${out:-no answer}. Check the address, that" \
-          "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
-    fi
-    check_fabric_address "$node"
-    out=$(run_on "$node" docker version --format '{{.Server.Version}}' 2>&1) \
-      || fail "$node" "docker does not answer on $node: ${out}. Start it (systemctl start docker) and make" \
-        "sure this user may use it (group docker)"
-    id=$(run_on "$node" docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null) \
-      || fail "$node" "image $IMAGE is not on $node. Pull it there, or copy it from the head:" \
-        "docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
-    if [[ -z $first_id ]]; then
-      first_id=$id first_node=$node
-    elif [[ $id != "$first_id" ]]; then
-      fail "$node" "image $IMAGE differs between nodes: $first_node has $first_id, $node has $id." \
-        "Every node must run the same build: copy it with docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
-    fi
-    run_on "$node" test -d "$MODEL_HOST_PATH" \
-      || fail "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
-        "same absolute path on every node (copy them once over the fabric with rsync)"
-    ((DRY_RUN)) || log "$node: reachable, docker $out, image ${id:7:12}, model present"
-    IMAGE_IDS[$node]=$id
-  done
-  FAILED_NODE=""
-  check_profile
+  if ((DRY_RUN)); then
+    for node in "${NODES[@]}"; do
+      preflight_args "$node"
+      printf '[%s] sh -c <preflight: %s> %s\n' "$node" "${PREFLIGHT_CHECKS[*]}" "$(printf '%q ' "${PF_ARGS[@]}")" >&3
+    done
+    check_profile
+    ((RAY_REQUIRED)) && run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version
+    phase_done
+    return 0
+  fi
   if ((RAY_REQUIRED)); then
-    out=$(run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version 2>&1) \
-      || fail "$HEAD" "Ray is not in image $IMAGE (${out##*$'\n'}). Recent vLLM images ship without it:" \
-        "use engine.backend native, or an image with Ray"
-    ((DRY_RUN)) || log "image has ${out##*$'\n'}"
+    # Meanwhile, on the head: is Ray in the image? (never pulled here: a missing image is reported below)
+    ray_out=$(mktemp)
+    (
+      trap - ERR
+      docker run --rm --pull never --network none --entrypoint ray "$IMAGE" --version
+    ) >"$ray_out" 2>&1 </dev/null &
+    ray_pid=$!
+  fi
+  if ! preflight_checks; then
+    [[ -z $ray_pid ]] || { wait "$ray_pid" || true; rm -f "$ray_out"; }
+    for ((i = 1; i < ${#PF_PROBLEMS[@]}; i++)); do
+      warn "also on ${PF_PROBLEM_NODES[i]}: ${PF_PROBLEMS[i]}"
+    done
+    fail "${PF_PROBLEM_NODES[0]}" "${PF_PROBLEMS[0]}"
+  fi
+  for node in "${NODES[@]}"; do
+    log "$node: docker ${PF_NOTES[$node,docker]-}, image ${PF_NOTES[$node,image]-}, model ${PF_NOTES[$node,model]-}," \
+      "fabric ${PF_NOTES[$node,fabric]-}, RDMA ${PF_NOTES[$node,rdma]-}, GPUs ${PF_NOTES[$node,gpus]-}," \
+      "memory free ${PF_NOTES[$node,memory]:--}"
+  done
+  check_profile
+  if [[ -n $ray_pid ]]; then
+    local status=0
+    wait "$ray_pid" || status=$?
+    out=$(cat "$ray_out")
+    rm -f "$ray_out"
+    ((status == 0)) || fail "$HEAD" "Ray is not in image $IMAGE (${out##*$'\n'}). Recent vLLM images ship without" \
+      "it: use engine.backend native, or an image with Ray"
+    log "image has ${out##*$'\n'}"
   fi
   phase_done
 }
 
-# The node's fabric netdev exists and carries its fabric IP (names can differ from node to node); a
-# RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
-check_fabric_address() {
-  local node=$1 addr link mtu
-  local netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]}
-  addr=$(run_on "$node" ip -o addr show dev "$netdev" 2>&1) \
-    || fail "$node" "network interface $netdev does not exist on $node ($addr). Interface names can differ" \
-      "from node to node: check 'ip -br addr' there and set cluster.nodes[].fabric.netdev$(is_local "$node" \
-      && echo "; and run launch-cluster.sh on the head node, $HEAD")"
-  ((DRY_RUN)) && return 0
-  [[ $addr == *" $ip/"* ]] \
-    || fail "$node" "$ip is not an address of $netdev on $node (it has: $(grep -oE 'inet6? [^ ]+' <<<"$addr" \
-      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec$(is_local "$node" \
-      && echo ", or run launch-cluster.sh on the head node, $HEAD")"
-  link=$(run_on "$node" ip -o link show dev "$netdev" 2>&1) || link=""
-  mtu=$(grep -oE 'mtu [0-9]+' <<<"$link" | cut -d' ' -f2)
-  if ((HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
-    warn "$node: $netdev has MTU $mtu; the RoCE fabric is set up for 9000 (a firmware update can reset it):" \
-      "ip link set $netdev mtu 9000"
-  fi
+# --preflight-only: the checks and a table, node by node; nothing is started.
+preflight_only() {
+  phase preflight "ssh, docker, image, model, fabric, RDMA and GPUs on every node, at once"
+  local ok=0
+  preflight_checks || ok=1
+  preflight_table
+  ((ok == 0)) || { log "preflight FAILED on: $(printf '%s\n' "${PF_PROBLEM_NODES[@]}" | sort -u | tr '\n' ' ')"; exit 1; }
+  log "preflight passed on all ${#NODES[@]} node(s)"
+  exit 0
 }
 
 # The image must still behave as its profile says (entrypoint, variables its entrypoint reads).
@@ -326,7 +326,7 @@ start_one() {
       reads+="$name=\$(dd bs=1 count=$(secret_bytes "$name") 2>/dev/null; echo x) && $name=\${$name%x} && export $name && "
     done
     out=$(for name in "${SECRETS[@]}"; do printf '%s' "${SECRET_VALUES[$name]}"; done |
-      ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
+      ssh_node "$node" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
       || { printf '%s\n' "$out"; return 1; }
   else
     out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
@@ -462,6 +462,7 @@ main() {
     case $1 in
       --dry-run) DRY_RUN=1 ;;
       --skip-preflight) SKIP_PREFLIGHT=1 ;;
+      --preflight-only) PREFLIGHT_ONLY=1 ;;
       --yes) REPLACE=1 ;;
       --timeout)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "launch-cluster.sh: --timeout needs a number of seconds" >&2; exit 2; }
@@ -478,6 +479,7 @@ main() {
   trap on_interrupt INT TERM
   log "launching $DEPLOYMENT: ${#NODES[@]} node(s), head $HEAD, image $IMAGE, timeout ${TIMEOUT}s"
   ((DRY_RUN)) && log "dry run: printing commands, touching nothing"
+  ((PREFLIGHT_ONLY && !DRY_RUN)) && preflight_only
   if ((SKIP_PREFLIGHT)); then
     log "== preflight skipped"
   else
