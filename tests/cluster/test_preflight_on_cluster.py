@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -178,3 +180,36 @@ def test_the_users_own_control_master_setting_is_respected(deploy: Deploy, sim_c
 def deploy_options(cluster: SimCluster) -> list[str]:
     options = cluster.ssh_options
     return [options[i + 1] for i, o in enumerate(options) if o == "-o" and "BatchMode" not in options[i + 1]]
+
+
+# -- fail fast: a container that dies ends the launch, naming it, while the others still load --------
+
+
+def test_a_worker_killed_while_the_head_loads_ends_the_launch(deploy: Deploy, sim_cluster: SimCluster) -> None:
+    """The head would load for 10 minutes; the launcher fails on the worker's death instead, names it
+    (not the head, whose heartbeat makes it follow), and saves the logs."""
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "ff-worker",
+        {"container.image": VLLM_IMAGE, "container.env": {"SPARKC_STANDIN_LOAD_SECONDS": "600"}},
+    )
+    results: list[subprocess.CompletedProcess[str]] = []
+    launcher = threading.Thread(target=lambda: results.append(d.run("launch-cluster.sh", timeout=300)))
+    launcher.start()
+    try:
+        for _ in range(600):  # until both ranks met: the launcher is then in its readiness wait
+            logs = sim_cluster.docker("spark1", "logs", d.container("spark1")).stdout
+            if "SPARKC_STANDIN_RENDEZVOUS" in logs:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the rendezvous never happened")
+        sim_cluster.docker("spark2", "kill", d.container("spark2"), check=True)
+    finally:
+        launcher.join(timeout=300)
+    (result,) = results
+    assert_failed(result, "spark2", "readiness", 300)
+    assert "container sparkc-ff-worker-spark2 is exited on spark2" in result.stderr
+    saved = d.saved_logs()[-1]
+    assert "status=exited" in (saved / "spark2.state").read_text()
+    assert "SPARKC_STANDIN_RENDEZVOUS" in (saved / "spark1.log").read_text()

@@ -98,8 +98,15 @@ ssh_mux_stop() {
   SSH_MUX_DIR=""
 }
 
-# Things to undo when the script ends, however it ends (subshells do not inherit the trap).
-on_exit() { ssh_mux_stop; }
+# Things to undo when the script ends, however it ends (subshells do not inherit the trap): a probe
+# still running in the background, the scratch folder, the ssh connections.
+BACKGROUND_PID=""
+SCRATCH=""
+on_exit() {
+  [[ -z $BACKGROUND_PID ]] || kill "$BACKGROUND_PID" 2>/dev/null || true
+  [[ -z $SCRATCH ]] || rm -rf "$SCRATCH"
+  ssh_mux_stop
+}
 trap on_exit EXIT
 ssh_mux_start
 
@@ -190,16 +197,24 @@ probe_completion() {
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
-# Copy every node's container log and state into one folder; never fails (nodes may be unreachable).
+# Copy every node's container log and state into one folder, every node at once; never fails (nodes
+# may be unreachable).
 collect_logs() {
-  local dir=$1 tail=$2 node
+  local dir=$1 tail=$2 node pids=() pid
   mkdir -p "$dir"
   for node in "${NODES[@]}"; do
-    on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
-      || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
-    on_node "$node" docker inspect --format \
-      '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-      "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+    (
+      trap - ERR
+      on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
+        || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
+      on_node "$node" docker inspect --format \
+        '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
+        "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+    ) </dev/null &
+    pids+=("$!")
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || true
   done
 }
 

@@ -280,8 +280,15 @@ ssh_mux_stop() {
   SSH_MUX_DIR=""
 }
 
-# Things to undo when the script ends, however it ends (subshells do not inherit the trap).
-on_exit() { ssh_mux_stop; }
+# Things to undo when the script ends, however it ends (subshells do not inherit the trap): a probe
+# still running in the background, the scratch folder, the ssh connections.
+BACKGROUND_PID=""
+SCRATCH=""
+on_exit() {
+  [[ -z $BACKGROUND_PID ]] || kill "$BACKGROUND_PID" 2>/dev/null || true
+  [[ -z $SCRATCH ]] || rm -rf "$SCRATCH"
+  ssh_mux_stop
+}
 trap on_exit EXIT
 ssh_mux_start
 
@@ -372,16 +379,24 @@ probe_completion() {
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
-# Copy every node's container log and state into one folder; never fails (nodes may be unreachable).
+# Copy every node's container log and state into one folder, every node at once; never fails (nodes
+# may be unreachable).
 collect_logs() {
-  local dir=$1 tail=$2 node
+  local dir=$1 tail=$2 node pids=() pid
   mkdir -p "$dir"
   for node in "${NODES[@]}"; do
-    on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
-      || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
-    on_node "$node" docker inspect --format \
-      '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-      "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+    (
+      trap - ERR
+      on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
+        || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
+      on_node "$node" docker inspect --format \
+        '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
+        "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+    ) </dev/null &
+    pids+=("$!")
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || true
   done
 }
 
@@ -1192,13 +1207,73 @@ start_one() {
   fi
 }
 
-# A container must still be running; if not, the launch fails at once with that node named.
+# Containers must still be running: each node asked at once (a few ms each over the shared ssh
+# connection). If some are not, the launch fails naming the one that stopped first (the others may
+# have followed it).
 require_running() {
-  local node state
-  for node in "$@"; do
-    state=$(container_state "$node")
-    [[ $state == running ]] || fail "$node" "container ${CONTAINER[$node]} is $state on $node"
+  local node i state finished first="" first_at="" first_state="" pids=() nodes=("$@")
+  for i in "${!nodes[@]}"; do
+    node=${nodes[i]}
+    (
+      trap - ERR
+      on_node "$node" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$node]}" \
+        2>/dev/null || echo missing
+    ) >"$SCRATCH/state.$i" </dev/null &
+    pids+=("$!")
   done
+  i=0
+  for node; do
+    wait "${pids[i]}" || true
+    read -r state finished <"$SCRATCH/state.$i" || state=missing
+    i=$((i + 1))
+    [[ $state == running ]] && continue
+    if [[ -z $first || (-n $finished && ($first_at == "" || $finished < "$first_at")) ]]; then
+      first=$node first_at=$finished first_state=$state
+    fi
+  done
+  [[ -z $first ]] || fail "$first" "container ${CONTAINER[$first]} is ${first_state:-missing} on $first"
+}
+
+# Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
+# container is watched; returns the probe's status. A probe may take long (an HTTP request, Ray's
+# client), a dead container must still end the launch within a second or so.
+watch_probe() {
+  rm -f "$SCRATCH/probe.rc"
+  (
+    trap - ERR
+    status=0
+    "$@" >"$SCRATCH/probe" 2>&1 </dev/null || status=$?
+    echo "$status" >"$SCRATCH/probe.rc"
+  ) &
+  BACKGROUND_PID=$!
+  while [[ ! -s $SCRATCH/probe.rc ]]; do
+    require_running "${NODES[@]}"
+    engine_still_running
+    [[ -s $SCRATCH/probe.rc ]] || sleep 0.4
+  done
+  wait "$BACKGROUND_PID" || true
+  BACKGROUND_PID=""
+  return "$(cat "$SCRATCH/probe.rc")"
+}
+
+# Wait about $1 seconds while watching every container.
+watch_sleep() {
+  local until=$((SECONDS + $1))
+  while ((SECONDS < until)); do
+    require_running "${NODES[@]}"
+    engine_still_running
+    sleep 0.4
+  done
+}
+
+# Once started on the head through Ray, the engine must not have exited (its container stays up).
+ENGINE_STARTED=0
+engine_still_running() {
+  ((ENGINE_STARTED)) || return 0
+  local status
+  if status=$(engine_exit_status); then
+    fail "$HEAD" "the engine exited with status $status"
+  fi
 }
 
 # -- phase 4 (Ray) -----------------------------------------------------------------------------
@@ -1208,7 +1283,7 @@ wait_ray_head() {
   until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
     require_running "$HEAD"
     time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
-    sleep 1
+    sleep 0.3
   done
 }
 
@@ -1220,11 +1295,12 @@ form_ray() {
     return 0
   fi
   local out=""
-  until out=$(ray_check 2>&1); do
-    require_running "${NODES[@]}"
+  until watch_probe ray_check; do
+    out=$(cat "$SCRATCH/probe")
     time_left || fail "$HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
-    sleep 3
+    watch_sleep 1
   done
+  out=$(cat "$SCRATCH/probe")
   log "${out##*$'\n'}"
   phase_done
 }
@@ -1239,6 +1315,7 @@ start_engine() {
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
   run_on "$HEAD" "${ENGINE_EXEC[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  ENGINE_STARTED=$((DRY_RUN == 0))
   FAILED_NODE=""
   phase_done
 }
@@ -1259,23 +1336,14 @@ wait_ready() {
     phase_done
     return 0
   fi
-  local stage="" want status
+  local stage="" want
   while :; do
-    require_running "${NODES[@]}"
-    if status=$(engine_exit_status); then
-      fail "$HEAD" "the engine exited with status $status"
-    fi
-    if ! port_in_use "$PROBE_HOST" "$API_PORT"; then
-      want="port $API_PORT"
-    elif ! probe_health; then
-      want="/health"
-    elif ! probe_models; then
-      want="/v1/models naming $SERVED_MODEL"
-    elif ! probe_completion; then
-      want="a completion"
-    else
+    watch_probe readiness_stage || true
+    want=$(cat "$SCRATCH/probe")
+    if [[ $want == ready ]]; then
       # The probes took a while: a node that died meanwhile must not be reported ready.
       require_running "${NODES[@]}"
+      engine_still_running
       break
     fi
     if [[ $want != "$stage" ]]; then
@@ -1283,9 +1351,24 @@ wait_ready() {
       log "waiting for $want ($((DEADLINE - SECONDS))s left)"
     fi
     time_left || fail "$HEAD" "not ready within ${TIMEOUT}s: still waiting for $want"
-    sleep 2
+    watch_sleep 1
   done
   phase_done
+}
+
+# What the endpoint still lacks, or "ready" (runs in the background under watch_probe).
+readiness_stage() {
+  if ! port_in_use "$PROBE_HOST" "$API_PORT"; then
+    echo "port $API_PORT"
+  elif ! probe_health; then
+    echo /health
+  elif ! probe_models; then
+    echo "/v1/models naming $SERVED_MODEL"
+  elif ! probe_completion; then
+    echo "a completion"
+  else
+    echo ready
+  fi
 }
 
 # -- phase 7 -----------------------------------------------------------------------------------
@@ -1334,6 +1417,7 @@ main() {
     shift
   done
   DEADLINE=$((SECONDS + TIMEOUT))
+  SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
   trap on_interrupt INT TERM
   log "launching $DEPLOYMENT: ${#NODES[@]} node(s), head $HEAD, image $IMAGE, timeout ${TIMEOUT}s"
