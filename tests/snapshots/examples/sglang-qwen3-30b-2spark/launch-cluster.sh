@@ -1235,9 +1235,11 @@ require_running() {
 }
 
 # Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
-# container is watched; returns the probe's status. A probe may take long (an HTTP request, Ray's
-# client), a dead container must still end the launch within a second or so.
+# container is watched (about once a second: each look costs every node a docker inspect, and the
+# engines starting on the same machines need the CPU); returns the probe's status. A probe may take
+# long (an HTTP request, Ray's client); a dead container still ends the launch within a second or so.
 watch_probe() {
+  local tick=0
   rm -f "$SCRATCH/probe.rc"
   (
     trap - ERR
@@ -1247,23 +1249,22 @@ watch_probe() {
   ) &
   BACKGROUND_PID=$!
   while [[ ! -s $SCRATCH/probe.rc ]]; do
-    require_running "${NODES[@]}"
-    engine_still_running
-    [[ -s $SCRATCH/probe.rc ]] || sleep 0.4
+    if ((tick++ % 10 == 9)); then
+      require_running "${NODES[@]}"
+      engine_still_running
+    fi
+    sleep 0.1
   done
   wait "$BACKGROUND_PID" || true
   BACKGROUND_PID=""
   return "$(cat "$SCRATCH/probe.rc")"
 }
 
-# Wait about $1 seconds while watching every container.
-watch_sleep() {
-  local until=$((SECONDS + $1))
-  while ((SECONDS < until)); do
-    require_running "${NODES[@]}"
-    engine_still_running
-    sleep 0.4
-  done
+# Between probes: every container still running? Then a short pause.
+watch_pause() {
+  require_running "${NODES[@]}"
+  engine_still_running
+  sleep 0.5
 }
 
 # Once started on the head through Ray, the engine must not have exited (its container stays up).
@@ -1298,7 +1299,7 @@ form_ray() {
   until watch_probe ray_check; do
     out=$(cat "$SCRATCH/probe")
     time_left || fail "$HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
-    watch_sleep 1
+    watch_pause
   done
   out=$(cat "$SCRATCH/probe")
   log "${out##*$'\n'}"
@@ -1351,7 +1352,7 @@ wait_ready() {
       log "waiting for $want ($((DEADLINE - SECONDS))s left)"
     fi
     time_left || fail "$HEAD" "not ready within ${TIMEOUT}s: still waiting for $want"
-    watch_sleep 1
+    watch_pause
   done
   phase_done
 }
