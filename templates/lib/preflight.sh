@@ -100,7 +100,7 @@ PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
 PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
 
-# PF_ARGS: the remote script's inputs for a node, as KEY=VALUE words (quoted by on_node).
+# PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
   local node=$1 hca hcas=()
   for hca in ${HCAS[$node]}; do
@@ -289,7 +289,7 @@ pinned_gid_index() {
   local -n words="DOCKER_RUN_${RANK[$1]}"
   local word
   for word in "${words[@]}"; do
-    [[ $word == NCCL_IB_GID_INDEX=* ]] && { printf '%s' "${word#*=}"; return 0; }
+    [[ $word == "NCCL_IB_GID_INDEX="* ]] && { printf '%s' "${word#*=}"; return 0; }
   done
 }
 
