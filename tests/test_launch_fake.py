@@ -255,7 +255,8 @@ def test_dry_run_touches_nothing(fake: FakeCluster) -> None:
     assert fake.calls() == []
     assert "[spark-b] docker run -d --name sparkc-qwen35-122b-spark-b" in dry.stdout
     assert "[spark-a] docker exec -d sparkc-qwen35-122b-spark-a sh -c" in dry.stdout
-    assert "[spark-b] true" in dry.stdout and "[spark-b] docker image inspect" in dry.stdout  # preflight shown
+    assert "[spark-b] sh -c <preflight: host docker model fabric" in dry.stdout  # preflight shown
+    assert "image=hellohal2064/vllm-qwen3.5-gb10:latest" in dry.stdout
 
 
 def test_hostile_values_stay_data(fake: FakeCluster, tmp_path: Path) -> None:

@@ -30,13 +30,15 @@ docker_run_argv() {
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--skip-preflight] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--timeout SECONDS] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
 
   --dry-run          print every command, per node, and touch nothing
-  --skip-preflight   skip the checks of ssh, docker, image and model on every node
+  --preflight-only   only check every node (ssh, docker, image, model, fabric, RDMA, GPUs,
+                     memory), print a table and exit: 0 all ok, 1 otherwise
+  --skip-preflight   skip those checks
   --timeout SECONDS  budget for the whole start (default from the spec)
   --yes              replace a running deployment of the same name
   -h, --help         this text
@@ -51,6 +53,7 @@ declare -A IMAGE_IDS=()
 PHASE_START=$SECONDS
 FAILED_NODE=""
 SKIP_PREFLIGHT=0
+PREFLIGHT_ONLY=0
 REPLACE=0
 TIMEOUT=$DEFAULT_TIMEOUT
 DEADLINE=0
@@ -95,9 +98,19 @@ on_interrupt() {
 time_left() { ((SECONDS < DEADLINE)); }
 
 # -- phase 1 ---------------------------------------------------------------------------------
+# The checks themselves are in the preflight part above: one round trip per node, all at once.
+# The weights' revision and links, and the draft model: their own round trips (they read folders the
+# one-round-trip preflight does not know about).
+model_checks() {
+  FAILED_NODE=$1
+  check_model_revision "$1"
+  check_draft_model "$1"
+  FAILED_NODE=""
+}
+
 preflight() {
-  phase preflight "ssh, docker, image and model on every node"
-  local node id first_id="" first_node="" out
+  phase preflight "ssh, docker, image, model, fabric, RDMA and GPUs on every node, at once"
+  local node out ray_out="" ray_pid="" i
   local tools=(docker curl)
   if ((${#NODES[@]} > 1)); then tools+=(ssh); fi
   for out in "${tools[@]}"; do
@@ -108,65 +121,61 @@ preflight() {
     ((DRY_RUN)) && { warn "secret $out is not set; a real launch stops here"; continue; }
     fail "$HEAD" "secret $out is not set (or empty): export it in the shell that runs this script"
   done
-  for node in "${NODES[@]}"; do
-    FAILED_NODE=$node
-    if ! is_local "$node"; then
-      out=$(run_on "$node" true 2>&1) \
-        || fail "$node" "cannot reach ${TARGET[$node]} over ssh: ${out:-no answer}. Check the address, that" \
-          "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
-    fi
-    check_fabric_address "$node"
-    out=$(run_on "$node" docker version --format '{{.Server.Version}}' 2>&1) \
-      || fail "$node" "docker does not answer on $node: ${out}. Start it (systemctl start docker) and make" \
-        "sure this user may use it (group docker)"
-    id=$(run_on "$node" docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null) \
-      || fail "$node" "image $IMAGE is not on $node. Pull it there, or copy it from the head:" \
-        "docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
-    if [[ -z $first_id ]]; then
-      first_id=$id first_node=$node
-    elif [[ $id != "$first_id" ]]; then
-      fail "$node" "image $IMAGE differs between nodes: $first_node has $first_id, $node has $id." \
-        "Every node must run the same build: copy it with docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
-    fi
-    run_on "$node" test -d "$MODEL_HOST_PATH" \
-      || fail "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
-        "same absolute path on every node (copy them once over the fabric with rsync)"
-    check_model_revision "$node"
-    check_draft_model "$node"
-    ((DRY_RUN)) || log "$node: reachable, docker $out, image ${id:7:12}, model present"
-    IMAGE_IDS[$node]=$id
-  done
-  FAILED_NODE=""
-  check_profile
+  if ((DRY_RUN)); then
+    for node in "${NODES[@]}"; do
+      preflight_args "$node"
+      printf '[%s] sh -c <preflight: %s> %s\n' "$node" "${PREFLIGHT_CHECKS[*]}" "$(printf '%q ' "${PF_ARGS[@]}")" >&3
+      model_checks "$node"
+    done
+    check_profile
+    ((RAY_REQUIRED)) && run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version
+    phase_done
+    return 0
+  fi
   if ((RAY_REQUIRED)); then
-    out=$(run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version 2>&1) \
-      || fail "$HEAD" "Ray is not in image $IMAGE (${out##*$'\n'}). Recent vLLM images ship without it:" \
-        "use engine.backend native, or an image with Ray"
-    ((DRY_RUN)) || log "image has ${out##*$'\n'}"
+    # Meanwhile, on the head: is Ray in the image? (never pulled here: a missing image is reported below)
+    ray_out=$(mktemp)
+    (
+      trap - ERR
+      docker run --rm --pull never --network none --entrypoint ray "$IMAGE" --version
+    ) >"$ray_out" 2>&1 </dev/null &
+    ray_pid=$!
+  fi
+  if ! preflight_checks; then
+    [[ -z $ray_pid ]] || { wait "$ray_pid" || true; rm -f "$ray_out"; }
+    for ((i = 1; i < ${#PF_PROBLEMS[@]}; i++)); do
+      warn "also on ${PF_PROBLEM_NODES[i]}: ${PF_PROBLEMS[i]}"
+    done
+    fail "${PF_PROBLEM_NODES[0]}" "${PF_PROBLEMS[0]}"
+  fi
+  for node in "${NODES[@]}"; do
+    model_checks "$node"
+    log "$node: docker ${PF_NOTES[$node,docker]-}, image ${PF_NOTES[$node,image]-}, model ${PF_NOTES[$node,model]-}," \
+      "fabric ${PF_NOTES[$node,fabric]-}, RDMA ${PF_NOTES[$node,rdma]-}, GPUs ${PF_NOTES[$node,gpus]-}," \
+      "memory free ${PF_NOTES[$node,memory]:--}"
+  done
+  check_profile
+  if [[ -n $ray_pid ]]; then
+    local status=0
+    wait "$ray_pid" || status=$?
+    out=$(cat "$ray_out")
+    rm -f "$ray_out"
+    ((status == 0)) || fail "$HEAD" "Ray is not in image $IMAGE (${out##*$'\n'}). Recent vLLM images ship without" \
+      "it: use engine.backend native, or an image with Ray"
+    log "image has ${out##*$'\n'}"
   fi
   phase_done
 }
 
-# The node's fabric netdev exists and carries its fabric IP (names can differ from node to node); a
-# RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
-check_fabric_address() {
-  local node=$1 addr link mtu
-  local netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]}
-  addr=$(run_on "$node" ip -o addr show dev "$netdev" 2>&1) \
-    || fail "$node" "network interface $netdev does not exist on $node ($addr). Interface names can differ" \
-      "from node to node: check 'ip -br addr' there and set cluster.nodes[].fabric.netdev$(is_local "$node" \
-      && echo "; and run launch-cluster.sh on the head node, $HEAD")"
-  ((DRY_RUN)) && return 0
-  [[ $addr == *" $ip/"* ]] \
-    || fail "$node" "$ip is not an address of $netdev on $node (it has: $(grep -oE 'inet6? [^ ]+' <<<"$addr" \
-      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec$(is_local "$node" \
-      && echo ", or run launch-cluster.sh on the head node, $HEAD")"
-  link=$(run_on "$node" ip -o link show dev "$netdev" 2>&1) || link=""
-  mtu=$(grep -oE 'mtu [0-9]+' <<<"$link" | cut -d' ' -f2)
-  if ((HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
-    warn "$node: $netdev has MTU $mtu; the RoCE fabric is set up for 9000 (a firmware update can reset it):" \
-      "ip link set $netdev mtu 9000"
-  fi
+# --preflight-only: the checks and a table, node by node; nothing is started.
+preflight_only() {
+  phase preflight "ssh, docker, image, model, fabric, RDMA and GPUs on every node, at once"
+  local ok=0
+  preflight_checks || ok=1
+  preflight_table
+  ((ok == 0)) || { log "preflight FAILED on: $(printf '%s\n' "${PF_PROBLEM_NODES[@]}" | sort -u | tr '\n' ' ')"; exit 1; }
+  log "preflight passed on all ${#NODES[@]} node(s)"
+  exit 0
 }
 
 # The image must still behave as its profile says (entrypoint, variables its entrypoint reads).
@@ -329,20 +338,81 @@ start_one() {
       reads+="$name=\$(dd bs=1 count=$(secret_bytes "$name") 2>/dev/null; echo x) && $name=\${$name%x} && export $name && "
     done
     out=$(for name in "${SECRETS[@]}"; do printf '%s' "${SECRET_VALUES[$name]}"; done |
-      ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
+      ssh_node "$node" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
       || { printf '%s\n' "$out"; return 1; }
   else
     out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
   fi
 }
 
-# A container must still be running; if not, the launch fails at once with that node named.
+# Containers must still be running: each node asked at once (a few ms each over the shared ssh
+# connection). If some are not, the launch fails naming the one that stopped first (the others may
+# have followed it).
 require_running() {
-  local node state
-  for node in "$@"; do
-    state=$(container_state "$node")
-    [[ $state == running ]] || fail "$node" "container ${CONTAINER[$node]} is $state on $node"
+  local node i state finished first="" first_at="" first_state="" pids=() nodes=("$@")
+  for i in "${!nodes[@]}"; do
+    node=${nodes[i]}
+    (
+      trap - ERR
+      on_node "$node" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$node]}" \
+        2>/dev/null || echo missing
+    ) >"$SCRATCH/state.$i" </dev/null &
+    pids+=("$!")
   done
+  i=0
+  for node; do
+    wait "${pids[i]}" || true
+    read -r state finished <"$SCRATCH/state.$i" || state=missing
+    i=$((i + 1))
+    [[ $state == running ]] && continue
+    if [[ -z $first || (-n $finished && ($first_at == "" || $finished < "$first_at")) ]]; then
+      first=$node first_at=$finished first_state=$state
+    fi
+  done
+  [[ -z $first ]] || fail "$first" "container ${CONTAINER[$first]} is ${first_state:-missing} on $first"
+}
+
+# Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
+# container is watched (about once a second: each look costs every node a docker inspect, and the
+# engines starting on the same machines need the CPU); returns the probe's status. A probe may take
+# long (an HTTP request, Ray's client); a dead container still ends the launch within a second or so.
+watch_probe() {
+  local tick=0
+  rm -f "$SCRATCH/probe.rc"
+  (
+    trap - ERR
+    status=0
+    "$@" >"$SCRATCH/probe" 2>&1 </dev/null || status=$?
+    echo "$status" >"$SCRATCH/probe.rc"
+  ) &
+  BACKGROUND_PID=$!
+  while [[ ! -s $SCRATCH/probe.rc ]]; do
+    if ((tick++ % 10 == 9)); then
+      require_running "${NODES[@]}"
+      engine_still_running
+    fi
+    sleep 0.1
+  done
+  wait "$BACKGROUND_PID" || true
+  BACKGROUND_PID=""
+  return "$(cat "$SCRATCH/probe.rc")"
+}
+
+# Between probes: every container still running? Then a short pause.
+watch_pause() {
+  require_running "${NODES[@]}"
+  engine_still_running
+  sleep 0.5
+}
+
+# Once started on the head through Ray, the engine must not have exited (its container stays up).
+ENGINE_STARTED=0
+engine_still_running() {
+  ((ENGINE_STARTED)) || return 0
+  local status
+  if status=$(engine_exit_status); then
+    fail "$HEAD" "the engine exited with status $status"
+  fi
 }
 
 # -- phase 4 (Ray) -----------------------------------------------------------------------------
@@ -352,7 +422,7 @@ wait_ray_head() {
   until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
     require_running "$HEAD"
     time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
-    sleep 1
+    sleep 0.3
   done
 }
 
@@ -364,11 +434,12 @@ form_ray() {
     return 0
   fi
   local out=""
-  until out=$(ray_check 2>&1); do
-    require_running "${NODES[@]}"
+  until watch_probe ray_check; do
+    out=$(cat "$SCRATCH/probe")
     time_left || fail "$HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
-    sleep 3
+    watch_pause
   done
+  out=$(cat "$SCRATCH/probe")
   log "${out##*$'\n'}"
   phase_done
 }
@@ -383,6 +454,7 @@ start_engine() {
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
   run_on "$HEAD" "${ENGINE_EXEC[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  ENGINE_STARTED=$((DRY_RUN == 0))
   FAILED_NODE=""
   phase_done
 }
@@ -403,23 +475,14 @@ wait_ready() {
     phase_done
     return 0
   fi
-  local stage="" want status
+  local stage="" want
   while :; do
-    require_running "${NODES[@]}"
-    if status=$(engine_exit_status); then
-      fail "$HEAD" "the engine exited with status $status"
-    fi
-    if ! port_in_use "$PROBE_HOST" "$API_PORT"; then
-      want="port $API_PORT"
-    elif ! probe_health; then
-      want="/health"
-    elif ! probe_models; then
-      want="/v1/models naming $SERVED_MODEL"
-    elif ! probe_completion; then
-      want="a completion"
-    else
+    watch_probe readiness_stage || true
+    want=$(cat "$SCRATCH/probe")
+    if [[ $want == ready ]]; then
       # The probes took a while: a node that died meanwhile must not be reported ready.
       require_running "${NODES[@]}"
+      engine_still_running
       break
     fi
     if [[ $want != "$stage" ]]; then
@@ -427,9 +490,24 @@ wait_ready() {
       log "waiting for $want ($((DEADLINE - SECONDS))s left)"
     fi
     time_left || fail "$HEAD" "not ready within ${TIMEOUT}s: still waiting for $want"
-    sleep 2
+    watch_pause
   done
   phase_done
+}
+
+# What the endpoint still lacks, or "ready" (runs in the background under watch_probe).
+readiness_stage() {
+  if ! port_in_use "$PROBE_HOST" "$API_PORT"; then
+    echo "port $API_PORT"
+  elif ! probe_health; then
+    echo /health
+  elif ! probe_models; then
+    echo "/v1/models naming $SERVED_MODEL"
+  elif ! probe_completion; then
+    echo "a completion"
+  else
+    echo ready
+  fi
 }
 
 # -- phase 7 -----------------------------------------------------------------------------------
@@ -465,6 +543,7 @@ main() {
     case $1 in
       --dry-run) DRY_RUN=1 ;;
       --skip-preflight) SKIP_PREFLIGHT=1 ;;
+      --preflight-only) PREFLIGHT_ONLY=1 ;;
       --yes) REPLACE=1 ;;
       --timeout)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "launch-cluster.sh: --timeout needs a number of seconds" >&2; exit 2; }
@@ -477,10 +556,12 @@ main() {
     shift
   done
   DEADLINE=$((SECONDS + TIMEOUT))
+  SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
   trap on_interrupt INT TERM
   log "launching $DEPLOYMENT: ${#NODES[@]} node(s), head $HEAD, image $IMAGE, timeout ${TIMEOUT}s"
   ((DRY_RUN)) && log "dry run: printing commands, touching nothing"
+  ((PREFLIGHT_ONLY && !DRY_RUN)) && preflight_only
   if ((SKIP_PREFLIGHT)); then
     log "== preflight skipped"
   else

@@ -29,6 +29,7 @@ main() {
     shift
   done
   if ((follow)); then
+    ssh_mux_stop  # exec ends this shell without its EXIT trap
     exec docker logs --follow --tail 200 "${CONTAINER[$HEAD]}"
   fi
   [[ -n $dir ]] || dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"

@@ -73,6 +73,30 @@ class FakeCluster:
         netdevs[name] = {"ip": ip, "mtu": mtu}
         path.write_text(json.dumps(netdevs))
 
+    def add_hca(
+        self, node: str, name: str, state: str = "4: ACTIVE", ipv4_gid: str = "0a4e:000b", index: int = 3
+    ) -> None:
+        """An RDMA device in the node's fake sysfs, as mlx5 lays it out: port 1's state, a link-local GID
+        at 0 and 1, and the IPv4 one (RoCE v1 at index - 1, RoCE v2 at index); '' for no IPv4 GID."""
+        root = self.state / "nodes" / node / "root"
+        (root / "dev" / "infiniband").mkdir(parents=True, exist_ok=True)
+        port = root / "sys" / "class" / "infiniband" / name / "ports" / "1"
+        for sub in ("gids", "gid_attrs/types"):
+            (port / sub).mkdir(parents=True, exist_ok=True)
+        (port / "state").write_text(state + "\n")
+        gids = {0: ("fe80:0000:0000:0000:0000:0000:0000:0001", "IB/RoCE v1"),
+                1: ("fe80:0000:0000:0000:0000:0000:0000:0001", "RoCE v2")}  # fmt: skip
+        if ipv4_gid:
+            gids[index - 1] = (f"0000:0000:0000:0000:0000:ffff:{ipv4_gid}", "IB/RoCE v1")
+            gids[index] = (f"0000:0000:0000:0000:0000:ffff:{ipv4_gid}", "RoCE v2")
+        for i in range(8):
+            gid, kind = gids.get(i, ("0000:0000:0000:0000:0000:0000:0000:0000", ""))
+            (port / "gids" / str(i)).write_text(gid + "\n")
+            (port / "gid_attrs" / "types" / str(i)).write_text(kind + "\n" if kind else "")
+
+    def set_gpus(self, node: str, gpus: list[str], processes: list[str] | None = None) -> None:
+        (self.state / "nodes" / node / "gpus.json").write_text(json.dumps({"gpus": gpus, "processes": processes or []}))
+
     def set(self, behaviour: str, node: str = "") -> None:
         (self.state / "behaviour" / (f"{node}.{behaviour}" if node else behaviour)).touch()
 
@@ -110,6 +134,8 @@ class FakeCluster:
             self.add_node(node["name"], target, head=i == 0)
             self.add_netdev(node["name"], node["fabric"]["netdev"], node["fabric"]["ip"])
             self.add_image(node["name"], image, entrypoint=image_entrypoint(image))
+            for hca in node["fabric"].get("hcas", []):
+                self.add_hca(node["name"], hca.lstrip("=").split(":")[0])
         return spec
 
     def compile(self, spec: Mapping[str, Any]) -> CompileResult:
@@ -125,7 +151,14 @@ class FakeCluster:
     def run(
         self, script: str, *args: str, env: dict[str, str] | None = None, timeout: int = 90
     ) -> subprocess.CompletedProcess[str]:
-        full_env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", FAKE_STATE=str(self.state), **(env or {}))
+        head = (self.state / "head").read_text().strip()
+        full_env = dict(
+            os.environ,
+            PATH=f"{BIN}:{os.environ['PATH']}",
+            FAKE_STATE=str(self.state),
+            SPARKC_PREFLIGHT_ROOT=str(self.state / "nodes" / head / "root"),
+            **(env or {}),
+        )
         full_env.pop("FAKE_NODE", None)
         return subprocess.run(
             ["bash", str(self.build / script), *args], env=full_env, capture_output=True, text=True, timeout=timeout

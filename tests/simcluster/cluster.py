@@ -26,8 +26,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Self
 
+from . import hardware, net, proc
 from . import images as images_mod
-from . import net, proc
 from .cleanup import cleanup_stale, kill_pid
 from .nodefiles import cgroup_mounts, write_cluster_files
 from .nodes import (
@@ -201,6 +201,7 @@ class SimCluster:
                 [net.Attachment(n.netns, n.index, n.mgmt_ip, n.fabric_ip, n.fabric_netdev) for n in self.nodes],
             )
             for node in self.nodes:
+                hardware.write_defaults(node)
                 self._start_node(node)
             self._write_state()
             self._wait_ready(timeout=90.0)
@@ -413,6 +414,17 @@ class SimCluster:
         self._blockers.append(blocker)
         return blocker
 
+    def set_gpus(self, node: str | Node, names: Sequence[str], processes: Sequence[str] = ()) -> None:
+        """What the node's nvidia-smi lists (hardware.py); reset_hardware() restores one idle GB10."""
+        hardware.set_gpus(self.node(node), names, processes)
+
+    def set_hca(self, node: str | Node, name: str, state: str = "ACTIVE", ipv4: str | None = "") -> None:
+        """An RDMA device on the node (hardware.py); also makes the node's /dev/infiniband."""
+        hardware.set_hca(self.node(node), name, state, ipv4)
+
+    def reset_hardware(self, node: str | Node) -> None:
+        hardware.write_defaults(self.node(node))
+
     def break_fabric(self, node: str | Node) -> None:
         """Takes the node's fabric link down (cable pulled)."""
         n = self.node(node)
@@ -471,6 +483,7 @@ class SimCluster:
             "SHELL": "/bin/bash",
             "LANG": "C.UTF-8",
             "TERM": "dumb",
+            "SPARKC_PREFLIGHT_ROOT": hardware.HW_DIR,  # as sshd sets it (nodefiles.py)
             **(env or {}),
         }
         return [

@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from .hardware import FAKE_NVIDIA_SMI, HW_DIR
 from .nodes import Node
 
 _FAKE_NVIDIA_HOOK = """#!/bin/sh
@@ -32,6 +33,11 @@ def write_cluster_files(workdir: Path, ssh_key: Path, nodes: Sequence[Node], com
     hook = bin_dir / "nvidia-container-runtime-hook"
     hook.write_text(_FAKE_NVIDIA_HOOK)
     hook.chmod(0o755)
+    # Bind-mounted over /usr/local/sbin (empty on the host) in every node: on the PATH of ssh sessions.
+    sbin = workdir / "node-sbin"
+    sbin.mkdir(exist_ok=True)
+    (sbin / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (sbin / "nvidia-smi").chmod(0o755)
     for n in nodes:
         lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
         lines += [f"{m.mgmt_ip}\t{m.name}" for m in nodes]
@@ -57,6 +63,7 @@ PrintLastLog no
 MaxStartups 64:30:128
 MaxSessions 64
 AcceptEnv LANG LC_*
+SetEnv SPARKC_PREFLIGHT_ROOT={HW_DIR}
 Subsystem sftp internal-sftp
 """
 

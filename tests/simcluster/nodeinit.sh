@@ -27,6 +27,9 @@ done <<<"$SIM_CGROUP_MOUNTS"
 mount --bind "$SIM_NODE_DIR/hosts" /etc/hosts
 mount --bind "$SIM_CLUSTER_DIR/ssh/ssh_config" /etc/ssh/ssh_config
 
+# The node's fake nvidia-smi (tests/simcluster/hardware.py), on every PATH.
+mount --bind "$SIM_CLUSTER_DIR/node-sbin" /usr/local/sbin
+
 /usr/sbin/sshd -f "$SIM_CLUSTER_DIR/ssh/sshd_config" -E "$SIM_NODE_DIR/sshd.log"
 
 # The fake nvidia-container-runtime-hook must be on dockerd's PATH when it starts, for --gpus.

@@ -62,6 +62,62 @@ sh_quote() {
   printf '%s' "$line"
 }
 
+# One ssh connection per node for the script's whole run (OpenSSH multiplexing): every later ssh to
+# that node rides on it, a few milliseconds instead of a new handshake. The sockets live in a private
+# folder (mode 700) with a short path (a socket path may not exceed about 104 bytes); the EXIT trap
+# closes each master and removes the folder, also after a failure or an interrupt. Where the spec's
+# ssh options set ControlMaster or ControlPath, the user's own multiplexing is left as it is.
+SSH_MUX=()
+SSH_MUX_DIR=""
+ssh_mux_start() {
+  local word node remote=0
+  for word in "${SSH_OPTS[@]}"; do
+    [[ ${word,,} == controlmaster=* || ${word,,} == controlpath=* ]] && return 0
+  done
+  for node in "${NODES[@]}"; do
+    is_local "$node" || remote=1
+  done
+  ((remote)) || return 0
+  local tmp=${TMPDIR:-/tmp}
+  ((${#tmp} <= 40)) || tmp=/tmp
+  SSH_MUX_DIR=$(mktemp -d "${tmp%/}/sparkc-ssh.XXXXXX") || { SSH_MUX_DIR=""; return 0; }
+  chmod 700 "$SSH_MUX_DIR"
+  # %C: a hash of user, host and port, so each node gets its own socket in 40 characters.
+  SSH_MUX=(-o ControlMaster=auto -o "ControlPath=$SSH_MUX_DIR/%C" -o ControlPersist=30)
+}
+
+ssh_mux_stop() {
+  [[ -n $SSH_MUX_DIR ]] || return 0
+  local node
+  if [[ -n $(ls -A "$SSH_MUX_DIR" 2>/dev/null) ]]; then
+    for node in "${NODES[@]}"; do
+      is_local "$node" || ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" -O exit "${TARGET[$node]}" >/dev/null 2>&1 || true
+    done
+  fi
+  rm -rf "$SSH_MUX_DIR"
+  SSH_MUX_DIR=""
+}
+
+# Things to undo when the script ends, however it ends (subshells do not inherit the trap): a probe
+# still running in the background, the scratch folder, the ssh connections.
+BACKGROUND_PID=""
+SCRATCH=""
+on_exit() {
+  [[ -z $BACKGROUND_PID ]] || kill "$BACKGROUND_PID" 2>/dev/null || true
+  [[ -z $SCRATCH ]] || rm -rf "$SCRATCH"
+  ssh_mux_stop
+}
+trap on_exit EXIT
+ssh_mux_start
+
+# ssh to a node, with the spec's options and the shared connection; the remaining words go to ssh.
+ssh_node() {
+  local node=$1
+  shift
+  # shellcheck disable=SC2029  # callers quote the remote command with sh_quote
+  ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" "${TARGET[$node]}" "$@"
+}
+
 # Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
 # remote shell sees exactly these words.
 on_node() {
@@ -70,7 +126,7 @@ on_node() {
   if is_local "$node"; then
     "$@"
   else
-    ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$(sh_quote "$@")"
+    ssh_node "$node" -- "$(sh_quote "$@")"
   fi
 }
 
@@ -141,16 +197,24 @@ probe_completion() {
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
-# Copy every node's container log and state into one folder; never fails (nodes may be unreachable).
+# Copy every node's container log and state into one folder, every node at once; never fails (nodes
+# may be unreachable).
 collect_logs() {
-  local dir=$1 tail=$2 node
+  local dir=$1 tail=$2 node pids=() pid
   mkdir -p "$dir"
   for node in "${NODES[@]}"; do
-    on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
-      || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
-    on_node "$node" docker inspect --format \
-      '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-      "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+    (
+      trap - ERR
+      on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
+        || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
+      on_node "$node" docker inspect --format \
+        '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
+        "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+    ) </dev/null &
+    pids+=("$!")
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || true
   done
 }
 

@@ -90,6 +90,15 @@ declare -rA HAS_RDMA=(
   [spark-a]=1
   [spark-b]=1
 )
+declare -rA GPUS=(
+  [spark-a]=1
+  [spark-b]=1
+)
+# Each node's RDMA devices, space-separated (=name exact match and name:port as NCCL_IB_HCA takes them).
+declare -rA HCAS=(
+  [spark-a]='rocep1s0f1 roceP2p1s0f1'
+  [spark-b]='rocep1s0f1 roceP2p1s0f1'
+)
 readonly NCCL_CHECK=1
 # The transport NCCL must report in each node's log: IB where RDMA devices are listed; empty: not checked.
 declare -rA NCCL_WANT=(
@@ -243,6 +252,62 @@ sh_quote() {
   printf '%s' "$line"
 }
 
+# One ssh connection per node for the script's whole run (OpenSSH multiplexing): every later ssh to
+# that node rides on it, a few milliseconds instead of a new handshake. The sockets live in a private
+# folder (mode 700) with a short path (a socket path may not exceed about 104 bytes); the EXIT trap
+# closes each master and removes the folder, also after a failure or an interrupt. Where the spec's
+# ssh options set ControlMaster or ControlPath, the user's own multiplexing is left as it is.
+SSH_MUX=()
+SSH_MUX_DIR=""
+ssh_mux_start() {
+  local word node remote=0
+  for word in "${SSH_OPTS[@]}"; do
+    [[ ${word,,} == controlmaster=* || ${word,,} == controlpath=* ]] && return 0
+  done
+  for node in "${NODES[@]}"; do
+    is_local "$node" || remote=1
+  done
+  ((remote)) || return 0
+  local tmp=${TMPDIR:-/tmp}
+  ((${#tmp} <= 40)) || tmp=/tmp
+  SSH_MUX_DIR=$(mktemp -d "${tmp%/}/sparkc-ssh.XXXXXX") || { SSH_MUX_DIR=""; return 0; }
+  chmod 700 "$SSH_MUX_DIR"
+  # %C: a hash of user, host and port, so each node gets its own socket in 40 characters.
+  SSH_MUX=(-o ControlMaster=auto -o "ControlPath=$SSH_MUX_DIR/%C" -o ControlPersist=30)
+}
+
+ssh_mux_stop() {
+  [[ -n $SSH_MUX_DIR ]] || return 0
+  local node
+  if [[ -n $(ls -A "$SSH_MUX_DIR" 2>/dev/null) ]]; then
+    for node in "${NODES[@]}"; do
+      is_local "$node" || ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" -O exit "${TARGET[$node]}" >/dev/null 2>&1 || true
+    done
+  fi
+  rm -rf "$SSH_MUX_DIR"
+  SSH_MUX_DIR=""
+}
+
+# Things to undo when the script ends, however it ends (subshells do not inherit the trap): a probe
+# still running in the background, the scratch folder, the ssh connections.
+BACKGROUND_PID=""
+SCRATCH=""
+on_exit() {
+  [[ -z $BACKGROUND_PID ]] || kill "$BACKGROUND_PID" 2>/dev/null || true
+  [[ -z $SCRATCH ]] || rm -rf "$SCRATCH"
+  ssh_mux_stop
+}
+trap on_exit EXIT
+ssh_mux_start
+
+# ssh to a node, with the spec's options and the shared connection; the remaining words go to ssh.
+ssh_node() {
+  local node=$1
+  shift
+  # shellcheck disable=SC2029  # callers quote the remote command with sh_quote
+  ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" "${TARGET[$node]}" "$@"
+}
+
 # Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
 # remote shell sees exactly these words.
 on_node() {
@@ -251,7 +316,7 @@ on_node() {
   if is_local "$node"; then
     "$@"
   else
-    ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$(sh_quote "$@")"
+    ssh_node "$node" -- "$(sh_quote "$@")"
   fi
 }
 
@@ -322,16 +387,24 @@ probe_completion() {
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
-# Copy every node's container log and state into one folder; never fails (nodes may be unreachable).
+# Copy every node's container log and state into one folder, every node at once; never fails (nodes
+# may be unreachable).
 collect_logs() {
-  local dir=$1 tail=$2 node
+  local dir=$1 tail=$2 node pids=() pid
   mkdir -p "$dir"
   for node in "${NODES[@]}"; do
-    on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
-      || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
-    on_node "$node" docker inspect --format \
-      '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-      "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+    (
+      trap - ERR
+      on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
+        || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
+      on_node "$node" docker inspect --format \
+        '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
+        "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+    ) </dev/null &
+    pids+=("$!")
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || true
   done
 }
 
@@ -478,6 +551,478 @@ drop_page_cache() {
   ((DRY_RUN)) || log "$node: page cache dropped"
 }
 
+# -- phase 1: preflight ------------------------------------------------------------------------
+# One ssh round trip per node, every node at once: a POSIX sh script (nodes may log in with bash,
+# dash, zsh or busybox sh; it runs under sh -c) gathers what each check needs and prints it as lines
+# "KEY VALUE"; the launcher then judges each node, in node order, and compares the nodes.
+# To add a check: a remote function check_NAME (reads its inputs as $a_KEY, prints KEY lines), its
+# name in PREFLIGHT_CHECKS, its inputs in preflight_args, and a judge_NAME function here that reads
+# the lines with pf and reports through pf_problem / pf_warn / pf_note.
+
+# shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
+readonly PREFLIGHT_REMOTE_LIB='
+for arg; do
+  key=${arg%%=*}
+  case $key in "" | *[!a-z_]*) continue ;; esac
+  eval "a_$key=\${arg#*=}"
+done
+one_line() { tr "\n" " " | sed "s/ *\$//" | cut -c1-400; }
+
+check_host() { echo "host $(uname -n)"; }
+
+check_docker() {
+  if out=$(docker version --format "{{.Server.Version}}" 2>&1); then
+    echo "docker_version $out"
+  else
+    echo "docker_error $(printf "%s" "$out" | one_line)"
+    return 0
+  fi
+  id=$(docker image inspect --format "{{.Id}}" "$a_image" 2>/dev/null) || id=-
+  echo "image_id $id"
+  state=$(docker inspect --format "{{.State.Status}}" "$a_container" 2>/dev/null) || state=missing
+  echo "container $state"
+}
+
+check_model() {
+  if [ ! -d "$a_model" ]; then
+    echo "model_dir no"
+    return 0
+  fi
+  echo "model_dir yes"
+  # Sizes of the files the links point to: a Hugging Face snapshot is a folder of links to blobs.
+  (cd "$a_model" && find -L . -type f -exec stat -L -c "model_file %s %n" {} + 2>/dev/null)
+}
+
+check_fabric() {
+  if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
+    printf "%s\n" "$out" | sed "s/^/netdev_addr /"
+    ip -o link show dev "$a_netdev" 2>/dev/null | sed "s/^/netdev_link /"
+  else
+    echo "netdev_error $(printf "%s" "$out" | one_line)"
+  fi
+}
+
+# Each listed RDMA device: present, its port ACTIVE, its RoCE v2 GIDs of IPv4 addresses (index, type).
+check_hcas() {
+  [ -n "$a_hcas" ] || return 0
+  # SPARKC_PREFLIGHT_ROOT: where tests keep the fake /sys and /dev of a node; unset on real nodes.
+  root=${SPARKC_PREFLIGHT_ROOT:-}
+  sys=$root/sys/class/infiniband
+  if [ -e "$root/dev/infiniband" ]; then echo "dev_infiniband yes"; else echo "dev_infiniband no"; fi
+  echo "hca_present $(ls "$sys" 2>/dev/null | one_line)"
+  for entry in $a_hcas; do
+    hca=${entry%%:*} port=${entry#*:}
+    dir=$sys/$hca/ports/$port
+    if [ ! -d "$sys/$hca" ]; then
+      echo "hca_missing $entry"
+      continue
+    fi
+    state=unknown
+    read -r state 2>/dev/null <"$dir/state" || state=unknown
+    echo "hca_state $entry $state"
+    for gid_file in "$dir"/gids/*; do
+      [ -r "$gid_file" ] || continue
+      gid=
+      read -r gid 2>/dev/null <"$gid_file" || continue
+      case $gid in 0000:0000:0000:0000:0000:ffff:*) ;; *) continue ;; esac
+      index=${gid_file##*/}
+      kind=
+      read -r kind 2>/dev/null <"$dir/gid_attrs/types/$index" || continue
+      echo "hca_gid $entry $index $gid $kind"
+    done
+  done
+}
+
+check_gpus() {
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "gpu_tool missing"
+    return 0
+  fi
+  if out=$(nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1); then
+    printf "%s\n" "$out" | sed "/^$/d; s/^/gpu /"
+    nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | sed "/^$/d; s/^/gpu_process /"
+  else
+    echo "gpu_error $(printf "%s" "$out" | one_line)"
+  fi
+}
+
+check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
+'
+# The remote checks, in the order they run.
+PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
+# What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
+PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
+
+# PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
+preflight_args() {
+  local node=$1 hca hcas=()
+  for hca in ${HCAS[$node]}; do
+    hca=${hca#=}
+    [[ $hca == *:* ]] || hca+=:1
+    hcas+=("$hca")
+  done
+  PF_ARGS=(
+    "image=$IMAGE"
+    "container=${CONTAINER[$node]}"
+    "model=$MODEL_HOST_PATH"
+    "netdev=${NETDEV[$node]}"
+    "hcas=${hcas[*]}"
+  )
+}
+
+preflight_script() {
+  local check
+  printf '%s\n' "$PREFLIGHT_REMOTE_LIB"
+  for check in "${PREFLIGHT_CHECKS[@]}"; do
+    printf 'check_%s\n' "$check"
+  done
+  printf 'echo end\n'
+}
+
+declare -A PF=()       # PF[node,KEY]: the values a node printed under KEY, one per line
+declare -A PF_RC=()    # how its ssh (or local sh) ended
+declare -a PF_PROBLEMS=() PF_PROBLEM_NODES=()
+declare -A PF_NOTES=() # PF_NOTES[node,COLUMN]: what the table shows
+
+# Lines of KEY from a node's answer; pf_first: only the first.
+pf() { printf '%s' "${PF[$1,$2]-}"; }
+pf_first() {
+  local value=${PF[$1,$2]-}
+  printf '%s' "${value%%$'\n'*}"
+}
+pf_problem() {
+  PF_PROBLEM_NODES+=("$1")
+  shift
+  PF_PROBLEMS+=("$*")
+}
+pf_warn() {
+  local node=$1
+  shift
+  warn "$node: $*"
+}
+pf_note() { PF_NOTES[$1,$2]=$3; }
+
+# Run the remote script on every node at once; answers land in PF, node by node.
+preflight_gather() {
+  local dir i node script key value line pids=()
+  script=$(preflight_script)
+  dir=$(mktemp -d)
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    preflight_args "$node"
+    (
+      trap - ERR
+      on_node "$node" sh -c "$script" sparkc-preflight "${PF_ARGS[@]}"
+    ) >"$dir/$i.out" 2>"$dir/$i.err" </dev/null &
+    pids+=("$!")
+  done
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    PF_RC[$node]=0
+    wait "${pids[i]}" || PF_RC[$node]=$?
+    while IFS= read -r line; do
+      key=${line%% *}
+      value=""
+      [[ $line == *" "* ]] && value=${line#* }
+      PF[$node,$key]+=$value$'\n'
+    done <"$dir/$i.out"
+    PF[$node,stderr]=$(tr '\n' ' ' <"$dir/$i.err")
+  done
+  rm -rf "$dir"
+}
+
+# A node that did not answer in full: nothing else about it can be judged.
+judge_reached() {
+  local node=$1
+  [[ -n ${PF[$node,end]+x} ]] && return 0
+  local err=${PF[$node,stderr]% }
+  if is_local "$node"; then
+    pf_problem "$node" "the preflight checks could not run on $node: ${err:-no output}"
+  elif ((PF_RC[$node] == 255)) || [[ -z ${PF[$node,host]+x} ]]; then
+    pf_problem "$node" "cannot reach ${TARGET[$node]} over ssh: ${err:-no answer}. Check the address, that" \
+      "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
+  else
+    pf_problem "$node" "the preflight checks stopped early on $node (exit ${PF_RC[$node]}): ${err:-no output}"
+  fi
+  return 1
+}
+
+# The node's fabric netdev exists and carries its fabric IP (names can differ from node to node); a
+# RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
+judge_fabric() {
+  local node=$1 netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]} addrs link mtu state cidr
+  local here=""
+  is_local "$node" && here="; and run launch-cluster.sh on the head node, $HEAD"
+  if [[ -n ${PF[$node,netdev_error]+x} ]]; then
+    pf_problem "$node" "network interface $netdev does not exist on $node ($(pf_first "$node" netdev_error))." \
+      "Interface names can differ from node to node: check 'ip -br addr' there and set" \
+      "cluster.nodes[].fabric.netdev$here"
+    pf_note "$node" fabric "no $netdev"
+    return 0
+  fi
+  addrs=$(pf "$node" netdev_addr)
+  cidr=$(grep -oE "inet6? $ip/[0-9]+" <<<"$addrs" | head -n1 | cut -d' ' -f2 || true)
+  if [[ -z $cidr ]]; then
+    pf_problem "$node" "$ip is not an address of $netdev on $node (it has: $(grep -oE 'inet6? [^ ]+' <<<"$addrs" \
+      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec${here:+, or run launch-cluster.sh on the head node, $HEAD}"
+    pf_note "$node" fabric "$netdev lacks $ip"
+    return 0
+  fi
+  link=$(pf_first "$node" netdev_link)
+  mtu=$(grep -oE 'mtu [0-9]+' <<<"$link" | cut -d' ' -f2 || true)
+  state=$(grep -oE 'state [A-Z]+' <<<"$link" | cut -d' ' -f2 || true)
+  pf_note "$node" fabric "$netdev $cidr mtu ${mtu:-?}"
+  if [[ $state == DOWN || $state == LOWERLAYERDOWN ]]; then
+    pf_problem "$node" "$netdev on $node is $state: the fabric link is not up. Check the cable, then" \
+      "ip link set $netdev up"
+  fi
+  if ((HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
+    pf_warn "$node" "$netdev has MTU $mtu; the RoCE fabric is set up for 9000 (a firmware update can reset it):" \
+      "ip link set $netdev mtu 9000"
+  fi
+}
+
+judge_docker() {
+  local node=$1
+  if [[ -n ${PF[$node,docker_error]+x} ]]; then
+    pf_problem "$node" "docker does not answer on $node: $(pf_first "$node" docker_error). Start it (systemctl" \
+      "start docker) and make sure this user may use it (group docker)"
+    pf_note "$node" docker "no answer"
+    return 0
+  fi
+  pf_note "$node" docker "$(pf_first "$node" docker_version)"
+}
+
+judge_image() {
+  local node=$1 id
+  [[ -n ${PF[$node,image_id]+x} ]] || return 0
+  id=$(pf_first "$node" image_id)
+  if [[ $id == - ]]; then
+    pf_problem "$node" "image $IMAGE is not on $node. Pull it there, or copy it from the head:" \
+      "docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
+    pf_note "$node" image missing
+    return 0
+  fi
+  IMAGE_IDS[$node]=$id
+  pf_note "$node" image "${id:7:12}"
+}
+
+judge_model() {
+  local node=$1 files
+  if [[ $(pf_first "$node" model_dir) != yes ]]; then
+    pf_problem "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
+      "same absolute path on every node (copy them once over the fabric with rsync)"
+    pf_note "$node" model missing
+    return 0
+  fi
+  files=$(pf "$node" model_file | sort -k2)
+  MODEL_FILES[$node]=$files
+  pf_note "$node" model "$(model_summary "$files")"
+}
+
+# "N files, SIZE" of lines "SIZE PATH".
+model_summary() {
+  local count=0 bytes=0 size _
+  while read -r size _; do
+    [[ $size =~ ^[0-9]+$ ]] || continue
+    count=$((count + 1)) bytes=$((bytes + size))
+  done <<<"$1"
+  printf '%d files, %s' "$count" "$(human_bytes "$bytes")"
+}
+human_bytes() {
+  local b=$1
+  if ((b >= 1 << 30)); then printf '%d.%dG' $((b >> 30)) $(((b % (1 << 30)) * 10 >> 30))
+  elif ((b >= 1 << 20)); then printf '%dM' $((b >> 20))
+  elif ((b >= 1 << 10)); then printf '%dK' $((b >> 10))
+  else printf '%dB' "$b"; fi
+}
+
+# The node's pinned NCCL_IB_GID_INDEX, if its container gets one.
+pinned_gid_index() {
+  local -n words="DOCKER_RUN_${RANK[$1]}"
+  local word
+  for word in "${words[@]}"; do
+    [[ $word == "NCCL_IB_GID_INDEX="* ]] && { printf '%s' "${word#*=}"; return 0; }
+  done
+}
+
+judge_hcas() {
+  local node=$1 entry hca state gids pinned ok=0 total=0
+  [[ -n ${HCAS[$node]} ]] || { pf_note "$node" rdma none; return 0; }
+  if [[ $(pf_first "$node" dev_infiniband) == no ]] && ! docker_run_has "$node" --privileged; then
+    pf_problem "$node" "/dev/infiniband does not exist on $node: the container gets no RDMA device and NCCL" \
+      "falls back to sockets. Load the RDMA drivers there (modprobe ib_uverbs rdma_ucm) or clear" \
+      "cluster.nodes[].fabric.hcas"
+  fi
+  pinned=$(pinned_gid_index "$node")
+  for entry in $(pf "$node" hca_missing); do
+    total=$((total + 1))
+    pf_problem "$node" "RDMA device ${entry%:*} does not exist on $node (it has: $(pf_first "$node" hca_present))." \
+      "Names can differ from node to node: check ibdev2netdev there and set cluster.nodes[].fabric.hcas"
+  done
+  while read -r entry state; do
+    [[ -n $entry ]] || continue
+    total=$((total + 1))
+    hca=${entry%:*}
+    if [[ $state != *ACTIVE* ]]; then
+      pf_problem "$node" "RDMA device $hca on $node: port ${entry##*:} is ${state#*: }, not ACTIVE. Check the" \
+        "cable and the link (ibdev2netdev, ip link)"
+      continue
+    fi
+    gids=$(pf "$node" hca_gid | grep -E "^$entry [0-9]+ [0-9a-f:]+ RoCE v2$" | cut -d' ' -f2 | tr '\n' ' ' || true)
+    if [[ -z $gids ]]; then
+      pf_problem "$node" "RDMA device $hca on $node has no RoCE v2 GID for an IPv4 address: its netdev has no" \
+        "IPv4 address, or RoCE v2 is off. Check ibdev2netdev and ip addr there"
+      continue
+    fi
+    ok=$((ok + 1))
+    if [[ -n $pinned && " $gids" != *" $pinned "* ]]; then
+      pf_warn "$node" "NCCL_IB_GID_INDEX=$pinned, but the RoCE v2 IPv4 GID of $hca is at index ${gids% }" \
+        "(the index can differ per device): unset it to let NCCL choose, or pin ${gids%% *}"
+    fi
+  done <<<"$(pf "$node" hca_state)"
+  pf_note "$node" rdma "$ok/$total active"
+}
+
+docker_run_has() {
+  local -n words="DOCKER_RUN_${RANK[$1]}"
+  local word
+  for word in "${words[@]}"; do
+    [[ $word == "$2" ]] && return 0
+  done
+  return 1
+}
+
+judge_gpus() {
+  local node=$1 count procs
+  if [[ $(pf_first "$node" gpu_tool) == missing ]]; then
+    pf_warn "$node" "nvidia-smi is not installed: its GPUs were not checked"
+    pf_note "$node" gpus "unchecked"
+    return 0
+  fi
+  if [[ -n ${PF[$node,gpu_error]+x} ]]; then
+    local error
+    error=$(pf_first "$node" gpu_error)
+    if [[ $error != *"No devices were found"* ]]; then
+      pf_problem "$node" "nvidia-smi fails on $node: $error. Check the NVIDIA driver there"
+      pf_note "$node" gpus error
+      return 0
+    fi
+  fi
+  count=$(pf "$node" gpu | grep -c . || true)
+  procs=$(pf "$node" gpu_process | grep -c . || true)
+  if ((procs)); then pf_note "$node" gpus "$count, $procs busy"; else pf_note "$node" gpus "$count idle"; fi
+  if ((count < GPUS[$node])); then
+    pf_problem "$node" "$node has $count GPU(s), the spec says ${GPUS[$node]}: check nvidia-smi there (driver" \
+      "loaded? GPU visible?) or fix cluster.nodes[].gpus"
+  elif ((count > GPUS[$node])); then
+    pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
+  fi
+  # A running container of this deployment holds its own GPU; anything else must be stopped first.
+  if ((procs)) && [[ $(pf_first "$node" container) != running ]]; then
+    pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
+      "Stop that program (another engine?) before launching"
+  fi
+}
+
+judge_memory() {
+  local node=$1 total available
+  total=$(pf "$node" memory | awk '$1 == "MemTotal:" { print $2 }')
+  available=$(pf "$node" memory | awk '$1 == "MemAvailable:" { print $2 }')
+  [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || return 0
+  pf_note "$node" memory "$(human_bytes $((available * 1024)))/$(human_bytes $((total * 1024)))"
+  # GPU and CPU share this memory; the engine's share is a fraction of the whole.
+  if ((available * 10 < total * 8)); then
+    pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
+      "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
+  fi
+}
+
+# Every node runs the same image build and sees the same model folder (file list and sizes).
+judge_across_nodes() {
+  local node first_id="" first_node="" first_files="" model_node="" diff
+  for node in "${NODES[@]}"; do
+    if [[ -n ${IMAGE_IDS[$node]-} ]]; then
+      if [[ -z $first_id ]]; then
+        first_id=${IMAGE_IDS[$node]} first_node=$node
+      elif [[ ${IMAGE_IDS[$node]} != "$first_id" ]]; then
+        pf_problem "$node" "image $IMAGE differs between nodes: $first_node has $first_id, $node has" \
+          "${IMAGE_IDS[$node]}. Every node must run the same build: copy it with docker save $IMAGE |" \
+          "ssh ${TARGET[$node]:-$node} docker load"
+      fi
+    fi
+    [[ -n ${MODEL_FILES[$node]+x} ]] || continue
+    if [[ -z $model_node ]]; then
+      model_node=$node first_files=${MODEL_FILES[$node]}
+    elif [[ ${MODEL_FILES[$node]} != "$first_files" ]]; then
+      diff=$(model_difference "$first_files" "${MODEL_FILES[$node]}" "$model_node" "$node")
+      pf_problem "$node" "model folder $MODEL_HOST_PATH on $node differs from $model_node: $diff. Copy it again" \
+        "from one node to the others (rsync -a --delete over the fabric)"
+    fi
+  done
+}
+
+# The first few differences between two "SIZE PATH" listings, in words.
+model_difference() {
+  local a=$1 b=$2 name_a=$3 name_b=$4 path size out=() seen=0
+  declare -A size_a=() size_b=()
+  while read -r size path; do [[ -n $path ]] && size_a[$path]=$size; done <<<"$a"
+  while read -r size path; do [[ -n $path ]] && size_b[$path]=$size; done <<<"$b"
+  for path in $(printf '%s\n' "${!size_a[@]}" "${!size_b[@]}" | sort -u); do
+    if [[ -z ${size_b[$path]+x} ]]; then
+      out+=("${path#./} missing on $name_b")
+    elif [[ -z ${size_a[$path]+x} ]]; then
+      out+=("${path#./} only on $name_b")
+    elif [[ ${size_a[$path]} != "${size_b[$path]}" ]]; then
+      out+=("${path#./} is ${size_a[$path]} bytes on $name_a, ${size_b[$path]} on $name_b")
+    else
+      continue
+    fi
+    seen=$((seen + 1))
+    ((seen < 4)) || break
+  done
+  local IFS=';'
+  printf '%s' "${out[*]}" | sed 's/;/; /g'
+}
+
+# Gather, judge every node, compare them. Returns 1 if anything is wrong (PF_PROBLEMS says what).
+preflight_checks() {
+  local node judge
+  declare -gA MODEL_FILES=()
+  preflight_gather
+  for node in "${NODES[@]}"; do
+    judge_reached "$node" || continue
+    for judge in "${PREFLIGHT_JUDGES[@]}"; do
+      "judge_$judge" "$node"
+    done
+  done
+  judge_across_nodes
+  ((${#PF_PROBLEMS[@]} == 0))
+}
+
+# Node by node: what preflight saw, and ok or what is wrong.
+preflight_table() {
+  local node i result columns=(docker image model fabric rdma gpus memory)
+  local format='%-14s %-9s %-14s %-20s %-32s %-12s %-10s %-13s %s\n'
+  # shellcheck disable=SC2059  # the format is the constant above
+  printf "$format" NODE DOCKER IMAGE MODEL FABRIC RDMA GPUS "MEM FREE" RESULT
+  for node in "${NODES[@]}"; do
+    result=ok
+    for i in "${!PF_PROBLEM_NODES[@]}"; do
+      [[ ${PF_PROBLEM_NODES[i]} == "$node" ]] && { result=FAILED; break; }
+    done
+    local cells=()
+    for i in "${columns[@]}"; do
+      cells+=("${PF_NOTES[$node,$i]:--}")
+    done
+    # shellcheck disable=SC2059
+    printf "$format" "$node" "${cells[@]}" "$result"
+  done
+  for i in "${!PF_PROBLEMS[@]}"; do
+    printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "${PF_PROBLEMS[i]}"
+  done
+}
+
 # Secret values, taken from this script's environment before anything else runs.
 declare -A SECRET_VALUES=()
 for secret in "${SECRETS[@]}"; do
@@ -510,13 +1055,15 @@ docker_run_argv() {
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--skip-preflight] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--timeout SECONDS] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
 
   --dry-run          print every command, per node, and touch nothing
-  --skip-preflight   skip the checks of ssh, docker, image and model on every node
+  --preflight-only   only check every node (ssh, docker, image, model, fabric, RDMA, GPUs,
+                     memory), print a table and exit: 0 all ok, 1 otherwise
+  --skip-preflight   skip those checks
   --timeout SECONDS  budget for the whole start (default from the spec)
   --yes              replace a running deployment of the same name
   -h, --help         this text
@@ -531,6 +1078,7 @@ declare -A IMAGE_IDS=()
 PHASE_START=$SECONDS
 FAILED_NODE=""
 SKIP_PREFLIGHT=0
+PREFLIGHT_ONLY=0
 REPLACE=0
 TIMEOUT=$DEFAULT_TIMEOUT
 DEADLINE=0
@@ -575,9 +1123,19 @@ on_interrupt() {
 time_left() { ((SECONDS < DEADLINE)); }
 
 # -- phase 1 ---------------------------------------------------------------------------------
+# The checks themselves are in the preflight part above: one round trip per node, all at once.
+# The weights' revision and links, and the draft model: their own round trips (they read folders the
+# one-round-trip preflight does not know about).
+model_checks() {
+  FAILED_NODE=$1
+  check_model_revision "$1"
+  check_draft_model "$1"
+  FAILED_NODE=""
+}
+
 preflight() {
-  phase preflight "ssh, docker, image and model on every node"
-  local node id first_id="" first_node="" out
+  phase preflight "ssh, docker, image, model, fabric, RDMA and GPUs on every node, at once"
+  local node out ray_out="" ray_pid="" i
   local tools=(docker curl)
   if ((${#NODES[@]} > 1)); then tools+=(ssh); fi
   for out in "${tools[@]}"; do
@@ -588,65 +1146,61 @@ preflight() {
     ((DRY_RUN)) && { warn "secret $out is not set; a real launch stops here"; continue; }
     fail "$HEAD" "secret $out is not set (or empty): export it in the shell that runs this script"
   done
-  for node in "${NODES[@]}"; do
-    FAILED_NODE=$node
-    if ! is_local "$node"; then
-      out=$(run_on "$node" true 2>&1) \
-        || fail "$node" "cannot reach ${TARGET[$node]} over ssh: ${out:-no answer}. Check the address, that" \
-          "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
-    fi
-    check_fabric_address "$node"
-    out=$(run_on "$node" docker version --format '{{.Server.Version}}' 2>&1) \
-      || fail "$node" "docker does not answer on $node: ${out}. Start it (systemctl start docker) and make" \
-        "sure this user may use it (group docker)"
-    id=$(run_on "$node" docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null) \
-      || fail "$node" "image $IMAGE is not on $node. Pull it there, or copy it from the head:" \
-        "docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
-    if [[ -z $first_id ]]; then
-      first_id=$id first_node=$node
-    elif [[ $id != "$first_id" ]]; then
-      fail "$node" "image $IMAGE differs between nodes: $first_node has $first_id, $node has $id." \
-        "Every node must run the same build: copy it with docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
-    fi
-    run_on "$node" test -d "$MODEL_HOST_PATH" \
-      || fail "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
-        "same absolute path on every node (copy them once over the fabric with rsync)"
-    check_model_revision "$node"
-    check_draft_model "$node"
-    ((DRY_RUN)) || log "$node: reachable, docker $out, image ${id:7:12}, model present"
-    IMAGE_IDS[$node]=$id
-  done
-  FAILED_NODE=""
-  check_profile
+  if ((DRY_RUN)); then
+    for node in "${NODES[@]}"; do
+      preflight_args "$node"
+      printf '[%s] sh -c <preflight: %s> %s\n' "$node" "${PREFLIGHT_CHECKS[*]}" "$(printf '%q ' "${PF_ARGS[@]}")" >&3
+      model_checks "$node"
+    done
+    check_profile
+    ((RAY_REQUIRED)) && run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version
+    phase_done
+    return 0
+  fi
   if ((RAY_REQUIRED)); then
-    out=$(run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version 2>&1) \
-      || fail "$HEAD" "Ray is not in image $IMAGE (${out##*$'\n'}). Recent vLLM images ship without it:" \
-        "use engine.backend native, or an image with Ray"
-    ((DRY_RUN)) || log "image has ${out##*$'\n'}"
+    # Meanwhile, on the head: is Ray in the image? (never pulled here: a missing image is reported below)
+    ray_out=$(mktemp)
+    (
+      trap - ERR
+      docker run --rm --pull never --network none --entrypoint ray "$IMAGE" --version
+    ) >"$ray_out" 2>&1 </dev/null &
+    ray_pid=$!
+  fi
+  if ! preflight_checks; then
+    [[ -z $ray_pid ]] || { wait "$ray_pid" || true; rm -f "$ray_out"; }
+    for ((i = 1; i < ${#PF_PROBLEMS[@]}; i++)); do
+      warn "also on ${PF_PROBLEM_NODES[i]}: ${PF_PROBLEMS[i]}"
+    done
+    fail "${PF_PROBLEM_NODES[0]}" "${PF_PROBLEMS[0]}"
+  fi
+  for node in "${NODES[@]}"; do
+    model_checks "$node"
+    log "$node: docker ${PF_NOTES[$node,docker]-}, image ${PF_NOTES[$node,image]-}, model ${PF_NOTES[$node,model]-}," \
+      "fabric ${PF_NOTES[$node,fabric]-}, RDMA ${PF_NOTES[$node,rdma]-}, GPUs ${PF_NOTES[$node,gpus]-}," \
+      "memory free ${PF_NOTES[$node,memory]:--}"
+  done
+  check_profile
+  if [[ -n $ray_pid ]]; then
+    local status=0
+    wait "$ray_pid" || status=$?
+    out=$(cat "$ray_out")
+    rm -f "$ray_out"
+    ((status == 0)) || fail "$HEAD" "Ray is not in image $IMAGE (${out##*$'\n'}). Recent vLLM images ship without" \
+      "it: use engine.backend native, or an image with Ray"
+    log "image has ${out##*$'\n'}"
   fi
   phase_done
 }
 
-# The node's fabric netdev exists and carries its fabric IP (names can differ from node to node); a
-# RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
-check_fabric_address() {
-  local node=$1 addr link mtu
-  local netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]}
-  addr=$(run_on "$node" ip -o addr show dev "$netdev" 2>&1) \
-    || fail "$node" "network interface $netdev does not exist on $node ($addr). Interface names can differ" \
-      "from node to node: check 'ip -br addr' there and set cluster.nodes[].fabric.netdev$(is_local "$node" \
-      && echo "; and run launch-cluster.sh on the head node, $HEAD")"
-  ((DRY_RUN)) && return 0
-  [[ $addr == *" $ip/"* ]] \
-    || fail "$node" "$ip is not an address of $netdev on $node (it has: $(grep -oE 'inet6? [^ ]+' <<<"$addr" \
-      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec$(is_local "$node" \
-      && echo ", or run launch-cluster.sh on the head node, $HEAD")"
-  link=$(run_on "$node" ip -o link show dev "$netdev" 2>&1) || link=""
-  mtu=$(grep -oE 'mtu [0-9]+' <<<"$link" | cut -d' ' -f2)
-  if ((HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
-    warn "$node: $netdev has MTU $mtu; the RoCE fabric is set up for 9000 (a firmware update can reset it):" \
-      "ip link set $netdev mtu 9000"
-  fi
+# --preflight-only: the checks and a table, node by node; nothing is started.
+preflight_only() {
+  phase preflight "ssh, docker, image, model, fabric, RDMA and GPUs on every node, at once"
+  local ok=0
+  preflight_checks || ok=1
+  preflight_table
+  ((ok == 0)) || { log "preflight FAILED on: $(printf '%s\n' "${PF_PROBLEM_NODES[@]}" | sort -u | tr '\n' ' ')"; exit 1; }
+  log "preflight passed on all ${#NODES[@]} node(s)"
+  exit 0
 }
 
 # The image must still behave as its profile says (entrypoint, variables its entrypoint reads).
@@ -809,20 +1363,81 @@ start_one() {
       reads+="$name=\$(dd bs=1 count=$(secret_bytes "$name") 2>/dev/null; echo x) && $name=\${$name%x} && export $name && "
     done
     out=$(for name in "${SECRETS[@]}"; do printf '%s' "${SECRET_VALUES[$name]}"; done |
-      ssh "${SSH_OPTS[@]}" "${TARGET[$node]}" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
+      ssh_node "$node" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
       || { printf '%s\n' "$out"; return 1; }
   else
     out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
   fi
 }
 
-# A container must still be running; if not, the launch fails at once with that node named.
+# Containers must still be running: each node asked at once (a few ms each over the shared ssh
+# connection). If some are not, the launch fails naming the one that stopped first (the others may
+# have followed it).
 require_running() {
-  local node state
-  for node in "$@"; do
-    state=$(container_state "$node")
-    [[ $state == running ]] || fail "$node" "container ${CONTAINER[$node]} is $state on $node"
+  local node i state finished first="" first_at="" first_state="" pids=() nodes=("$@")
+  for i in "${!nodes[@]}"; do
+    node=${nodes[i]}
+    (
+      trap - ERR
+      on_node "$node" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$node]}" \
+        2>/dev/null || echo missing
+    ) >"$SCRATCH/state.$i" </dev/null &
+    pids+=("$!")
   done
+  i=0
+  for node; do
+    wait "${pids[i]}" || true
+    read -r state finished <"$SCRATCH/state.$i" || state=missing
+    i=$((i + 1))
+    [[ $state == running ]] && continue
+    if [[ -z $first || (-n $finished && ($first_at == "" || $finished < "$first_at")) ]]; then
+      first=$node first_at=$finished first_state=$state
+    fi
+  done
+  [[ -z $first ]] || fail "$first" "container ${CONTAINER[$first]} is ${first_state:-missing} on $first"
+}
+
+# Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
+# container is watched (about once a second: each look costs every node a docker inspect, and the
+# engines starting on the same machines need the CPU); returns the probe's status. A probe may take
+# long (an HTTP request, Ray's client); a dead container still ends the launch within a second or so.
+watch_probe() {
+  local tick=0
+  rm -f "$SCRATCH/probe.rc"
+  (
+    trap - ERR
+    status=0
+    "$@" >"$SCRATCH/probe" 2>&1 </dev/null || status=$?
+    echo "$status" >"$SCRATCH/probe.rc"
+  ) &
+  BACKGROUND_PID=$!
+  while [[ ! -s $SCRATCH/probe.rc ]]; do
+    if ((tick++ % 10 == 9)); then
+      require_running "${NODES[@]}"
+      engine_still_running
+    fi
+    sleep 0.1
+  done
+  wait "$BACKGROUND_PID" || true
+  BACKGROUND_PID=""
+  return "$(cat "$SCRATCH/probe.rc")"
+}
+
+# Between probes: every container still running? Then a short pause.
+watch_pause() {
+  require_running "${NODES[@]}"
+  engine_still_running
+  sleep 0.5
+}
+
+# Once started on the head through Ray, the engine must not have exited (its container stays up).
+ENGINE_STARTED=0
+engine_still_running() {
+  ((ENGINE_STARTED)) || return 0
+  local status
+  if status=$(engine_exit_status); then
+    fail "$HEAD" "the engine exited with status $status"
+  fi
 }
 
 # -- phase 4 (Ray) -----------------------------------------------------------------------------
@@ -832,7 +1447,7 @@ wait_ray_head() {
   until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
     require_running "$HEAD"
     time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
-    sleep 1
+    sleep 0.3
   done
 }
 
@@ -844,11 +1459,12 @@ form_ray() {
     return 0
   fi
   local out=""
-  until out=$(ray_check 2>&1); do
-    require_running "${NODES[@]}"
+  until watch_probe ray_check; do
+    out=$(cat "$SCRATCH/probe")
     time_left || fail "$HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
-    sleep 3
+    watch_pause
   done
+  out=$(cat "$SCRATCH/probe")
   log "${out##*$'\n'}"
   phase_done
 }
@@ -863,6 +1479,7 @@ start_engine() {
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
   run_on "$HEAD" "${ENGINE_EXEC[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  ENGINE_STARTED=$((DRY_RUN == 0))
   FAILED_NODE=""
   phase_done
 }
@@ -883,23 +1500,14 @@ wait_ready() {
     phase_done
     return 0
   fi
-  local stage="" want status
+  local stage="" want
   while :; do
-    require_running "${NODES[@]}"
-    if status=$(engine_exit_status); then
-      fail "$HEAD" "the engine exited with status $status"
-    fi
-    if ! port_in_use "$PROBE_HOST" "$API_PORT"; then
-      want="port $API_PORT"
-    elif ! probe_health; then
-      want="/health"
-    elif ! probe_models; then
-      want="/v1/models naming $SERVED_MODEL"
-    elif ! probe_completion; then
-      want="a completion"
-    else
+    watch_probe readiness_stage || true
+    want=$(cat "$SCRATCH/probe")
+    if [[ $want == ready ]]; then
       # The probes took a while: a node that died meanwhile must not be reported ready.
       require_running "${NODES[@]}"
+      engine_still_running
       break
     fi
     if [[ $want != "$stage" ]]; then
@@ -907,9 +1515,24 @@ wait_ready() {
       log "waiting for $want ($((DEADLINE - SECONDS))s left)"
     fi
     time_left || fail "$HEAD" "not ready within ${TIMEOUT}s: still waiting for $want"
-    sleep 2
+    watch_pause
   done
   phase_done
+}
+
+# What the endpoint still lacks, or "ready" (runs in the background under watch_probe).
+readiness_stage() {
+  if ! port_in_use "$PROBE_HOST" "$API_PORT"; then
+    echo "port $API_PORT"
+  elif ! probe_health; then
+    echo /health
+  elif ! probe_models; then
+    echo "/v1/models naming $SERVED_MODEL"
+  elif ! probe_completion; then
+    echo "a completion"
+  else
+    echo ready
+  fi
 }
 
 # -- phase 7 -----------------------------------------------------------------------------------
@@ -945,6 +1568,7 @@ main() {
     case $1 in
       --dry-run) DRY_RUN=1 ;;
       --skip-preflight) SKIP_PREFLIGHT=1 ;;
+      --preflight-only) PREFLIGHT_ONLY=1 ;;
       --yes) REPLACE=1 ;;
       --timeout)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "launch-cluster.sh: --timeout needs a number of seconds" >&2; exit 2; }
@@ -957,10 +1581,12 @@ main() {
     shift
   done
   DEADLINE=$((SECONDS + TIMEOUT))
+  SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
   trap on_interrupt INT TERM
   log "launching $DEPLOYMENT: ${#NODES[@]} node(s), head $HEAD, image $IMAGE, timeout ${TIMEOUT}s"
   ((DRY_RUN)) && log "dry run: printing commands, touching nothing"
+  ((PREFLIGHT_ONLY && !DRY_RUN)) && preflight_only
   if ((SKIP_PREFLIGHT)); then
     log "== preflight skipped"
   else

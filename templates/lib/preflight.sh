@@ -1,0 +1,471 @@
+# -- phase 1: preflight ------------------------------------------------------------------------
+# One ssh round trip per node, every node at once: a POSIX sh script (nodes may log in with bash,
+# dash, zsh or busybox sh; it runs under sh -c) gathers what each check needs and prints it as lines
+# "KEY VALUE"; the launcher then judges each node, in node order, and compares the nodes.
+# To add a check: a remote function check_NAME (reads its inputs as $a_KEY, prints KEY lines), its
+# name in PREFLIGHT_CHECKS, its inputs in preflight_args, and a judge_NAME function here that reads
+# the lines with pf and reports through pf_problem / pf_warn / pf_note.
+
+# shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
+readonly PREFLIGHT_REMOTE_LIB='
+for arg; do
+  key=${arg%%=*}
+  case $key in "" | *[!a-z_]*) continue ;; esac
+  eval "a_$key=\${arg#*=}"
+done
+one_line() { tr "\n" " " | sed "s/ *\$//" | cut -c1-400; }
+
+check_host() { echo "host $(uname -n)"; }
+
+check_docker() {
+  if out=$(docker version --format "{{.Server.Version}}" 2>&1); then
+    echo "docker_version $out"
+  else
+    echo "docker_error $(printf "%s" "$out" | one_line)"
+    return 0
+  fi
+  id=$(docker image inspect --format "{{.Id}}" "$a_image" 2>/dev/null) || id=-
+  echo "image_id $id"
+  state=$(docker inspect --format "{{.State.Status}}" "$a_container" 2>/dev/null) || state=missing
+  echo "container $state"
+}
+
+check_model() {
+  if [ ! -d "$a_model" ]; then
+    echo "model_dir no"
+    return 0
+  fi
+  echo "model_dir yes"
+  # Sizes of the files the links point to: a Hugging Face snapshot is a folder of links to blobs.
+  (cd "$a_model" && find -L . -type f -exec stat -L -c "model_file %s %n" {} + 2>/dev/null)
+}
+
+check_fabric() {
+  if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
+    printf "%s\n" "$out" | sed "s/^/netdev_addr /"
+    ip -o link show dev "$a_netdev" 2>/dev/null | sed "s/^/netdev_link /"
+  else
+    echo "netdev_error $(printf "%s" "$out" | one_line)"
+  fi
+}
+
+# Each listed RDMA device: present, its port ACTIVE, its RoCE v2 GIDs of IPv4 addresses (index, type).
+check_hcas() {
+  [ -n "$a_hcas" ] || return 0
+  # SPARKC_PREFLIGHT_ROOT: where tests keep the fake /sys and /dev of a node; unset on real nodes.
+  root=${SPARKC_PREFLIGHT_ROOT:-}
+  sys=$root/sys/class/infiniband
+  if [ -e "$root/dev/infiniband" ]; then echo "dev_infiniband yes"; else echo "dev_infiniband no"; fi
+  echo "hca_present $(ls "$sys" 2>/dev/null | one_line)"
+  for entry in $a_hcas; do
+    hca=${entry%%:*} port=${entry#*:}
+    dir=$sys/$hca/ports/$port
+    if [ ! -d "$sys/$hca" ]; then
+      echo "hca_missing $entry"
+      continue
+    fi
+    state=unknown
+    read -r state 2>/dev/null <"$dir/state" || state=unknown
+    echo "hca_state $entry $state"
+    for gid_file in "$dir"/gids/*; do
+      [ -r "$gid_file" ] || continue
+      gid=
+      read -r gid 2>/dev/null <"$gid_file" || continue
+      case $gid in 0000:0000:0000:0000:0000:ffff:*) ;; *) continue ;; esac
+      index=${gid_file##*/}
+      kind=
+      read -r kind 2>/dev/null <"$dir/gid_attrs/types/$index" || continue
+      echo "hca_gid $entry $index $gid $kind"
+    done
+  done
+}
+
+check_gpus() {
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "gpu_tool missing"
+    return 0
+  fi
+  if out=$(nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1); then
+    printf "%s\n" "$out" | sed "/^$/d; s/^/gpu /"
+    nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | sed "/^$/d; s/^/gpu_process /"
+  else
+    echo "gpu_error $(printf "%s" "$out" | one_line)"
+  fi
+}
+
+check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
+'
+# The remote checks, in the order they run.
+PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
+# What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
+PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
+
+# PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
+preflight_args() {
+  local node=$1 hca hcas=()
+  for hca in ${HCAS[$node]}; do
+    hca=${hca#=}
+    [[ $hca == *:* ]] || hca+=:1
+    hcas+=("$hca")
+  done
+  PF_ARGS=(
+    "image=$IMAGE"
+    "container=${CONTAINER[$node]}"
+    "model=$MODEL_HOST_PATH"
+    "netdev=${NETDEV[$node]}"
+    "hcas=${hcas[*]}"
+  )
+}
+
+preflight_script() {
+  local check
+  printf '%s\n' "$PREFLIGHT_REMOTE_LIB"
+  for check in "${PREFLIGHT_CHECKS[@]}"; do
+    printf 'check_%s\n' "$check"
+  done
+  printf 'echo end\n'
+}
+
+declare -A PF=()       # PF[node,KEY]: the values a node printed under KEY, one per line
+declare -A PF_RC=()    # how its ssh (or local sh) ended
+declare -a PF_PROBLEMS=() PF_PROBLEM_NODES=()
+declare -A PF_NOTES=() # PF_NOTES[node,COLUMN]: what the table shows
+
+# Lines of KEY from a node's answer; pf_first: only the first.
+pf() { printf '%s' "${PF[$1,$2]-}"; }
+pf_first() {
+  local value=${PF[$1,$2]-}
+  printf '%s' "${value%%$'\n'*}"
+}
+pf_problem() {
+  PF_PROBLEM_NODES+=("$1")
+  shift
+  PF_PROBLEMS+=("$*")
+}
+pf_warn() {
+  local node=$1
+  shift
+  warn "$node: $*"
+}
+pf_note() { PF_NOTES[$1,$2]=$3; }
+
+# Run the remote script on every node at once; answers land in PF, node by node.
+preflight_gather() {
+  local dir i node script key value line pids=()
+  script=$(preflight_script)
+  dir=$(mktemp -d)
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    preflight_args "$node"
+    (
+      trap - ERR
+      on_node "$node" sh -c "$script" sparkc-preflight "${PF_ARGS[@]}"
+    ) >"$dir/$i.out" 2>"$dir/$i.err" </dev/null &
+    pids+=("$!")
+  done
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    PF_RC[$node]=0
+    wait "${pids[i]}" || PF_RC[$node]=$?
+    while IFS= read -r line; do
+      key=${line%% *}
+      value=""
+      [[ $line == *" "* ]] && value=${line#* }
+      PF[$node,$key]+=$value$'\n'
+    done <"$dir/$i.out"
+    PF[$node,stderr]=$(tr '\n' ' ' <"$dir/$i.err")
+  done
+  rm -rf "$dir"
+}
+
+# A node that did not answer in full: nothing else about it can be judged.
+judge_reached() {
+  local node=$1
+  [[ -n ${PF[$node,end]+x} ]] && return 0
+  local err=${PF[$node,stderr]% }
+  if is_local "$node"; then
+    pf_problem "$node" "the preflight checks could not run on $node: ${err:-no output}"
+  elif ((PF_RC[$node] == 255)) || [[ -z ${PF[$node,host]+x} ]]; then
+    pf_problem "$node" "cannot reach ${TARGET[$node]} over ssh: ${err:-no answer}. Check the address, that" \
+      "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
+  else
+    pf_problem "$node" "the preflight checks stopped early on $node (exit ${PF_RC[$node]}): ${err:-no output}"
+  fi
+  return 1
+}
+
+# The node's fabric netdev exists and carries its fabric IP (names can differ from node to node); a
+# RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
+judge_fabric() {
+  local node=$1 netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]} addrs link mtu state cidr
+  local here=""
+  is_local "$node" && here="; and run launch-cluster.sh on the head node, $HEAD"
+  if [[ -n ${PF[$node,netdev_error]+x} ]]; then
+    pf_problem "$node" "network interface $netdev does not exist on $node ($(pf_first "$node" netdev_error))." \
+      "Interface names can differ from node to node: check 'ip -br addr' there and set" \
+      "cluster.nodes[].fabric.netdev$here"
+    pf_note "$node" fabric "no $netdev"
+    return 0
+  fi
+  addrs=$(pf "$node" netdev_addr)
+  cidr=$(grep -oE "inet6? $ip/[0-9]+" <<<"$addrs" | head -n1 | cut -d' ' -f2 || true)
+  if [[ -z $cidr ]]; then
+    pf_problem "$node" "$ip is not an address of $netdev on $node (it has: $(grep -oE 'inet6? [^ ]+' <<<"$addrs" \
+      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec${here:+, or run launch-cluster.sh on the head node, $HEAD}"
+    pf_note "$node" fabric "$netdev lacks $ip"
+    return 0
+  fi
+  link=$(pf_first "$node" netdev_link)
+  mtu=$(grep -oE 'mtu [0-9]+' <<<"$link" | cut -d' ' -f2 || true)
+  state=$(grep -oE 'state [A-Z]+' <<<"$link" | cut -d' ' -f2 || true)
+  pf_note "$node" fabric "$netdev $cidr mtu ${mtu:-?}"
+  if [[ $state == DOWN || $state == LOWERLAYERDOWN ]]; then
+    pf_problem "$node" "$netdev on $node is $state: the fabric link is not up. Check the cable, then" \
+      "ip link set $netdev up"
+  fi
+  if ((HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
+    pf_warn "$node" "$netdev has MTU $mtu; the RoCE fabric is set up for 9000 (a firmware update can reset it):" \
+      "ip link set $netdev mtu 9000"
+  fi
+}
+
+judge_docker() {
+  local node=$1
+  if [[ -n ${PF[$node,docker_error]+x} ]]; then
+    pf_problem "$node" "docker does not answer on $node: $(pf_first "$node" docker_error). Start it (systemctl" \
+      "start docker) and make sure this user may use it (group docker)"
+    pf_note "$node" docker "no answer"
+    return 0
+  fi
+  pf_note "$node" docker "$(pf_first "$node" docker_version)"
+}
+
+judge_image() {
+  local node=$1 id
+  [[ -n ${PF[$node,image_id]+x} ]] || return 0
+  id=$(pf_first "$node" image_id)
+  if [[ $id == - ]]; then
+    pf_problem "$node" "image $IMAGE is not on $node. Pull it there, or copy it from the head:" \
+      "docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
+    pf_note "$node" image missing
+    return 0
+  fi
+  IMAGE_IDS[$node]=$id
+  pf_note "$node" image "${id:7:12}"
+}
+
+judge_model() {
+  local node=$1 files
+  if [[ $(pf_first "$node" model_dir) != yes ]]; then
+    pf_problem "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
+      "same absolute path on every node (copy them once over the fabric with rsync)"
+    pf_note "$node" model missing
+    return 0
+  fi
+  files=$(pf "$node" model_file | sort -k2)
+  MODEL_FILES[$node]=$files
+  pf_note "$node" model "$(model_summary "$files")"
+}
+
+# "N files, SIZE" of lines "SIZE PATH".
+model_summary() {
+  local count=0 bytes=0 size _
+  while read -r size _; do
+    [[ $size =~ ^[0-9]+$ ]] || continue
+    count=$((count + 1)) bytes=$((bytes + size))
+  done <<<"$1"
+  printf '%d files, %s' "$count" "$(human_bytes "$bytes")"
+}
+human_bytes() {
+  local b=$1
+  if ((b >= 1 << 30)); then printf '%d.%dG' $((b >> 30)) $(((b % (1 << 30)) * 10 >> 30))
+  elif ((b >= 1 << 20)); then printf '%dM' $((b >> 20))
+  elif ((b >= 1 << 10)); then printf '%dK' $((b >> 10))
+  else printf '%dB' "$b"; fi
+}
+
+# The node's pinned NCCL_IB_GID_INDEX, if its container gets one.
+pinned_gid_index() {
+  local -n words="DOCKER_RUN_${RANK[$1]}"
+  local word
+  for word in "${words[@]}"; do
+    [[ $word == "NCCL_IB_GID_INDEX="* ]] && { printf '%s' "${word#*=}"; return 0; }
+  done
+}
+
+judge_hcas() {
+  local node=$1 entry hca state gids pinned ok=0 total=0
+  [[ -n ${HCAS[$node]} ]] || { pf_note "$node" rdma none; return 0; }
+  if [[ $(pf_first "$node" dev_infiniband) == no ]] && ! docker_run_has "$node" --privileged; then
+    pf_problem "$node" "/dev/infiniband does not exist on $node: the container gets no RDMA device and NCCL" \
+      "falls back to sockets. Load the RDMA drivers there (modprobe ib_uverbs rdma_ucm) or clear" \
+      "cluster.nodes[].fabric.hcas"
+  fi
+  pinned=$(pinned_gid_index "$node")
+  for entry in $(pf "$node" hca_missing); do
+    total=$((total + 1))
+    pf_problem "$node" "RDMA device ${entry%:*} does not exist on $node (it has: $(pf_first "$node" hca_present))." \
+      "Names can differ from node to node: check ibdev2netdev there and set cluster.nodes[].fabric.hcas"
+  done
+  while read -r entry state; do
+    [[ -n $entry ]] || continue
+    total=$((total + 1))
+    hca=${entry%:*}
+    if [[ $state != *ACTIVE* ]]; then
+      pf_problem "$node" "RDMA device $hca on $node: port ${entry##*:} is ${state#*: }, not ACTIVE. Check the" \
+        "cable and the link (ibdev2netdev, ip link)"
+      continue
+    fi
+    gids=$(pf "$node" hca_gid | grep -E "^$entry [0-9]+ [0-9a-f:]+ RoCE v2$" | cut -d' ' -f2 | tr '\n' ' ' || true)
+    if [[ -z $gids ]]; then
+      pf_problem "$node" "RDMA device $hca on $node has no RoCE v2 GID for an IPv4 address: its netdev has no" \
+        "IPv4 address, or RoCE v2 is off. Check ibdev2netdev and ip addr there"
+      continue
+    fi
+    ok=$((ok + 1))
+    if [[ -n $pinned && " $gids" != *" $pinned "* ]]; then
+      pf_warn "$node" "NCCL_IB_GID_INDEX=$pinned, but the RoCE v2 IPv4 GID of $hca is at index ${gids% }" \
+        "(the index can differ per device): unset it to let NCCL choose, or pin ${gids%% *}"
+    fi
+  done <<<"$(pf "$node" hca_state)"
+  pf_note "$node" rdma "$ok/$total active"
+}
+
+docker_run_has() {
+  local -n words="DOCKER_RUN_${RANK[$1]}"
+  local word
+  for word in "${words[@]}"; do
+    [[ $word == "$2" ]] && return 0
+  done
+  return 1
+}
+
+judge_gpus() {
+  local node=$1 count procs
+  if [[ $(pf_first "$node" gpu_tool) == missing ]]; then
+    pf_warn "$node" "nvidia-smi is not installed: its GPUs were not checked"
+    pf_note "$node" gpus "unchecked"
+    return 0
+  fi
+  if [[ -n ${PF[$node,gpu_error]+x} ]]; then
+    local error
+    error=$(pf_first "$node" gpu_error)
+    if [[ $error != *"No devices were found"* ]]; then
+      pf_problem "$node" "nvidia-smi fails on $node: $error. Check the NVIDIA driver there"
+      pf_note "$node" gpus error
+      return 0
+    fi
+  fi
+  count=$(pf "$node" gpu | grep -c . || true)
+  procs=$(pf "$node" gpu_process | grep -c . || true)
+  if ((procs)); then pf_note "$node" gpus "$count, $procs busy"; else pf_note "$node" gpus "$count idle"; fi
+  if ((count < GPUS[$node])); then
+    pf_problem "$node" "$node has $count GPU(s), the spec says ${GPUS[$node]}: check nvidia-smi there (driver" \
+      "loaded? GPU visible?) or fix cluster.nodes[].gpus"
+  elif ((count > GPUS[$node])); then
+    pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
+  fi
+  # A running container of this deployment holds its own GPU; anything else must be stopped first.
+  if ((procs)) && [[ $(pf_first "$node" container) != running ]]; then
+    pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
+      "Stop that program (another engine?) before launching"
+  fi
+}
+
+judge_memory() {
+  local node=$1 total available
+  total=$(pf "$node" memory | awk '$1 == "MemTotal:" { print $2 }')
+  available=$(pf "$node" memory | awk '$1 == "MemAvailable:" { print $2 }')
+  [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || return 0
+  pf_note "$node" memory "$(human_bytes $((available * 1024)))/$(human_bytes $((total * 1024)))"
+  # GPU and CPU share this memory; the engine's share is a fraction of the whole.
+  if ((available * 10 < total * 8)); then
+    pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
+      "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
+  fi
+}
+
+# Every node runs the same image build and sees the same model folder (file list and sizes).
+judge_across_nodes() {
+  local node first_id="" first_node="" first_files="" model_node="" diff
+  for node in "${NODES[@]}"; do
+    if [[ -n ${IMAGE_IDS[$node]-} ]]; then
+      if [[ -z $first_id ]]; then
+        first_id=${IMAGE_IDS[$node]} first_node=$node
+      elif [[ ${IMAGE_IDS[$node]} != "$first_id" ]]; then
+        pf_problem "$node" "image $IMAGE differs between nodes: $first_node has $first_id, $node has" \
+          "${IMAGE_IDS[$node]}. Every node must run the same build: copy it with docker save $IMAGE |" \
+          "ssh ${TARGET[$node]:-$node} docker load"
+      fi
+    fi
+    [[ -n ${MODEL_FILES[$node]+x} ]] || continue
+    if [[ -z $model_node ]]; then
+      model_node=$node first_files=${MODEL_FILES[$node]}
+    elif [[ ${MODEL_FILES[$node]} != "$first_files" ]]; then
+      diff=$(model_difference "$first_files" "${MODEL_FILES[$node]}" "$model_node" "$node")
+      pf_problem "$node" "model folder $MODEL_HOST_PATH on $node differs from $model_node: $diff. Copy it again" \
+        "from one node to the others (rsync -a --delete over the fabric)"
+    fi
+  done
+}
+
+# The first few differences between two "SIZE PATH" listings, in words.
+model_difference() {
+  local a=$1 b=$2 name_a=$3 name_b=$4 path size out=() seen=0
+  declare -A size_a=() size_b=()
+  while read -r size path; do [[ -n $path ]] && size_a[$path]=$size; done <<<"$a"
+  while read -r size path; do [[ -n $path ]] && size_b[$path]=$size; done <<<"$b"
+  for path in $(printf '%s\n' "${!size_a[@]}" "${!size_b[@]}" | sort -u); do
+    if [[ -z ${size_b[$path]+x} ]]; then
+      out+=("${path#./} missing on $name_b")
+    elif [[ -z ${size_a[$path]+x} ]]; then
+      out+=("${path#./} only on $name_b")
+    elif [[ ${size_a[$path]} != "${size_b[$path]}" ]]; then
+      out+=("${path#./} is ${size_a[$path]} bytes on $name_a, ${size_b[$path]} on $name_b")
+    else
+      continue
+    fi
+    seen=$((seen + 1))
+    ((seen < 4)) || break
+  done
+  local IFS=';'
+  printf '%s' "${out[*]}" | sed 's/;/; /g'
+}
+
+# Gather, judge every node, compare them. Returns 1 if anything is wrong (PF_PROBLEMS says what).
+preflight_checks() {
+  local node judge
+  declare -gA MODEL_FILES=()
+  preflight_gather
+  for node in "${NODES[@]}"; do
+    judge_reached "$node" || continue
+    for judge in "${PREFLIGHT_JUDGES[@]}"; do
+      "judge_$judge" "$node"
+    done
+  done
+  judge_across_nodes
+  ((${#PF_PROBLEMS[@]} == 0))
+}
+
+# Node by node: what preflight saw, and ok or what is wrong.
+preflight_table() {
+  local node i result columns=(docker image model fabric rdma gpus memory)
+  local format='%-14s %-9s %-14s %-20s %-32s %-12s %-10s %-13s %s\n'
+  # shellcheck disable=SC2059  # the format is the constant above
+  printf "$format" NODE DOCKER IMAGE MODEL FABRIC RDMA GPUS "MEM FREE" RESULT
+  for node in "${NODES[@]}"; do
+    result=ok
+    for i in "${!PF_PROBLEM_NODES[@]}"; do
+      [[ ${PF_PROBLEM_NODES[i]} == "$node" ]] && { result=FAILED; break; }
+    done
+    local cells=()
+    for i in "${columns[@]}"; do
+      cells+=("${PF_NOTES[$node,$i]:--}")
+    done
+    # shellcheck disable=SC2059
+    printf "$format" "$node" "${cells[@]}" "$result"
+  done
+  for i in "${!PF_PROBLEMS[@]}"; do
+    printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "${PF_PROBLEMS[i]}"
+  done
+}

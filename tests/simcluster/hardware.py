@@ -1,0 +1,95 @@
+"""What the nodes' hardware looks like to sparkc's preflight: GPUs (a fake `nvidia-smi`) and RDMA
+devices (a fake sysfs tree). Both live in the node's private /run, so each node has its own.
+
+The launcher's preflight reads RDMA devices from `$SPARKC_PREFLIGHT_ROOT/sys/class/infiniband` and
+`$SPARKC_PREFLIGHT_ROOT/dev/infiniband`; every ssh session and `exec` on a node gets that variable
+pointing at the node's tree (sshd's SetEnv), which is laid out as mlx5 lays out the real one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from .nodes import Node
+
+HW_DIR = "/run/sparkc-sim/hw"  # inside a node
+DEFAULT_GPUS = ("NVIDIA GB10",)
+
+# Answers the two CSV queries the launcher makes, from the node's files, in nvidia-smi's format; with
+# no GPU it says what the real one says, with its exit status.
+FAKE_NVIDIA_SMI = f"""#!/bin/sh
+# sparkc-sim: stands in for nvidia-smi; the GPUs and compute processes are {HW_DIR}/gpus and gpu-processes.
+gpus={HW_DIR}/gpus
+case " $* " in
+  *" --format=csv,noheader "*) ;;
+  *) echo "sparkc-sim nvidia-smi: only --format=csv,noheader queries are simulated" >&2; exit 2 ;;
+esac
+if [ ! -s "$gpus" ]; then
+  echo "No devices were found"
+  exit 6
+fi
+case " $* " in
+  *" --query-gpu=index,name "*) awk '{{ print NR - 1 ", " $0 }}' "$gpus" ;;
+  *" --query-compute-apps=pid,process_name "*) cat {HW_DIR}/gpu-processes 2>/dev/null || true ;;
+  *) echo "sparkc-sim nvidia-smi: query not simulated: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+def hw_dir(node: Node) -> Path:
+    """The node's hardware files, as the host sees them (the node's /run is node.dir/run)."""
+    return node.dir / "run" / "sparkc-sim" / "hw"
+
+
+def write_defaults(node: Node) -> None:
+    """One idle GB10, no RDMA devices."""
+    d = hw_dir(node)
+    if d.exists():
+        shutil.rmtree(d)
+    (d / "sys" / "class" / "infiniband").mkdir(parents=True)
+    (d / "dev").mkdir()
+    set_gpus(node, DEFAULT_GPUS)
+
+
+def set_gpus(node: Node, names: Sequence[str], processes: Sequence[str] = ()) -> None:
+    """The GPUs nvidia-smi lists on the node; processes as 'PID, NAME' lines of compute apps."""
+    d = hw_dir(node)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "gpus").write_text("".join(f"{n}\n" for n in names))
+    (d / "gpu-processes").write_text("".join(f"{p}\n" for p in processes))
+
+
+def set_hca(node: Node, name: str, state: str = "ACTIVE", ipv4: str | None = "", gid_index: int = 3) -> None:
+    """An RDMA device with port 1 in `state` (ACTIVE, DOWN, ...). GIDs as on a ConnectX port: link-local
+    at 0 (RoCE v1) and 1 (RoCE v2), the IPv4 address at gid_index - 1 (v1) and gid_index (v2); `ipv4`
+    '' means the node's fabric IP, None no IPv4 GID. The first call also makes /dev/infiniband."""
+    d = hw_dir(node)
+    (d / "dev" / "infiniband").mkdir(parents=True, exist_ok=True)
+    port = d / "sys" / "class" / "infiniband" / name / "ports" / "1"
+    if port.parent.parent.exists():
+        shutil.rmtree(port.parent.parent)
+    (port / "gids").mkdir(parents=True)
+    (port / "gid_attrs" / "types").mkdir(parents=True)
+    codes = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4}
+    (port / "state").write_text(f"{codes.get(state, 0)}: {state}\n")
+    link_local = "fe80:0000:0000:0000:0000:0000:0000:0001"
+    gids = {0: (link_local, "IB/RoCE v1"), 1: (link_local, "RoCE v2")}
+    if ipv4 is not None:
+        a, b, c, e = (int(x) for x in (ipv4 or node.fabric_ip).split("."))
+        mapped = f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{e:02x}"
+        gids[gid_index - 1] = (mapped, "IB/RoCE v1")
+        gids[gid_index] = (mapped, "RoCE v2")
+    for i in range(16):
+        gid, kind = gids.get(i, ("0000:0000:0000:0000:0000:0000:0000:0000", ""))
+        (port / "gids" / str(i)).write_text(gid + "\n")
+        (port / "gid_attrs" / "types" / str(i)).write_text(kind + "\n" if kind else "")
+
+
+def remove_hca(node: Node, name: str) -> None:
+    shutil.rmtree(hw_dir(node) / "sys" / "class" / "infiniband" / name, ignore_errors=True)
+
+
+def remove_dev_infiniband(node: Node) -> None:
+    shutil.rmtree(hw_dir(node) / "dev" / "infiniband", ignore_errors=True)
