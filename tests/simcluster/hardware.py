@@ -17,7 +17,7 @@ from .nodes import Node
 HW_DIR = "/run/sparkc-sim/hw"  # inside a node
 DEFAULT_GPUS = ("NVIDIA GB10",)
 
-# Answers the two CSV queries the launcher makes, from the node's files, in nvidia-smi's format; with
+# Answers the CSV queries the launcher and discover make, from the node's files, in nvidia-smi's format; with
 # no GPU it says what the real one says, with its exit status.
 FAKE_NVIDIA_SMI = f"""#!/bin/sh
 # sparkc-sim: stands in for nvidia-smi; the GPUs and compute processes are {HW_DIR}/gpus and gpu-processes.
@@ -31,6 +31,7 @@ if [ ! -s "$gpus" ]; then
   exit 6
 fi
 case " $* " in
+  *" --query-gpu=name "*) cat "$gpus" ;;
   *" --query-gpu=index,name "*) awk '{{ print NR - 1 ", " $0 }}' "$gpus" ;;
   *" --query-compute-apps=pid,process_name "*) cat {HW_DIR}/gpu-processes 2>/dev/null || true ;;
   *) echo "sparkc-sim nvidia-smi: query not simulated: $*" >&2; exit 2 ;;
