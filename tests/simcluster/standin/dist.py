@@ -207,6 +207,19 @@ def gloo_rendezvous(cfg: EngineConfig, timeout_s: float) -> None:
     )
     if cfg.engine == "sglang":
         _sglang_memory_balance(cfg)
+
+
+def loaded_everywhere() -> None:
+    """After the weights load: every rank reports in before any serves (a real engine's head waits for
+    its workers' ready messages, so a rank that died while loading fails the head too); then the
+    heartbeat watches the peers."""
+    import torch
+    import torch.distributed as dist
+
+    try:
+        dist.all_reduce(torch.tensor([1.0]))
+    except Exception as exc:
+        raise DistError(f"a peer rank did not finish loading: {exc}") from exc
     _start_daemon(_heartbeat)
 
 

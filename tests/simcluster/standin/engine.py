@@ -99,6 +99,12 @@ def run(cfg: EngineConfig) -> int:
         log.error("EngineCore failed to start.")
         print(FAKE_TRACE, file=sys.stderr, flush=True)
         return 1
+    if cfg.backend != "ray" and cfg.nnodes > 1:
+        try:
+            dist.loaded_everywhere()
+        except dist.DistError as exc:
+            log.error(str(exc))
+            return 1
     log.info(f"Model loading took {load_s:.2f} s")
 
     serve_http = rank0 and not cfg.headless
