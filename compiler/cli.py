@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import traceback
 from dataclasses import asdict
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -20,8 +22,11 @@ from compiler import __version__
 from compiler.diagnostics import Severity, format_json, format_text
 from compiler.emit import OutputFolderError, differences, emit
 from compiler.loader import SpecReadError, read_spec
-from compiler.pipeline import CompileResult, compile_text
+from compiler.pipeline import Beside, CompileResult, compile_text
 from compiler.plan import Plan
+from compiler.profile_draft import InspectError, draft, parse_inspect
+from compiler.profiles import Profile, UserProfileError, load_user_profiles
+from compiler.resources import data_dir
 from compiler.schema import load_schema
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -37,6 +42,13 @@ _format_option = click.option(
 )
 _strict_option = click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 _spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+_profiles_option = click.option(
+    "--profiles",
+    "profiles_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of your own image profiles (default: profiles/ beside SPEC, if there).",
+)
 
 
 class SpecUnreadable(click.ClickException):
@@ -47,12 +59,30 @@ class OutputFolderUnusable(click.ClickException):
     exit_code = EXIT_USAGE
 
 
-def _compile(spec: Path, strict: bool, render_files: bool = True) -> CompileResult:
+def _compile(spec: Path, strict: bool, profiles_dir: Path | None, render_files: bool = True) -> CompileResult:
     try:
         text = read_spec(spec)
     except SpecReadError as exc:
         raise SpecUnreadable(str(exc)) from None
-    return compile_text(text, str(spec), render_files=render_files, strict=strict)
+    beside = Beside(_own_profiles(spec, profiles_dir), spec.parent)
+    return compile_text(text, str(spec), render_files=render_files, strict=strict, beside=beside)
+
+
+def _own_profiles(spec: Path, profiles_dir: Path | None) -> tuple[Profile, ...]:
+    folder = profiles_dir
+    if folder is None:
+        folder = spec.parent / "profiles"
+        # A spec at the top of a sparkc checkout sits beside the built-in profiles: not its own.
+        if not folder.is_dir() or folder.resolve() == data_dir("profiles").resolve():
+            return ()
+    if not folder.is_dir():
+        raise SpecUnreadable(f"{folder}: no such profiles folder")
+    try:
+        return load_user_profiles(folder)
+    except UserProfileError as exc:
+        click.echo(str(exc), err=True)
+        click.echo(f"the image profiles in {folder} have errors; fix them first", err=True)
+        sys.exit(EXIT_SPEC)
 
 
 def _report(result: CompileResult, fmt: str) -> None:
@@ -89,9 +119,10 @@ def cli() -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if OUT is not what SPEC compiles to.")
 @_strict_option
 @_format_option
-def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: str) -> None:
+@_profiles_option
+def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
     """Validate SPEC and write launch-cluster.sh, its companions and manifest.json into OUT."""
-    result = _compile(spec, strict)
+    result = _compile(spec, strict, profiles_dir)
     _report(result, fmt)
     if not result.ok:
         sys.exit(EXIT_SPEC)
@@ -136,9 +167,10 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: Co
 @_spec_argument
 @_strict_option
 @_format_option
-def validate_command(spec: Path, strict: bool, fmt: str) -> None:
+@_profiles_option
+def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
     """Check SPEC (schema and cross-field rules) without writing anything."""
-    result = _compile(spec, strict, render_files=False)
+    result = _compile(spec, strict, profiles_dir, render_files=False)
     _report(result, fmt)
     if not result.ok:
         sys.exit(EXIT_SPEC)
@@ -149,9 +181,10 @@ def validate_command(spec: Path, strict: bool, fmt: str) -> None:
 @cli.command("explain")
 @_spec_argument
 @_format_option
-def explain_command(spec: Path, fmt: str) -> None:
+@_profiles_option
+def explain_command(spec: Path, fmt: str, profiles_dir: Path | None) -> None:
     """Show every resolved setting, per node, and where it came from (spec, default, profile, derived)."""
-    result = _compile(spec, strict=False, render_files=False)
+    result = _compile(spec, False, profiles_dir, render_files=False)
     if not result.ok or result.plan is None:
         _report(result, "text")
         sys.exit(EXIT_SPEC)
@@ -186,6 +219,35 @@ def explain_text(plan: Plan) -> str:
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
     return "\n".join(lines)
+
+
+@cli.command("profile")
+@click.argument("image")
+@click.option(
+    "--inspect",
+    "inspect_file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    help="Read `docker image inspect IMAGE` output from this file ('-': stdin) instead of running docker.",
+)
+def profile_command(image: str, inspect_file: TextIO | None) -> None:
+    """Draft an image profile for IMAGE from its docker metadata, with what must be reviewed marked."""
+    if inspect_file is not None:
+        text = inspect_file.read()
+    else:
+        try:
+            run = subprocess.run(
+                ["docker", "image", "inspect", "--", image], capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SpecUnreadable(f"cannot run docker ({exc}); pass the inspect output with --inspect FILE") from None
+        if run.returncode != 0:
+            raise SpecUnreadable(f"docker image inspect {image} failed: {run.stderr.strip() or run.returncode}")
+        text = run.stdout
+    try:
+        click.echo(draft(parse_inspect(text, image)), nl=False)
+    except InspectError as exc:
+        raise SpecUnreadable(f"the inspect output of {image}: {exc}") from None
 
 
 @cli.command("schema")

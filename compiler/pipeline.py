@@ -5,12 +5,14 @@ from __future__ import annotations
 import copy
 import hashlib
 from dataclasses import dataclass, field, replace
+from pathlib import Path as FilePath
 from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
 from compiler.lint import lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
 from compiler.plan import Plan
+from compiler.profiles import Profile
 from compiler.render import render
 from compiler.resolve import resolve
 from compiler.schema import field_schema, load_schema, other_values, validate, with_defaults
@@ -29,7 +31,18 @@ class CompileResult:
         return not has_errors(self.diagnostics)
 
 
-def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict: bool = False) -> CompileResult:
+@dataclass(frozen=True)
+class Beside:
+    """What the compile reads besides the spec text: the operator's own image profiles, and the folder
+    the spec sits in (a hooks patch folder is named relative to it; None: the spec has no folder)."""
+
+    profiles: tuple[Profile, ...] = ()
+    spec_dir: FilePath | None = None
+
+
+def compile_text(
+    text: str, spec_path: str, *, render_files: bool = True, strict: bool = False, beside: Beside = Beside()
+) -> CompileResult:
     """Compile spec text; `spec_path` is how the spec is named in diagnostics and generated headers."""
     document, diagnostics = load_text(text, spec_path)
     if has_errors(diagnostics):
@@ -40,9 +53,9 @@ def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict
     refused = validate(given, schema)
     diagnostics += refused
     if has_errors(refused):
-        diagnostics += _rules_beside_schema_errors(given, refused, schema, spec_path, sha256)
+        diagnostics += _rules_beside_schema_errors(given, refused, schema, spec_path, sha256, beside)
         return CompileResult(document, _locate_all(document, diagnostics, strict))
-    plan, problems = _resolve(given, schema, spec_path, sha256)
+    plan, problems = _resolve(given, schema, spec_path, sha256, beside)
     located = _locate_all(document, diagnostics + problems, strict)
     if plan is None or has_errors(located):
         return CompileResult(document, located)
@@ -55,14 +68,20 @@ def compile_text(text: str, spec_path: str, *, render_files: bool = True, strict
 
 
 def _resolve(
-    given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str
+    given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str, beside: Beside
 ) -> tuple[Plan | None, list[Diagnostic]]:
     """Cross-field rules and the plan, for a spec the schema accepts."""
-    return resolve(build_spec(with_defaults(given, schema), given), spec_path=spec_path, spec_sha256=sha256)
+    spec = build_spec(with_defaults(given, schema), given)
+    return resolve(spec, spec_path=spec_path, spec_sha256=sha256, profiles=beside.profiles)
 
 
 def _rules_beside_schema_errors(
-    given: dict[str, Any], refused: list[Diagnostic], schema: dict[str, Any], spec_path: str, sha256: str
+    given: dict[str, Any],
+    refused: list[Diagnostic],
+    schema: dict[str, Any],
+    spec_path: str,
+    sha256: str,
+    beside: Beside,
 ) -> list[Diagnostic]:
     """The cross-field problems of a spec with schema errors too, so that one run reports them all.
 
@@ -82,7 +101,7 @@ def _rules_beside_schema_errors(
         _remove(repaired, path)
     if validate(repaired, schema):
         return []
-    _, problems = _resolve(repaired, schema, spec_path, sha256)
+    _, problems = _resolve(repaired, schema, spec_path, sha256, beside)
     variations: list[tuple[Path, Any]] = []
     spoiled: set[Path] = set()
     for path in guessed:
@@ -96,7 +115,7 @@ def _rules_beside_schema_errors(
             break
         other = copy.deepcopy(repaired)
         _put(other, where, value)
-        elsewise = [] if validate(other, schema) else _resolve(other, schema, spec_path, sha256)[1]
+        elsewise = [] if validate(other, schema) else _resolve(other, schema, spec_path, sha256, beside)[1]
         problems = [d for d in problems if d in elsewise]
     return problems
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from compiler.diagnostics import Diagnostic, has_errors
 from compiler.plan import Plan
+from compiler.profiles import Profile
 from compiler.resolve import rules_cluster, rules_engine, rules_ssh
 from compiler.resolve.build import build_plan
 from compiler.resolve.context import derive
@@ -17,8 +18,10 @@ from compiler.spec import Spec
 RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES
 
 
-def resolve(spec: Spec, *, spec_path: str, spec_sha256: str) -> tuple[Plan | None, list[Diagnostic]]:
-    deployment = derive(spec)
+def resolve(
+    spec: Spec, *, spec_path: str, spec_sha256: str, profiles: tuple[Profile, ...] = ()
+) -> tuple[Plan | None, list[Diagnostic]]:
+    deployment = derive(spec, profiles)
     # A rule may find one cluster-wide problem several times (once per node): report it once.
     diagnostics = list(dict.fromkeys(d for rule in RULES for d in rule(deployment)))
     if has_errors(diagnostics):

@@ -25,6 +25,7 @@ class Deployment:
     profile: Profile | None
     entrypoint: Entrypoint
     head_index: int  # position of the head in cluster.nodes (0 when cluster.head names no node)
+    own_profiles: tuple[Profile, ...] = ()  # the operator's own image profiles
 
     @property
     def head(self) -> Node:
@@ -81,9 +82,11 @@ class Deployment:
         return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
 
 
-def derive(spec: Spec) -> Deployment:
+def derive(spec: Spec, profiles: tuple[Profile, ...] = ()) -> Deployment:
+    """`profiles`: the operator's own image profiles, which win over the built-in ones."""
     engine = engines()[spec.engine.kind]
-    profile = find_profile(spec.container.image)
+    profile = find_profile(spec.container.image, profiles)
     names = [n.name for n in spec.cluster.nodes]
     head_index = names.index(spec.cluster.head) if spec.cluster.head in names else 0
-    return Deployment(spec, engine, profile, resolve_entrypoint(spec, profile, engine.default_port), head_index)
+    entrypoint = resolve_entrypoint(spec, profile, engine.default_port)
+    return Deployment(spec, engine, profile, entrypoint, head_index, profiles)

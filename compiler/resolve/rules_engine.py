@@ -36,7 +36,8 @@ def image_profile(d: Deployment) -> Iterator[Diagnostic]:
         yield warning(
             ("container", "image"),
             f"no profile for image '{d.spec.container.image}': sparkc cannot tell what its entrypoint does "
-            f"(known: {known_images()}); entrypoint auto means bypass",
+            f"(known: {known_images(d.own_profiles)}); entrypoint auto means bypass. Write entrypoint: bypass, "
+            "or describe the image in your own profile (sparkc profile IMAGE drafts one)",
         )
         if mode is EntrypointMode.ADAPT:
             yield error(path, "adapt needs a known image profile (the variables its entrypoint reads); use bypass")
