@@ -216,6 +216,12 @@ def explain_text(plan: Plan) -> str:
             f"node {node.name} ({node.role}, rank {node.rank}, {node.ssh_target or 'local on the head'}, "
             f"container {node.container_name}):",
         ]
+        if node.planes:
+            lines.append(
+                f"  control plane {node.planes.control_ip} on {node.planes.control_netdev}; "
+                f"data plane {', '.join(node.planes.data_netdevs)}"
+                + (f", RDMA {', '.join(node.hcas)}" if node.hcas else "")
+            )
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
     return "\n".join(lines)

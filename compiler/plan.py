@@ -66,6 +66,15 @@ class HeadPort:
 
 
 @dataclass(frozen=True)
+class Planes:
+    """A node whose spec separates the control plane from the data plane."""
+
+    control_netdev: str  # Gloo, TensorPipe, the rendezvous and Ray live here ...
+    control_ip: str  # ... at this address
+    data_netdevs: tuple[str, ...]  # NCCL's sockets and Open MPI use these
+
+
+@dataclass(frozen=True)
 class NodePlan:
     name: str
     role: Role
@@ -79,6 +88,24 @@ class NodePlan:
     env: tuple[Setting, ...]  # sorted by name
     docker_run: Command  # the whole `docker run ...`
     nccl_transport: Transport
+    planes: Planes | None = None  # None: the fabric netdev carries everything
+
+    @property
+    def control_netdev(self) -> str:
+        return self.planes.control_netdev if self.planes else self.netdev
+
+    @property
+    def control_ip(self) -> str:
+        return self.planes.control_ip if self.planes else self.fabric_ip
+
+    @property
+    def data_netdevs(self) -> tuple[str, ...]:
+        return self.planes.data_netdevs if self.planes else (self.netdev,)
+
+    @property
+    def data_netdevs_words(self) -> str:
+        """The data netdevs as one space-separated value (interface names hold no spaces)."""
+        return " ".join(self.data_netdevs)
 
     @property
     def has_rdma(self) -> bool:
@@ -108,7 +135,7 @@ class Plan:
     profile: str  # profile id, "" when unknown
     entrypoint_mode: EntrypointMode  # never auto: already decided
     head: str
-    head_fabric_ip: str
+    head_fabric_ip: str  # where the head's rendezvous and Ray listen: its control IP where the spec gives one
     nodes: tuple[NodePlan, ...]  # head first, then workers in spec order
     start_waves: tuple[tuple[str, ...], ...]  # containers started together, wave after wave
     ray_engine: Command  # Ray: the engine's command, run in the head's container once Ray formed; else ()

@@ -102,4 +102,8 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
     # Provenance already heads the manifest; keep the plan's copy out to avoid two sources of truth.
     for key in ("sparkc_version", "spec_path", "spec_sha256"):
         data["plan"].pop(key)
+    # Optional parts appear only where the spec uses them: a spec without them keeps its manifest.
+    for node in data["plan"]["nodes"]:
+        if node["planes"] is None:
+            del node["planes"]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -75,7 +75,14 @@ class Ssh(Section):
 class Fabric(Section):
     ip: str
     netdev: str
+    netdevs: tuple[str, ...]  # the data interfaces: fabric.netdevs, else netdev alone
     hcas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ControlPlane(Section):
+    netdev: str
+    ip: str
 
 
 @dataclass(frozen=True)
@@ -84,8 +91,23 @@ class Node(Section):
     name: str
     ssh: str | None
     fabric: Fabric
+    control: ControlPlane | None  # None: the fabric carries the control plane too
     gpus: int
     env: dict[str, str]
+
+    @property
+    def control_ip(self) -> str:
+        """Where rendezvous, Gloo, Ray and the engine's host address live."""
+        return self.control.ip if self.control else self.fabric.ip
+
+    @property
+    def control_netdev(self) -> str:
+        return self.control.netdev if self.control else self.fabric.netdev
+
+    @property
+    def split_planes(self) -> bool:
+        """The spec separates control from data (a control netdev, or a list of data netdevs)."""
+        return self.control is not None or self.fabric.is_given("netdevs")
 
 
 @dataclass(frozen=True)
@@ -226,7 +248,7 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
     nodes = []
     for i, node in enumerate(cluster["nodes"]):
         path = ("cluster", "nodes", i)
-        fabric = node["fabric"]
+        fabric, control = node["fabric"], node.get("control")
         nodes.append(
             Node(
                 path,
@@ -239,8 +261,12 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
                     g.keys(*path, "fabric"),
                     ip=fabric["ip"],
                     netdev=fabric["netdev"],
+                    netdevs=tuple(fabric.get("netdevs", [fabric["netdev"]])),
                     hcas=tuple(fabric["hcas"]),
                 ),
+                control=ControlPlane((*path, "control"), g.keys(*path, "control"), control["netdev"], control["ip"])
+                if control
+                else None,
                 gpus=node["gpus"],
                 env=_env(node["env"]),
             )

@@ -6,7 +6,7 @@ import json
 
 from compiler import __version__
 from compiler.engines import host_port
-from compiler.plan import Command, NodePlan, Plan, ProfileCheck, Role, Setting, Transport
+from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
 from compiler.profiles import RayPresence
 from compiler.resolve.containers import container_name, docker_run, ray_engine
 from compiler.resolve.context import Deployment
@@ -40,7 +40,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         profile=d.profile.id if d.profile else "",
         entrypoint_mode=d.entrypoint.mode,
         head=d.head.name,
-        head_fabric_ip=d.head.fabric.ip,
+        head_fabric_ip=d.head.control_ip,
         nodes=nodes,
         start_waves=tuple(w for w in waves if w),
         ray_engine=ray_engine(d),
@@ -53,7 +53,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         ray_port=d.spec.launch.ray_port,
         master_port=d.spec.launch.master_port,
         ray_required=ray and (d.profile is None or d.profile.ray is not RayPresence.PRESENT),
-        ray_expected_ips=tuple(p.fabric_ip for p in nodes) if ray else (),
+        ray_expected_ips=tuple(p.control_ip for p in nodes) if ray else (),
         total_gpus=d.total_gpus,
         nccl_check=d.nccl_check,
         head_ports=head_ports(d),
@@ -89,6 +89,7 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         env=env,
         docker_run=docker_run(d, node, rank, env, spec_sha256),
         nccl_transport=_nccl_transport(d, node, rank),
+        planes=Planes(node.control_netdev, node.control_ip, node.fabric.netdevs) if node.split_planes else None,
     )
 
 

@@ -49,7 +49,7 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
 def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
     launch = d.spec.launch
     common: Command = (
-        (f"--node-ip-address={node.fabric.ip}",),
+        (f"--node-ip-address={node.control_ip}",),
         (f"--num-gpus={node.gpus}",),
         (f"--object-store-memory={launch.ray_object_store_memory}",),
         ("--disable-usage-stats",),
@@ -57,7 +57,7 @@ def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
     )
     if rank == 0:
         return "ray", (("start",), ("--head",), (f"--port={launch.ray_port}",), *common)
-    return "ray", (("start",), (f"--address={host_port(d.head.fabric.ip, launch.ray_port)}",), *common)
+    return "ray", (("start",), (f"--address={host_port(d.head.control_ip, launch.ray_port)}",), *common)
 
 
 def _engine_command(d: Deployment, rank: int) -> tuple[str, Command]:

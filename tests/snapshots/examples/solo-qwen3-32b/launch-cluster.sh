@@ -372,6 +372,8 @@ preflight() {
           "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
     fi
     check_fabric_address "$node"
+    # Steps of optional spec features are defined only in the scripts of specs that use them.
+    if declare -F check_planes >/dev/null; then check_planes "$node"; fi
     out=$(run_on "$node" docker version --format '{{.Server.Version}}' 2>&1) \
       || fail "$node" "docker does not answer on $node: ${out}. Start it (systemctl start docker) and make" \
         "sure this user may use it (group docker)"
