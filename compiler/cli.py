@@ -210,6 +210,13 @@ def explain_text(plan: Plan) -> str:
         mark = "" if not e.differs else f"   DIFFERS: {e.reason}"
         lines.append(f"  {e.setting:<28} {e.requested or '(unset)'} -> {e.effective or '(engine default)'}{mark}")
     lines += ["", "profile and quirks:"] + [f"  - {q}" for q in plan.quirks]
+    if plan.hooks:
+        lines += [
+            "",
+            f"hooks (container.hooks), run in each container before the engine, sha256 {plan.hooks.pre_engine_sha256}:",
+        ]
+        lines += [f"  pre_engine[{i}]: {command}" for i, command in enumerate(plan.hooks.pre_engine)]
+        lines += [f"  patch {f.path} sha256 {f.sha256}" for f in plan.hooks.patches]
     for node in plan.nodes:
         lines += [
             "",

@@ -11,7 +11,8 @@ from typing import Any
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
 from compiler.lint import lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
-from compiler.plan import Plan
+from compiler.patches import PatchFolder, read_patch_folder
+from compiler.plan import PATCHES_DIR, Plan
 from compiler.profiles import Profile
 from compiler.render import render
 from compiler.resolve import resolve
@@ -55,7 +56,7 @@ def compile_text(
     if has_errors(refused):
         diagnostics += _rules_beside_schema_errors(given, refused, schema, spec_path, sha256, beside)
         return CompileResult(document, _locate_all(document, diagnostics, strict))
-    plan, problems = _resolve(given, schema, spec_path, sha256, beside)
+    plan, problems, patches = _resolve(given, schema, spec_path, sha256, beside)
     located = _locate_all(document, diagnostics + problems, strict)
     if plan is None or has_errors(located):
         return CompileResult(document, located)
@@ -64,15 +65,23 @@ def compile_text(
     # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
     if findings:
         raise GeneratedScriptError("\n".join(findings))
+    if render_files and patches is not None:
+        # The operator's own files, beside the scripts (not linted: they run inside the containers).
+        files.update((f"{PATCHES_DIR}/{f.path}", text) for f, text in zip(patches.files, patches.texts, strict=True))
     return CompileResult(document, located, plan, files)
 
 
 def _resolve(
     given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str, beside: Beside
-) -> tuple[Plan | None, list[Diagnostic]]:
-    """Cross-field rules and the plan, for a spec the schema accepts."""
+) -> tuple[Plan | None, list[Diagnostic], PatchFolder | None]:
+    """Cross-field rules and the plan, for a spec the schema accepts (and the patch folder it names)."""
     spec = build_spec(with_defaults(given, schema), given)
-    return resolve(spec, spec_path=spec_path, spec_sha256=sha256, profiles=beside.profiles)
+    hooks = spec.container.hooks
+    patches = None
+    if hooks is not None and hooks.patches is not None:
+        patches = read_patch_folder(beside.spec_dir or FilePath(), hooks.patches)
+    plan, problems = resolve(spec, spec_path=spec_path, spec_sha256=sha256, profiles=beside.profiles, patches=patches)
+    return plan, problems, patches
 
 
 def _rules_beside_schema_errors(
@@ -101,7 +110,7 @@ def _rules_beside_schema_errors(
         _remove(repaired, path)
     if validate(repaired, schema):
         return []
-    _, problems = _resolve(repaired, schema, spec_path, sha256, beside)
+    _, problems, _ = _resolve(repaired, schema, spec_path, sha256, beside)
     variations: list[tuple[Path, Any]] = []
     spoiled: set[Path] = set()
     for path in guessed:

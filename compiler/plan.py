@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from compiler.patches import PatchFile
 from compiler.spec import Backend, EngineKind, EntrypointMode, Source
 
 # A command line as groups of words: a flag with its value, or one word alone. The words are what
@@ -123,6 +124,23 @@ class ProfileCheck:
     fatal: bool  # keep/adapt rely on the profile: a mismatch stops the launch; bypass only warns
 
 
+# Where a hooks patch folder goes: beside the scripts in the output folder, and inside every container.
+PATCHES_DIR = "patches"
+PATCHES_MOUNT = "/sparkc/patches"
+# Stands for the node's copy of the patch folder in `docker run -v`; the launcher puts the real path in.
+PATCHES_PLACEHOLDER = "@patches@"
+
+
+@dataclass(frozen=True)
+class HookPlan:
+    """container.hooks, as every container runs them, with hashes for the record."""
+
+    pre_engine: tuple[str, ...]
+    pre_engine_sha256: str  # over the commands, in order
+    patches: tuple[PatchFile, ...]
+    patches_sha256: str  # over every file's path and hash; "" without a patch folder
+
+
 @dataclass(frozen=True)
 class Plan:
     sparkc_version: str
@@ -165,6 +183,7 @@ class Plan:
     quirks: tuple[str, ...]  # what the profile told us and how it was applied
     settings: tuple[Setting, ...]  # cluster-wide resolved values, for explain and the manifest
     profile_check: ProfileCheck
+    hooks: HookPlan | None = None  # None: the spec has no container.hooks
 
     @property
     def head_node(self) -> NodePlan:

@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from compiler.plan import Plan
+from compiler.plan import PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.resources import data_dir
 
 SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh")
@@ -81,6 +81,8 @@ def environment() -> jinja2.Environment:
     env.filters["lines"] = lines
     env.filters["comment"] = comment
     env.globals["bash"] = bash
+    env.globals["patches_dir"] = PATCHES_DIR
+    env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     return env
@@ -106,4 +108,6 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
     for node in data["plan"]["nodes"]:
         if node["planes"] is None:
             del node["planes"]
+    if data["plan"]["hooks"] is None:
+        del data["plan"]["hooks"]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -96,18 +96,8 @@ class Node(Section):
     env: dict[str, str]
 
     @property
-    def control_ip(self) -> str:
-        """Where rendezvous, Gloo, Ray and the engine's host address live."""
-        return self.control.ip if self.control else self.fabric.ip
-
-    @property
-    def control_netdev(self) -> str:
-        return self.control.netdev if self.control else self.fabric.netdev
-
-    @property
-    def split_planes(self) -> bool:
-        """The spec separates control from data (a control netdev, or a list of data netdevs)."""
-        return self.control is not None or self.fabric.is_given("netdevs")
+    def control_ip(self) -> str:  # rendezvous, Gloo, Ray and the engine's host address
+        return (self.control or self.fabric).ip
 
 
 @dataclass(frozen=True)
@@ -126,6 +116,12 @@ class Mount(Section):
 
 
 @dataclass(frozen=True)
+class Hooks(Section):
+    pre_engine: tuple[str, ...]  # each run by sh -c inside the container, in order
+    patches: str | None  # a folder beside the spec, mounted read-only into every container
+
+
+@dataclass(frozen=True)
 class Container(Section):
     image: str
     entrypoint: EntrypointMode
@@ -136,6 +132,7 @@ class Container(Section):
     shm_size: str | None
     env: dict[str, str]
     secrets: tuple[str, ...]
+    hooks: Hooks | None = None
 
 
 @dataclass(frozen=True)
@@ -307,6 +304,9 @@ def _container(container: dict[str, Any], g: _Given) -> Container:
         shm_size=container.get("shm_size"),
         env=_env(container["env"]),
         secrets=tuple(container["secrets"]),
+        hooks=Hooks(("container", "hooks"), g.keys("container", "hooks"), tuple(h["pre_engine"]), h.get("patches"))
+        if (h := container.get("hooks")) is not None
+        else None,
     )
 
 

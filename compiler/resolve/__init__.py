@@ -8,20 +8,26 @@ report against paths into the spec, so cross-field problems get a line and colum
 from __future__ import annotations
 
 from compiler.diagnostics import Diagnostic, has_errors
+from compiler.patches import PatchFolder
 from compiler.plan import Plan
 from compiler.profiles import Profile
-from compiler.resolve import rules_cluster, rules_engine, rules_ssh
+from compiler.resolve import rules_cluster, rules_engine, rules_hooks, rules_ssh
 from compiler.resolve.build import build_plan
 from compiler.resolve.context import derive
 from compiler.spec import Spec
 
-RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES
+RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES + rules_hooks.RULES
 
 
 def resolve(
-    spec: Spec, *, spec_path: str, spec_sha256: str, profiles: tuple[Profile, ...] = ()
+    spec: Spec,
+    *,
+    spec_path: str,
+    spec_sha256: str,
+    profiles: tuple[Profile, ...] = (),
+    patches: PatchFolder | None = None,
 ) -> tuple[Plan | None, list[Diagnostic]]:
-    deployment = derive(spec, profiles)
+    deployment = derive(spec, profiles, patches)
     # A rule may find one cluster-wide problem several times (once per node): report it once.
     diagnostics = list(dict.fromkeys(d for rule in RULES for d in rule(deployment)))
     if has_errors(diagnostics):

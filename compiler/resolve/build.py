@@ -11,8 +11,9 @@ from compiler.profiles import RayPresence
 from compiler.resolve.containers import container_name, docker_run, ray_engine
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
-from compiler.resolve.env import node_envs
+from compiler.resolve.env import node_envs, split_planes
 from compiler.resolve.explain import quirks, settings
+from compiler.resolve.hooks import hook_plan
 from compiler.resolve.ports import head_ports
 from compiler.spec import Backend, EntrypointMode, Node, Ssh
 
@@ -70,6 +71,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         quirks=quirks(d),
         settings=settings(d),
         profile_check=_profile_check(d),
+        hooks=hook_plan(d),
     )
 
 
@@ -89,7 +91,9 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         env=env,
         docker_run=docker_run(d, node, rank, env, spec_sha256),
         nccl_transport=_nccl_transport(d, node, rank),
-        planes=Planes(node.control_netdev, node.control_ip, node.fabric.netdevs) if node.split_planes else None,
+        planes=Planes((node.control or node.fabric).netdev, node.control_ip, node.fabric.netdevs)
+        if split_planes(node)
+        else None,
     )
 
 

@@ -6,6 +6,7 @@ from compiler.engines import EngineArgv, host_port
 from compiler.plan import Command, Setting, Words, flat
 from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
+from compiler.resolve.hooks import patches_mount, with_hooks
 from compiler.spec import Backend, EntrypointMode, Node
 
 # Pinned memory for RDMA, many open files (weights shards, sockets), a deep stack: as every launcher sets.
@@ -37,10 +38,12 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         groups.append(("--shm-size", container.shm_size))
     groups.append(("-v", f"{d.spec.model.path}:{d.spec.model.mount}:ro"))
     groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
+    groups += patches_mount(d)
     groups += [("-e", f"{s.name}={s.value}") for s in env]
     # Secrets by name only: docker takes the value from its client's environment, never from the argv.
     groups += [("-e", name) for name in container.secrets]
     entry_override, command = _ray_start(d, node, rank) if d.backend is Backend.RAY else _engine_command(d, rank)
+    entry_override, command = with_hooks(d, entry_override, command)
     if entry_override:
         groups.append(("--entrypoint", entry_override))
     return (*groups, (container.image,), *command)

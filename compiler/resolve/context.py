@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from compiler.engines import Engine, engines
+from compiler.patches import PatchFolder
 from compiler.profiles import Profile, find_profile
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec import Backend, Node, Spec, Topology
@@ -26,6 +27,7 @@ class Deployment:
     entrypoint: Entrypoint
     head_index: int  # position of the head in cluster.nodes (0 when cluster.head names no node)
     own_profiles: tuple[Profile, ...] = ()  # the operator's own image profiles
+    patches: PatchFolder | None = None  # container.hooks.patches, as read beside the spec
 
     @property
     def head(self) -> Node:
@@ -82,11 +84,11 @@ class Deployment:
         return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
 
 
-def derive(spec: Spec, profiles: tuple[Profile, ...] = ()) -> Deployment:
+def derive(spec: Spec, profiles: tuple[Profile, ...] = (), patches: PatchFolder | None = None) -> Deployment:
     """`profiles`: the operator's own image profiles, which win over the built-in ones."""
     engine = engines()[spec.engine.kind]
     profile = find_profile(spec.container.image, profiles)
     names = [n.name for n in spec.cluster.nodes]
     head_index = names.index(spec.cluster.head) if spec.cluster.head in names else 0
     entrypoint = resolve_entrypoint(spec, profile, engine.default_port)
-    return Deployment(spec, engine, profile, entrypoint, head_index, profiles)
+    return Deployment(spec, engine, profile, entrypoint, head_index, profiles, patches)

@@ -110,6 +110,11 @@ def _fabric(d: Deployment, node: Node) -> tuple[Setting, ...]:
     return tuple(settings)
 
 
+def split_planes(node: Node) -> bool:
+    """The spec separates the node's control plane from its data plane (a control netdev, or data netdevs)."""
+    return node.control is not None or node.fabric.is_given("netdevs")
+
+
 def plane_ip(node: Node) -> str:
     """What the node's control-plane address is, for the why of a setting."""
     return "control IP (cluster.nodes[].control.ip)" if node.control else "fabric IP"
@@ -120,7 +125,7 @@ def interfaces(node: Node) -> tuple[Setting, ...]:
     Gloo and TensorPipe (one name each: Gloo crashes on lists) take the control netdev, NCCL's sockets
     and Open MPI the data netdevs, and UCX the RDMA devices in its device:port form."""
     fabric = node.fabric
-    if not node.split_planes:
+    if not split_planes(node):
         why = "this node's fabric netdev (cluster.nodes[].fabric.netdev)"
         return tuple(Setting(name, fabric.netdev, Source.DERIVED, why) for name in IFNAME_VARS)
     control = (
@@ -136,8 +141,8 @@ def interfaces(node: Node) -> tuple[Setting, ...]:
         ucx, ucx_why = data, data_why
     return (
         Setting("NCCL_SOCKET_IFNAME", data, Source.DERIVED, data_why),
-        Setting("GLOO_SOCKET_IFNAME", node.control_netdev, Source.DERIVED, control),
-        Setting("TP_SOCKET_IFNAME", node.control_netdev, Source.DERIVED, control),
+        Setting("GLOO_SOCKET_IFNAME", (node.control or node.fabric).netdev, Source.DERIVED, control),
+        Setting("TP_SOCKET_IFNAME", (node.control or node.fabric).netdev, Source.DERIVED, control),
         Setting("UCX_NET_DEVICES", ucx, Source.DERIVED, ucx_why),
         Setting("OMPI_MCA_btl_tcp_if_include", data, Source.DERIVED, data_why),
     )

@@ -11,7 +11,7 @@ from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
-from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs
+from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_planes
 from compiler.resolve.ports import head_ports
 from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
 from compiler.spec import Backend, EntrypointMode, Topology
@@ -231,7 +231,7 @@ def env_overrides(d: Deployment) -> Iterator[Diagnostic]:
                 continue
             what = (
                 f"{planned[name].value}, {planned[name].why}"
-                if node.split_planes
+                if split_planes(node)
                 else f"its fabric netdev {node.fabric.netdev}; fix cluster.nodes[].fabric.netdev"
             )
             yield warning(

@@ -382,6 +382,7 @@ docker_run_argv() {
       ARGV[i]=$engine_timeout
     fi
   done
+  if declare -F patches_argv >/dev/null; then patches_argv "$1"; fi
 }
 
 usage() {
@@ -697,7 +698,9 @@ require_running() {
   local node state
   for node in "$@"; do
     state=$(container_state "$node")
-    [[ $state == running ]] || fail "$node" "container ${CONTAINER[$node]} is $state on $node"
+    [[ $state == running ]] && continue
+    if declare -F hook_failure >/dev/null; then state+=$(hook_failure "$node"); fi
+    fail "$node" "container ${CONTAINER[$node]} is $state on $node"
   done
 }
 
@@ -843,6 +846,7 @@ main() {
     preflight
   fi
   clear_old
+  if declare -F stage_patches >/dev/null; then stage_patches; fi
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray
