@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads cl
     from compiler.build_cache import Build
     from compiler.pipeline import CompileResult
     from compiler.plan import Plan
+    from compiler.profiles import Profile
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 ISSUES_URL = "https://github.com/sparkc/sparkc/issues"
@@ -37,6 +38,13 @@ _format_option = click.option(
 _strict_option = click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 _spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 _json_errors = False  # set by a command run with --format json: its errors are printed as JSON too
+_profiles_option = click.option(
+    "--profiles",
+    "profiles_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of your own image profiles (default: profiles/ beside SPEC, if there).",
+)
 
 
 class SpecUnreadable(click.ClickException):
@@ -65,16 +73,50 @@ def _recorded_name(spec: Path) -> str:
         return spec.name
 
 
-def _compile(spec: Path, strict: bool, render_files: bool = True, lint: bool = True) -> CompileResult:
+def _compile(
+    spec: Path, strict: bool, profiles_dir: Path | None, render_files: bool = True, lint: bool = True
+) -> CompileResult:
     from compiler.loader import SpecReadError, read_spec
-    from compiler.pipeline import compile_text
+    from compiler.pipeline import Beside, compile_text
 
     try:
         text = read_spec(spec)
     except SpecReadError as exc:
         raise SpecUnreadable(str(exc)) from None
+    beside = Beside(_own_profiles(spec, profiles_dir), spec.parent)
     record_as = _recorded_name(spec)
-    return compile_text(text, str(spec), render_files=render_files, strict=strict, lint=lint, record_as=record_as)
+    return compile_text(
+        text, str(spec), render_files=render_files, strict=strict, lint=lint, record_as=record_as, beside=beside
+    )
+
+
+def _profiles_folder(spec: Path, profiles_dir: Path | None) -> Path | None:
+    """The operator's own profiles folder for this compile: --profiles, or profiles/ beside the spec."""
+    if profiles_dir is not None:
+        return profiles_dir
+    folder = spec.parent / "profiles"
+    from compiler.resources import data_dir
+
+    # A spec at the top of a sparkc checkout sits beside the built-in profiles: not its own.
+    if not folder.is_dir() or folder.resolve() == data_dir("profiles").resolve():
+        return None
+    return folder
+
+
+def _own_profiles(spec: Path, profiles_dir: Path | None) -> tuple[Profile, ...]:
+    from compiler.profiles import UserProfileError, load_user_profiles
+
+    folder = _profiles_folder(spec, profiles_dir)
+    if folder is None:
+        return ()
+    if not folder.is_dir():
+        raise SpecUnreadable(f"{folder}: no such profiles folder")
+    try:
+        return load_user_profiles(folder)
+    except UserProfileError as exc:
+        click.echo(str(exc), err=True)
+        click.echo(f"the image profiles in {folder} have errors; fix them first", err=True)
+        sys.exit(EXIT_SPEC)
 
 
 def _report(result: CompileResult, fmt: str, extra: dict[str, Any] | None = None) -> None:
@@ -128,18 +170,22 @@ def cli() -> None:
 )
 @_strict_option
 @_format_option
-def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: str) -> None:
+@_profiles_option
+def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
     """Validate SPEC and write launch-cluster.sh, its companions and manifest.json into OUT."""
     from compiler import build_cache
     from compiler.emit import OutputFolderError
 
     _formatted(fmt)
-    key = build_cache.spec_key(spec, str(spec), _recorded_name(spec), strict)
+    # Own profiles are read beside the spec: such a compile is never remembered, nor looked up.
+    key = None
+    if _profiles_folder(spec, profiles_dir) is None:
+        key = build_cache.spec_key(spec, str(spec), _recorded_name(spec), strict)
     build = build_cache.lookup(key)
     if build is None:
         # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
         # compile that wrote them; a compile that writes lints (or finds the text in its caches).
-        result = _compile(spec, strict, lint=not check)
+        result = _compile(spec, strict, profiles_dir, lint=not check)
         if not result.ok or result.plan is None:
             _report(result, fmt)
             sys.exit(EXIT_SPEC)
@@ -216,10 +262,11 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
 @_spec_argument
 @_strict_option
 @_format_option
-def validate_command(spec: Path, strict: bool, fmt: str) -> None:
+@_profiles_option
+def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
     """Check SPEC (schema and cross-field rules) without writing anything."""
     _formatted(fmt)
-    result = _compile(spec, strict, render_files=False)
+    result = _compile(spec, strict, profiles_dir, render_files=False)
     _report(result, fmt)
     if not result.ok:
         sys.exit(EXIT_SPEC)
@@ -230,12 +277,13 @@ def validate_command(spec: Path, strict: bool, fmt: str) -> None:
 @cli.command("explain")
 @_spec_argument
 @_format_option
-def explain_command(spec: Path, fmt: str) -> None:
+@_profiles_option
+def explain_command(spec: Path, fmt: str, profiles_dir: Path | None) -> None:
     """Show every resolved setting, per node, and where it came from (spec, default, profile, derived)."""
     from dataclasses import asdict
 
     _formatted(fmt)
-    result = _compile(spec, strict=False, render_files=False)
+    result = _compile(spec, False, profiles_dir, render_files=False)
     if not result.ok or result.plan is None:
         _report(result, fmt)
         sys.exit(EXIT_SPEC)
@@ -261,15 +309,61 @@ def explain_text(plan: Plan) -> str:
         mark = "" if not e.differs else f"   DIFFERS: {e.reason}"
         lines.append(f"  {e.setting:<28} {e.requested or '(unset)'} -> {e.effective or '(engine default)'}{mark}")
     lines += ["", "profile and quirks:"] + [f"  - {q}" for q in plan.quirks]
+    if plan.hooks:
+        lines += [
+            "",
+            f"hooks (container.hooks), run in each container before the engine, sha256 {plan.hooks.pre_engine_sha256}:",
+        ]
+        lines += [f"  pre_engine[{i}]: {command}" for i, command in enumerate(plan.hooks.pre_engine)]
+        lines += [f"  patch {f.path} sha256 {f.sha256}" for f in plan.hooks.patches]
     for node in plan.nodes:
         lines += [
             "",
             f"node {node.name} ({node.role}, rank {node.rank}, {node.ssh_target or 'local on the head'}, "
             f"container {node.container_name}):",
         ]
+        if node.planes:
+            lines.append(
+                f"  control plane {node.planes.control_ip} on {node.planes.control_netdev}; "
+                f"data plane {', '.join(node.planes.data_netdevs)}"
+                + (f", RDMA {', '.join(node.hcas)}" if node.hcas else "")
+            )
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
     return "\n".join(lines)
+
+
+@cli.command("profile")
+@click.argument("image")
+@click.option(
+    "--inspect",
+    "inspect_file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    help="Read `docker image inspect IMAGE` output from this file ('-': stdin) instead of running docker.",
+)
+def profile_command(image: str, inspect_file: TextIO | None) -> None:
+    """Draft an image profile for IMAGE from its docker metadata, with what must be reviewed marked."""
+    import subprocess
+
+    from compiler.profile_draft import InspectError, draft, parse_inspect
+
+    if inspect_file is not None:
+        text = inspect_file.read()
+    else:
+        try:
+            run = subprocess.run(
+                ["docker", "image", "inspect", "--", image], capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SpecUnreadable(f"cannot run docker ({exc}); pass the inspect output with --inspect FILE") from None
+        if run.returncode != 0:
+            raise SpecUnreadable(f"docker image inspect {image} failed: {run.stderr.strip() or run.returncode}")
+        text = run.stdout
+    try:
+        click.echo(draft(parse_inspect(text, image)), nl=False)
+    except InspectError as exc:
+        raise SpecUnreadable(f"the inspect output of {image}: {exc}") from None
 
 
 @cli.command("schema")

@@ -14,7 +14,9 @@ from compiler.include import ClusterFile, include, place, wants_file
 from compiler.lint import lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
 from compiler.model_facts import read_model_facts
-from compiler.plan import Plan
+from compiler.patches import PatchFolder, read_patch_folder
+from compiler.plan import PATCHES_DIR, Plan
+from compiler.profiles import Profile
 from compiler.render import render
 from compiler.resolve import resolve
 from compiler.schema import field_schema, load_schema, other_values, validate, with_defaults
@@ -36,6 +38,15 @@ class CompileResult:
         return not has_errors(self.diagnostics)
 
 
+@dataclass(frozen=True)
+class Beside:
+    """What the compile reads besides the spec text: the operator's own image profiles, and the folder
+    the spec sits in (a hooks patch folder is named relative to it; None: the spec has no folder)."""
+
+    profiles: tuple[Profile, ...] = ()
+    spec_dir: FilePath | None = None
+
+
 def compile_text(
     text: str,
     spec_path: str,
@@ -44,6 +55,7 @@ def compile_text(
     strict: bool = False,
     lint: bool = True,
     record_as: str | None = None,
+    beside: Beside = Beside(),
 ) -> CompileResult:
     """Compile spec text. `spec_path` names the spec in diagnostics; the generated files record it as
     `record_as`, by default the last part of `spec_path`: the output must not depend on how the spec's
@@ -65,9 +77,9 @@ def compile_text(
     refused = validate(given, schema)
     diagnostics += refused
     if has_errors(refused):
-        diagnostics += _rules_beside_schema_errors(given, refused, schema, recorded, inputs_sha256)
+        diagnostics += _rules_beside_schema_errors(given, refused, schema, recorded, inputs_sha256, beside)
         return CompileResult(document, _locate_all(document, diagnostics, strict, cluster))
-    plan, problems = _resolve(given, schema, recorded, inputs_sha256)
+    plan, problems, patches = _resolve(given, schema, recorded, inputs_sha256, beside)
     located = _locate_all(document, diagnostics + problems, strict, cluster)
     if plan is None or has_errors(located):
         return CompileResult(document, located)
@@ -78,7 +90,11 @@ def compile_text(
     # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
     if findings:
         raise GeneratedScriptError("\n".join(findings))
-    spec_alone = cluster is None and not _reads_local_model(given)
+    if render_files and patches is not None:
+        # The operator's own files, beside the scripts (not linted: they run inside the containers).
+        files.update((f"{PATCHES_DIR}/{f.path}", text) for f, text in zip(patches.files, patches.texts, strict=True))
+    # Own profiles and a patch folder are read beside the spec: not a compile of the spec alone.
+    spec_alone = cluster is None and not _reads_local_model(given) and not beside.profiles and patches is None
     return CompileResult(document, located, plan, files, spec_alone)
 
 
@@ -93,15 +109,32 @@ def _reads_local_model(given: dict[str, Any]) -> bool:
 
 
 def _resolve(
-    given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str
-) -> tuple[Plan | None, list[Diagnostic]]:
-    """Cross-field rules and the plan, for a spec the schema accepts."""
+    given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str, beside: Beside
+) -> tuple[Plan | None, list[Diagnostic], PatchFolder | None]:
+    """Cross-field rules and the plan, for a spec the schema accepts (and the patch folder it names)."""
     spec = build_spec(with_defaults(given, schema), given)
-    return resolve(spec, spec_path=spec_path, spec_sha256=sha256, facts=read_model_facts(spec))
+    hooks = spec.container.hooks
+    patches = None
+    if hooks is not None and hooks.patches is not None:
+        patches = read_patch_folder(beside.spec_dir or FilePath(), hooks.patches)
+    plan, problems = resolve(
+        spec,
+        spec_path=spec_path,
+        spec_sha256=sha256,
+        facts=read_model_facts(spec),
+        profiles=beside.profiles,
+        patches=patches,
+    )
+    return plan, problems, patches
 
 
 def _rules_beside_schema_errors(
-    given: dict[str, Any], refused: list[Diagnostic], schema: dict[str, Any], spec_path: str, sha256: str
+    given: dict[str, Any],
+    refused: list[Diagnostic],
+    schema: dict[str, Any],
+    spec_path: str,
+    sha256: str,
+    beside: Beside,
 ) -> list[Diagnostic]:
     """The cross-field problems of a spec with schema errors too, so that one run reports them all.
 
@@ -121,7 +154,7 @@ def _rules_beside_schema_errors(
         _remove(repaired, path)
     if validate(repaired, schema):
         return []
-    _, problems = _resolve(repaired, schema, spec_path, sha256)
+    _, problems, _ = _resolve(repaired, schema, spec_path, sha256, beside)
     variations: list[tuple[Path, Any]] = []
     spoiled: set[Path] = set()
     for path in guessed:
@@ -135,7 +168,7 @@ def _rules_beside_schema_errors(
             break
         other = copy.deepcopy(repaired)
         _put(other, where, value)
-        elsewise = [] if validate(other, schema) else _resolve(other, schema, spec_path, sha256)[1]
+        elsewise = [] if validate(other, schema) else _resolve(other, schema, spec_path, sha256, beside)[1]
         problems = [d for d in problems if d in elsewise]
     return problems
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from compiler.patches import PatchFile
 from compiler.spec import Backend, EngineKind, EntrypointMode, Source
 
 # A command line as groups of words: a flag with its value, or one word alone. The words are what
@@ -66,6 +67,15 @@ class HeadPort:
 
 
 @dataclass(frozen=True)
+class Planes:
+    """A node whose spec separates the control plane from the data plane."""
+
+    control_netdev: str  # Gloo, TensorPipe, the rendezvous and Ray live here ...
+    control_ip: str  # ... at this address
+    data_netdevs: tuple[str, ...]  # NCCL's sockets and Open MPI use these
+
+
+@dataclass(frozen=True)
 class NodePlan:
     name: str
     role: Role
@@ -79,6 +89,24 @@ class NodePlan:
     env: tuple[Setting, ...]  # sorted by name
     docker_run: Command  # the whole `docker run ...`
     nccl_transport: Transport
+    planes: Planes | None = None  # None: the fabric netdev carries everything
+
+    @property
+    def control_netdev(self) -> str:
+        return self.planes.control_netdev if self.planes else self.netdev
+
+    @property
+    def control_ip(self) -> str:
+        return self.planes.control_ip if self.planes else self.fabric_ip
+
+    @property
+    def data_netdevs(self) -> tuple[str, ...]:
+        return self.planes.data_netdevs if self.planes else (self.netdev,)
+
+    @property
+    def data_netdevs_words(self) -> str:
+        """The data netdevs as one space-separated value (interface names hold no spaces)."""
+        return " ".join(self.data_netdevs)
 
     @property
     def has_rdma(self) -> bool:
@@ -94,6 +122,23 @@ class ProfileCheck:
     # bake another value (adapt sets them all, bypass does not run the entrypoint)
     env_defaults: tuple[str, ...]
     fatal: bool  # keep/adapt rely on the profile: a mismatch stops the launch; bypass only warns
+
+
+# Where a hooks patch folder goes: beside the scripts in the output folder, and inside every container.
+PATCHES_DIR = "patches"
+PATCHES_MOUNT = "/sparkc/patches"
+# Stands for the node's copy of the patch folder in `docker run -v`; the launcher puts the real path in.
+PATCHES_PLACEHOLDER = "@patches@"
+
+
+@dataclass(frozen=True)
+class HookPlan:
+    """container.hooks, as every container runs them, with hashes for the record."""
+
+    pre_engine: tuple[str, ...]
+    pre_engine_sha256: str  # over the commands, in order
+    patches: tuple[PatchFile, ...]
+    patches_sha256: str  # over every file's path and hash; "" without a patch folder
 
 
 @dataclass(frozen=True)
@@ -120,7 +165,7 @@ class Plan:
     profile: str  # profile id, "" when unknown
     entrypoint_mode: EntrypointMode  # never auto: already decided
     head: str
-    head_fabric_ip: str
+    head_fabric_ip: str  # where the head's rendezvous and Ray listen: its control IP where the spec gives one
     nodes: tuple[NodePlan, ...]  # head first, then workers in spec order
     start_waves: tuple[tuple[str, ...], ...]  # containers started together, wave after wave
     ray_engine: Command  # Ray: the engine's command, run in the head's container once Ray formed; else ()
@@ -151,6 +196,7 @@ class Plan:
     settings: tuple[Setting, ...]  # cluster-wide resolved values, for explain and the manifest
     profile_check: ProfileCheck
     model: ModelPlan
+    hooks: HookPlan | None = None  # None: the spec has no container.hooks
     # Where the spec takes its cluster section from a file: that file, its sha256 and the spec's own (spec_sha256
     # then covers both files, so the scripts notice a changed cluster file).
     cluster_file: str = ""

@@ -1,14 +1,21 @@
-"""Image profiles: data files in profiles/, one per image family, validated by their own schema."""
+"""Image profiles: data files in profiles/, one per image family, validated by their own schema.
+
+The built-in ones ship with sparkc; an operator's own (a `profiles/` folder beside the spec, or
+--profiles DIR) are loaded the same way and win over a built-in one for the same image.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
+from pathlib import Path
+from typing import Any
 
-from compiler.loader import load_text, to_plain
+from compiler.diagnostics import display_path
+from compiler.loader import load_text, locate, to_plain
 from compiler.resources import data_dir
-from compiler.schema import load_schema
+from compiler.schema import load_schema, validate
 from compiler.spec import EngineKind, EntrypointMode
 
 
@@ -45,6 +52,7 @@ class Profile:
     auto: EntrypointMode  # what entrypoint: auto means for this image
     side_effects: tuple[str, ...]
     notes: tuple[str, ...]
+    origin: str = ""  # the file of an operator's own profile; "" for a built-in one
 
     def control(self, setting: str) -> Control | None:
         return dict(self.controls).get(setting)
@@ -56,32 +64,67 @@ class ProfileError(Exception):
 
 @cache
 def load_profiles() -> tuple[Profile, ...]:
-    from jsonschema import Draft202012Validator  # here, not at the top: `sparkc --help` never needs it
-
-    validator = Draft202012Validator(load_schema("profile.schema.json"))
     profiles = []
     for path in sorted(data_dir("profiles").glob("*.yaml")):
-        document, problems = load_text(path.read_text(encoding="utf-8"), path.name)
-        data = to_plain(document.data)
-        errors = [e.message for e in problems] + [e.message for e in validator.iter_errors(data)]
-        if errors:
+        profile, errors = _load(path.read_text(encoding="utf-8"), path.name, path.stem)
+        if profile is None:
             raise ProfileError(f"profile {path.name} is invalid: {'; '.join(errors)}")
-        profiles.append(
-            Profile(
-                id=path.stem,
-                family=data["family"],
-                match=tuple(data["match"]),
-                engine=EngineKind(data["engine"]),
-                entrypoint=tuple(data["entrypoint"]) if "entrypoint" in data else None,
-                args=ArgsStyle(data["args"]),
-                controls=tuple(sorted((k, Control(**v)) for k, v in data.get("controls", {}).items())),
-                ray=RayPresence(data["ray"]),
-                auto=EntrypointMode(data["auto"]),
-                side_effects=tuple(data.get("side_effects", ())),
-                notes=tuple(data.get("notes", ())),
-            )
-        )
+        profiles.append(profile)
     return tuple(profiles)
+
+
+class UserProfileError(Exception):
+    """An operator's profile folder or file cannot be used; the message names each file:line:col."""
+
+
+def load_user_profiles(folder: Path) -> tuple[Profile, ...]:
+    """Every *.yaml in `folder`, validated like the built-in ones; all problems of all files at once."""
+    if not folder.is_dir():
+        raise UserProfileError(f"{folder}: no such profiles folder")
+    profiles, errors = [], []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(f"{path}: cannot read: {exc}")
+            continue
+        profile, problems = _load(text, str(path), path.stem)
+        errors += problems
+        if profile is not None:
+            profiles.append(Profile(**{**profile.__dict__, "origin": f"{folder.name}/{path.name}"}))
+    if errors:
+        raise UserProfileError("\n".join(errors))
+    return tuple(profiles)
+
+
+def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str]]:
+    """A profile from one file's text, or None and its problems as `file:line:col: field: message`."""
+    document, problems = load_text(text, filename)
+    if problems:
+        return None, [f"{filename}:{d.line}:{d.column}: {d.message}" for d in problems]
+    data: Any = to_plain(document.data)
+    errors = []
+    for d in validate(data, load_schema("profile.schema.json")):
+        line, column = locate(document.data, d.path, at_key=d.at_key)
+        errors.append(f"{filename}:{line}:{column}: {display_path(d.path, data)}: {d.message}")
+    if errors:
+        return None, errors
+    return (
+        Profile(
+            id=stem,
+            family=data["family"],
+            match=tuple(data["match"]),
+            engine=EngineKind(data["engine"]),
+            entrypoint=tuple(data["entrypoint"]) if "entrypoint" in data else None,
+            args=ArgsStyle(data["args"]),
+            controls=tuple(sorted((k, Control(**v)) for k, v in data.get("controls", {}).items())),
+            ray=RayPresence(data["ray"]),
+            auto=EntrypointMode(data["auto"]),
+            side_effects=tuple(data.get("side_effects", ())),
+            notes=tuple(data.get("notes", ())),
+        ),
+        [],
+    )
 
 
 def repository(image: str) -> str:
@@ -98,6 +141,14 @@ def repository(image: str) -> str:
     return name.lower()
 
 
-def find_profile(image: str) -> Profile | None:
+def find_profile(image: str, own: tuple[Profile, ...] = ()) -> Profile | None:
+    """The operator's own profile for the image if one matches, else the built-in one."""
     repo = repository(image)
-    return next((p for p in load_profiles() if repo in p.match), None)
+    return next((p for p in (*own, *load_profiles()) if repo in p.match), None)
+
+
+def overridden(profile: Profile) -> Profile | None:
+    """The built-in profile an operator's own one takes the place of, if any."""
+    if not profile.origin:
+        return None
+    return next((p for p in load_profiles() if set(p.match) & set(profile.match)), None)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from compiler.emit import MANIFEST
-from compiler.plan import Plan
+from compiler.plan import PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.resources import data_dir
 
 if TYPE_CHECKING:
@@ -86,6 +86,8 @@ def environment() -> jinja2.Environment:
     env.filters["lines"] = lines
     env.filters["comment"] = comment
     env.globals["bash"] = bash
+    env.globals["patches_dir"] = PATCHES_DIR
+    env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.bytecode_cache = TemplateCache.for_environment(env)
@@ -118,4 +120,10 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
         "spec_file_sha256",
     ):
         data["plan"].pop(key)
+    # Optional parts appear only where the spec uses them: a spec without them keeps its manifest.
+    for node in data["plan"]["nodes"]:
+        if node["planes"] is None:
+            del node["planes"]
+    if data["plan"]["hooks"] is None:
+        del data["plan"]["hooks"]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

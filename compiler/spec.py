@@ -78,7 +78,14 @@ class Ssh(Section):
 class Fabric(Section):
     ip: str
     netdev: str
+    netdevs: tuple[str, ...]  # the data interfaces: fabric.netdevs, else netdev alone
     hcas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ControlPlane(Section):
+    netdev: str
+    ip: str
 
 
 @dataclass(frozen=True)
@@ -87,9 +94,14 @@ class Node(Section):
     name: str
     ssh: str | None
     fabric: Fabric
+    control: ControlPlane | None  # None: the fabric carries the control plane too
     gpus: int
     env: dict[str, str]
     memory_gb: int | float  # memory the node's OS and engine share (unified on a Spark)
+
+    @property
+    def control_ip(self) -> str:  # rendezvous, Gloo, Ray and the engine's host address
+        return (self.control or self.fabric).ip
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,12 @@ class Mount(Section):
 
 
 @dataclass(frozen=True)
+class Hooks(Section):
+    pre_engine: tuple[str, ...]  # each run by sh -c inside the container, in order
+    patches: str | None  # a folder beside the spec, mounted read-only into every container
+
+
+@dataclass(frozen=True)
 class Container(Section):
     image: str
     entrypoint: EntrypointMode
@@ -118,6 +136,7 @@ class Container(Section):
     shm_size: int | str | None  # as written; sizes.size_bytes gives docker's byte count
     env: dict[str, str]
     secrets: tuple[str, ...]
+    hooks: Hooks | None = None
 
 
 @dataclass(frozen=True)
@@ -239,7 +258,7 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
     nodes = []
     for i, node in enumerate(cluster["nodes"]):
         path = ("cluster", "nodes", i)
-        fabric = node["fabric"]
+        fabric, control = node["fabric"], node.get("control")
         nodes.append(
             Node(
                 path,
@@ -252,8 +271,12 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
                     g.keys(*path, "fabric"),
                     ip=fabric["ip"],
                     netdev=fabric["netdev"],
+                    netdevs=tuple(fabric.get("netdevs", [fabric["netdev"]])),
                     hcas=tuple(fabric["hcas"]),
                 ),
+                control=ControlPlane((*path, "control"), g.keys(*path, "control"), control["netdev"], control["ip"])
+                if control
+                else None,
                 gpus=node["gpus"],
                 env=_env(node["env"]),
                 memory_gb=node["memory_gb"],
@@ -295,6 +318,9 @@ def _container(container: dict[str, Any], g: _Given) -> Container:
         shm_size=container.get("shm_size"),
         env=_env(container["env"]),
         secrets=tuple(container["secrets"]),
+        hooks=Hooks(("container", "hooks"), g.keys("container", "hooks"), tuple(h["pre_engine"]), h.get("patches"))
+        if (h := container.get("hooks")) is not None
+        else None,
     )
 
 

@@ -8,11 +8,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from compiler.diagnostics import Severity, format_text
-from compiler.pipeline import CompileResult
+from compiler.pipeline import Beside, CompileResult
+from compiler.plan import PATCHES_DIR
 from tests.specs import EXAMPLES, ROOT, compile_spec
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -21,7 +23,8 @@ INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
 
 
 def compile_example(path: Path) -> CompileResult:
-    return compile_spec(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+    text, name = path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
+    return compile_spec(text, name, beside=Beside(spec_dir=path.parent))
 
 
 @pytest.mark.parametrize("example", VALID, ids=lambda p: p.stem)
@@ -29,7 +32,19 @@ def test_example_output_matches_snapshot(example: Path, snapshot) -> None:
     result = compile_example(example)
     assert result.ok, format_text(result.diagnostics, example.name, result.document.data)
     snapshot.snapshot_dir = SNAPSHOTS / "examples"
-    snapshot.assert_match_dir(result.files, example.stem)
+    snapshot.assert_match_dir(nested(result.files), example.stem)
+
+
+def nested(files: dict[str, str]) -> dict[str, Any]:
+    """`a/b` -> {"a": {"b": ...}}: how the snapshot plugin takes files in folders."""
+    tree: dict[str, Any] = {}
+    for name, text in files.items():
+        *folders, last = name.split("/")
+        node = tree
+        for folder in folders:
+            node = node.setdefault(folder, {})
+        node[last] = text
+    return tree
 
 
 # Two processes that differ in everything that must not matter: hash seed (set and dict order), working
@@ -46,6 +61,8 @@ def compile_in_process(example: Path, workdir: Path, env: dict[str, str]) -> dic
     spec = workdir / example.relative_to(ROOT)
     spec.parent.mkdir(parents=True)
     shutil.copyfile(example, spec)
+    if (example.parent / PATCHES_DIR).is_dir():  # hooks' patch folders, beside the examples
+        shutil.copytree(example.parent / PATCHES_DIR, spec.parent / PATCHES_DIR)
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     run = subprocess.run(
         [sys.executable, "-m", "compiler", "compile", str(example.relative_to(ROOT)), "-o", "out"],
@@ -82,7 +99,12 @@ def test_manifest_lists_every_generated_file_with_its_hash(example: Path) -> Non
 
     files = compile_example(example).files
     manifest = json.loads(files["manifest.json"])
-    assert set(manifest["files"]) == set(files) - {"manifest.json"}
+    patches = {name for name in files if name.startswith(f"{PATCHES_DIR}/")}  # listed with their hooks
+    assert set(manifest["files"]) == set(files) - {"manifest.json"} - patches
+    hooks = manifest["plan"].get("hooks") or {"patches": []}
+    for patch in hooks["patches"]:
+        text = files[f"{PATCHES_DIR}/{patch['path']}"]
+        assert hashlib.sha256(text.encode()).hexdigest() == patch["sha256"]
     for name, digest in manifest["files"].items():
         assert hashlib.sha256(files[name].encode()).hexdigest() == digest
     assert manifest["spec"]["sha256"] == hashlib.sha256(example.read_bytes()).hexdigest()

@@ -109,7 +109,7 @@ class Sglang:
             flags += [
                 ("--nnodes", str(len(d.nodes))),
                 ("--node-rank", str(rank)),
-                ("--dist-init-addr", host_port(d.head.fabric.ip, d.spec.launch.master_port)),
+                ("--dist-init-addr", host_port(d.head.control_ip, d.spec.launch.master_port)),
                 ("--dist-timeout", str(d.engine_timeout)),
             ]
         program = (("python3",), ("-m", "sglang.launch_server"))
@@ -133,9 +133,9 @@ class Sglang:
     def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
         host_ip = Setting(
             "SGLANG_HOST_IP",
-            node.fabric.ip,
+            node.control_ip,
             Source.DERIVED,
-            "this node's fabric IP; SGLang otherwise advertises another NIC",
+            f"this node's {'control' if node.control else 'fabric'} IP; SGLang otherwise advertises another NIC",
         )
         if not d.multi:
             return (host_ip,)

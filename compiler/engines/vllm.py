@@ -109,7 +109,7 @@ class Vllm:
             flags += [
                 ("--nnodes", str(len(d.nodes))),
                 ("--node-rank", str(rank)),
-                ("--master-addr", d.head.fabric.ip),
+                ("--master-addr", d.head.control_ip),
                 ("--master-port", str(d.spec.launch.master_port)),
             ]
             if rank > 0:
@@ -137,9 +137,9 @@ class Vllm:
         return (
             Setting(
                 "VLLM_HOST_IP",
-                node.fabric.ip,
+                node.control_ip,
                 Source.DERIVED,
-                "this node's fabric IP; vLLM otherwise picks the default-route NIC",
+                f"this node's {'control' if node.control else 'fabric'} IP; vLLM otherwise picks the default-route NIC",
             ),
             Setting(
                 "VLLM_ENGINE_READY_TIMEOUT_S",

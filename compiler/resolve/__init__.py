@@ -9,19 +9,27 @@ from __future__ import annotations
 
 from compiler.diagnostics import Diagnostic, has_errors
 from compiler.model_facts import NO_FACTS, ModelFacts
+from compiler.patches import PatchFolder
 from compiler.plan import Plan
-from compiler.resolve import rules_cluster, rules_engine, rules_model, rules_ssh
+from compiler.profiles import Profile
+from compiler.resolve import rules_cluster, rules_engine, rules_hooks, rules_model, rules_ssh
 from compiler.resolve.build import build_plan
 from compiler.resolve.context import derive
 from compiler.spec import Spec
 
-RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES + rules_model.RULES
+RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES + rules_model.RULES + rules_hooks.RULES
 
 
 def resolve(
-    spec: Spec, *, spec_path: str, spec_sha256: str, facts: ModelFacts = NO_FACTS
+    spec: Spec,
+    *,
+    spec_path: str,
+    spec_sha256: str,
+    facts: ModelFacts = NO_FACTS,
+    profiles: tuple[Profile, ...] = (),
+    patches: PatchFolder | None = None,
 ) -> tuple[Plan | None, list[Diagnostic]]:
-    deployment = derive(spec, facts)
+    deployment = derive(spec, facts, profiles, patches)
     # A rule may find one cluster-wide problem several times (once per node): report it once.
     diagnostics = list(dict.fromkeys(d for rule in RULES for d in rule(deployment)))
     if has_errors(diagnostics):

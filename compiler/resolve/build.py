@@ -6,13 +6,14 @@ import json
 
 from compiler import __version__
 from compiler.engines import host_port
-from compiler.plan import Command, NodePlan, Plan, ProfileCheck, Role, Setting, Transport
+from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
 from compiler.profiles import RayPresence
 from compiler.resolve.containers import container_name, docker_run, model_plan, ray_engine
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
-from compiler.resolve.env import node_envs
+from compiler.resolve.env import node_envs, split_planes
 from compiler.resolve.explain import quirks, settings
+from compiler.resolve.hooks import hook_plan
 from compiler.resolve.ports import head_ports
 from compiler.spec import Backend, EntrypointMode, Node, Ssh
 
@@ -40,7 +41,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         profile=d.profile.id if d.profile else "",
         entrypoint_mode=d.entrypoint.mode,
         head=d.head.name,
-        head_fabric_ip=d.head.fabric.ip,
+        head_fabric_ip=d.head.control_ip,
         nodes=nodes,
         start_waves=tuple(w for w in waves if w),
         ray_engine=ray_engine(d),
@@ -53,7 +54,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         ray_port=d.spec.launch.ray_port,
         master_port=d.spec.launch.master_port,
         ray_required=ray and (d.profile is None or d.profile.ray is not RayPresence.PRESENT),
-        ray_expected_ips=tuple(p.fabric_ip for p in nodes) if ray else (),
+        ray_expected_ips=tuple(p.control_ip for p in nodes) if ray else (),
         total_gpus=d.total_gpus,
         nccl_check=d.nccl_check,
         head_ports=head_ports(d),
@@ -71,6 +72,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         settings=settings(d),
         profile_check=_profile_check(d),
         model=model_plan(d),
+        hooks=hook_plan(d),
     )
 
 
@@ -90,6 +92,9 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         env=env,
         docker_run=docker_run(d, node, rank, env, spec_sha256),
         nccl_transport=_nccl_transport(d, node, rank),
+        planes=Planes((node.control or node.fabric).netdev, node.control_ip, node.fabric.netdevs)
+        if split_planes(node)
+        else None,
     )
 
 

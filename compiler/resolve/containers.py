@@ -6,6 +6,7 @@ from compiler.engines import EngineArgv, host_port
 from compiler.plan import Command, ModelPlan, Setting, Words, flat
 from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
+from compiler.resolve.hooks import patches_mount, with_hooks
 from compiler.sizes import size_bytes
 from compiler.spec import Backend, EntrypointMode, Node
 
@@ -42,10 +43,12 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         groups.append(("--shm-size", str(shm_bytes)))
     groups += model_mounts(d)
     groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
+    groups += patches_mount(d)
     groups += [("-e", f"{s.name}={s.value}") for s in env]
     # Secrets by name only: docker takes the value from its client's environment, never from the argv.
     groups += [("-e", name) for name in container.secrets]
     entry_override, command = _ray_start(d, node, rank) if d.backend is Backend.RAY else _engine_command(d, rank)
+    entry_override, command = with_hooks(d, entry_override, command)
     if entry_override:
         groups.append(("--entrypoint", entry_override))
     return (*groups, (container.image,), *command)
@@ -83,7 +86,7 @@ def model_plan(d: Deployment) -> ModelPlan:
 def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
     launch = d.spec.launch
     common: Command = (
-        (f"--node-ip-address={node.fabric.ip}",),
+        (f"--node-ip-address={node.control_ip}",),
         (f"--num-gpus={node.gpus}",),
         (f"--object-store-memory={launch.ray_object_store_memory}",),
         ("--disable-usage-stats",),
@@ -91,7 +94,7 @@ def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
     )
     if rank == 0:
         return "ray", (("start",), ("--head",), (f"--port={launch.ray_port}",), *common)
-    return "ray", (("start",), (f"--address={host_port(d.head.fabric.ip, launch.ray_port)}",), *common)
+    return "ray", (("start",), (f"--address={host_port(d.head.control_ip, launch.ray_port)}",), *common)
 
 
 def _engine_command(d: Deployment, rank: int) -> tuple[str, Command]:

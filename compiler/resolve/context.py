@@ -11,6 +11,7 @@ from functools import cached_property
 
 from compiler.engines import Engine, engines
 from compiler.model_facts import NO_FACTS, ModelFacts
+from compiler.patches import PatchFolder
 from compiler.profiles import Profile, find_profile
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec import Backend, Node, Spec, Topology
@@ -27,6 +28,8 @@ class Deployment:
     entrypoint: Entrypoint
     head_index: int  # position of the head in cluster.nodes (0 when cluster.head names no node)
     facts: ModelFacts = NO_FACTS  # what the compiling machine could read about the weights
+    own_profiles: tuple[Profile, ...] = ()  # the operator's own image profiles
+    patches: PatchFolder | None = None  # container.hooks.patches, as read beside the spec
 
     @property
     def head(self) -> Node:
@@ -83,10 +86,14 @@ class Deployment:
         return int(text) if text.isdigit() and 0 < int(text) < 65536 else None
 
 
-def derive(spec: Spec, facts: ModelFacts = NO_FACTS) -> Deployment:
+def derive(
+    spec: Spec, facts: ModelFacts = NO_FACTS, profiles: tuple[Profile, ...] = (), patches: PatchFolder | None = None
+) -> Deployment:
+    """`facts`: what this machine could read about the weights; `profiles`: the operator's own image
+    profiles, which win over the built-in ones; `patches`: container.hooks.patches as read beside the spec."""
     engine = engines()[spec.engine.kind]
-    profile = find_profile(spec.container.image)
+    profile = find_profile(spec.container.image, profiles)
     names = [n.name for n in spec.cluster.nodes]
     head_index = names.index(spec.cluster.head) if spec.cluster.head in names else 0
     entrypoint = resolve_entrypoint(spec, profile, engine.default_port)
-    return Deployment(spec, engine, profile, entrypoint, head_index, facts)
+    return Deployment(spec, engine, profile, entrypoint, head_index, facts, profiles, patches)

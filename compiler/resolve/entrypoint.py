@@ -113,8 +113,8 @@ def setting_path(setting: str, spec: Spec) -> Path:
     return ("engine", setting)
 
 
-def known_images() -> str:
-    return ", ".join(sorted(m for p in load_profiles() for m in p.match))
+def known_images(own: tuple[Profile, ...] = ()) -> str:
+    return ", ".join(sorted({m for p in (*own, *load_profiles()) for m in p.match}))
 
 
 def _text(value: int | float | None) -> str:

@@ -17,7 +17,16 @@ IFNAME_VARS = (
     "OMPI_MCA_btl_tcp_if_include",
 )
 # Variables sparkc sets from one node's own fabric: never the same thing on another node.
-PER_NODE_NAMES = (*IFNAME_VARS, "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_IB_GID_INDEX", "VLLM_HOST_IP", "SGLANG_HOST_IP")
+PER_NODE_NAMES = (
+    *IFNAME_VARS,
+    "NCCL_IB_HCA",
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_GID_INDEX",
+    "VLLM_HOST_IP",
+    "SGLANG_HOST_IP",
+    "RAY_NODE_IP_ADDRESS",
+    "RAY_OVERRIDE_NODE_IP_ADDRESS",
+)
 
 
 # Where the head's vLLM reads which variables its Ray executor must not copy to the workers.
@@ -73,10 +82,7 @@ def _layers(d: Deployment, node: Node) -> tuple[Setting, ...]:
 
 def _fabric(d: Deployment, node: Node) -> tuple[Setting, ...]:
     fabric = node.fabric
-    settings = [
-        Setting(name, fabric.netdev, Source.DERIVED, "this node's fabric netdev (cluster.nodes[].fabric.netdev)")
-        for name in IFNAME_VARS
-    ]
+    settings = list(interfaces(node))
     if fabric.hcas:
         exact = any(h.startswith("=") for h in fabric.hcas)
         hca = ("=" if exact else "") + ",".join(h.lstrip("=") for h in fabric.hcas)
@@ -92,16 +98,54 @@ def _fabric(d: Deployment, node: Node) -> tuple[Setting, ...]:
         )
     launch = d.spec.launch
     settings += [
-        Setting("MASTER_ADDR", d.head.fabric.ip, Source.DERIVED, "the head's fabric IP"),
+        Setting("MASTER_ADDR", d.head.control_ip, Source.DERIVED, f"the head's {plane_ip(d.head)}"),
         Setting("MASTER_PORT", str(launch.master_port), launch.source("master_port"), "launch.master_port"),
     ]
     if d.backend is Backend.RAY:
         settings += [
-            Setting("RAY_NODE_IP_ADDRESS", fabric.ip, Source.DERIVED, "this node's fabric IP"),
-            Setting("RAY_OVERRIDE_NODE_IP_ADDRESS", fabric.ip, Source.DERIVED, "this node's fabric IP"),
+            Setting("RAY_NODE_IP_ADDRESS", node.control_ip, Source.DERIVED, f"this node's {plane_ip(node)}"),
+            Setting("RAY_OVERRIDE_NODE_IP_ADDRESS", node.control_ip, Source.DERIVED, f"this node's {plane_ip(node)}"),
             Setting("RAY_memory_monitor_refresh_ms", "0", Source.DEFAULT, "Ray's OOM killer misreads unified memory"),
         ]
     return tuple(settings)
+
+
+def split_planes(node: Node) -> bool:
+    """The spec separates the node's control plane from its data plane (a control netdev, or data netdevs)."""
+    return node.control is not None or node.fabric.is_given("netdevs")
+
+
+def plane_ip(node: Node) -> str:
+    """What the node's control-plane address is, for the why of a setting."""
+    return "control IP (cluster.nodes[].control.ip)" if node.control else "fabric IP"
+
+
+def interfaces(node: Node) -> tuple[Setting, ...]:
+    """The interface variables. One netdev carries everything unless the spec splits the planes: then
+    Gloo and TensorPipe (one name each: Gloo crashes on lists) take the control netdev, NCCL's sockets
+    and Open MPI the data netdevs, and UCX the RDMA devices in its device:port form."""
+    fabric = node.fabric
+    if not split_planes(node):
+        why = "this node's fabric netdev (cluster.nodes[].fabric.netdev)"
+        return tuple(Setting(name, fabric.netdev, Source.DERIVED, why) for name in IFNAME_VARS)
+    control = (
+        "this node's control netdev (cluster.nodes[].control.netdev)"
+        if node.control
+        else "this node's fabric netdev (cluster.nodes[].fabric.netdev): the control plane"
+    )
+    data, data_why = ",".join(fabric.netdevs), "this node's data netdevs (cluster.nodes[].fabric.netdevs)"
+    if fabric.hcas:
+        ucx = ",".join(h.lstrip("=") if ":" in h else f"{h.lstrip('=')}:1" for h in fabric.hcas)
+        ucx_why = "this node's RDMA devices, port 1 unless given (UCX's device:port form)"
+    else:
+        ucx, ucx_why = data, data_why
+    return (
+        Setting("NCCL_SOCKET_IFNAME", data, Source.DERIVED, data_why),
+        Setting("GLOO_SOCKET_IFNAME", (node.control or node.fabric).netdev, Source.DERIVED, control),
+        Setting("TP_SOCKET_IFNAME", (node.control or node.fabric).netdev, Source.DERIVED, control),
+        Setting("UCX_NET_DEVICES", ucx, Source.DERIVED, ucx_why),
+        Setting("OMPI_MCA_btl_tcp_if_include", data, Source.DERIVED, data_why),
+    )
 
 
 def _runtime(d: Deployment) -> tuple[Setting, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from compiler.plan import Setting
+from compiler.profiles import Profile, overridden
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import repeats
 from compiler.spec import Backend, EntrypointMode, Source
@@ -24,7 +25,7 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
             "entrypoint",
             d.entrypoint.mode,
             Source.PROFILE if auto_entrypoint else container.source("entrypoint"),
-            f"profile {d.profile.id}" if d.profile else "",
+            (f"profile {d.profile.id}" + (f" ({d.profile.origin})" if d.profile.origin else "")) if d.profile else "",
         ),
         Setting("api_port", str(d.api_port), port.source, port.reason),
         Setting("tensor_parallel", str(engine.tensor_parallel), engine.source("tensor_parallel")),
@@ -47,7 +48,7 @@ def quirks(d: Deployment) -> tuple[str, ...]:
     profile, mode = d.profile, d.entrypoint.mode
     if profile is None:
         return ("no image profile: the entrypoint is bypassed unless the spec says keep", *agreeing_flags(d))
-    notes = [f"profile {profile.id} ({profile.family}); entrypoint: {mode}", *profile.notes]
+    notes = [f"profile {profile.id} ({profile.family}); entrypoint: {mode}", *_origin(profile), *profile.notes]
     if mode is EntrypointMode.BYPASS:
         notes += [f"bypassed entrypoint skips: {s}" for s in profile.side_effects]
     else:
@@ -55,6 +56,15 @@ def quirks(d: Deployment) -> tuple[str, ...]:
     if d.backend is Backend.RAY:
         notes.append("Ray containers run `ray start` with --entrypoint ray; the engine starts by docker exec")
     return (*notes, *agreeing_flags(d))
+
+
+def _origin(profile: Profile) -> tuple[str, ...]:
+    """Which profile won, where the operator has their own."""
+    if not profile.origin:
+        return ()
+    built_in = overridden(profile)
+    instead = f"; it takes the place of the built-in profile {built_in.id}" if built_in else ""
+    return (f"profile {profile.id} is your own, from {profile.origin}{instead}",)
 
 
 def agreeing_flags(d: Deployment) -> tuple[str, ...]:

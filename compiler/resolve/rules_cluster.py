@@ -109,6 +109,42 @@ def fabric_addresses(d: Deployment) -> Iterator[Diagnostic]:
             yield warning(path, f"{address} is a loopback address: only nodes on one machine can reach it")
 
 
+def control_planes(d: Deployment) -> Iterator[Diagnostic]:
+    """A control plane is given on every node or on none: the head's control IP is every node's
+    rendezvous, which a node without one would look for on its fabric."""
+    nodes = d.spec.cluster.nodes
+    with_control = [n for n in nodes if n.control]
+    if with_control and len(with_control) < len(nodes):
+        for node in nodes:
+            if node.control is None:
+                yield error(
+                    node.location,
+                    f"node {node.name} has no 'control' while {with_control[0].name} has one: give every node "
+                    "its control netdev and IP, or none",
+                )
+    seen: dict[str, str] = {}
+    for node in with_control:
+        assert node.control is not None
+        path = node.control.at("ip")
+        try:
+            address = ipaddress.ip_address(node.control.ip)
+        except ValueError:
+            yield error(path, f"'{node.control.ip}' is not an IP address; write the address {node.control.netdev} has")
+            continue
+        if address.is_unspecified or address.is_multicast or (address.is_loopback and d.multi):
+            yield error(path, f"{address} cannot be a node's control address: the other nodes must reach it")
+        elif node.control.ip in seen:
+            yield error(path, f"'{node.control.ip}' is already the control IP of {seen[node.control.ip]}")
+        else:
+            seen[node.control.ip] = node.name
+        if node.control.ip == node.fabric.ip and node.control.netdev != node.fabric.netdev:
+            yield error(
+                path,
+                f"{node.control.ip} is also the fabric IP, on {node.fabric.netdev}; an address sits on one "
+                f"interface: write {node.control.netdev}'s own address",
+            )
+
+
 def workers_have_ssh(d: Deployment) -> Iterator[Diagnostic]:
     for node in d.nodes[1:]:
         if not node.ssh:
@@ -198,4 +234,13 @@ def _layout_alternative(arch: Architecture, gpus: int) -> tuple[int, int] | None
     return None
 
 
-RULES = (plain_values, head_exists, unique_nodes, fabric_addresses, workers_have_ssh, rdma_devices, layout)
+RULES = (
+    plain_values,
+    head_exists,
+    unique_nodes,
+    fabric_addresses,
+    control_planes,
+    workers_have_ssh,
+    rdma_devices,
+    layout,
+)

@@ -11,7 +11,7 @@ from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, managed_fields, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
-from compiler.resolve.env import IFNAME_VARS, node_envs
+from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_planes
 from compiler.resolve.ports import head_ports
 from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
 from compiler.spec import Backend, EntrypointMode, Topology
@@ -36,7 +36,8 @@ def image_profile(d: Deployment) -> Iterator[Diagnostic]:
         yield warning(
             ("container", "image"),
             f"no profile for image '{d.spec.container.image}': sparkc cannot tell what its entrypoint does "
-            f"(known: {known_images()}); entrypoint auto means bypass",
+            f"(known: {known_images(d.own_profiles)}); entrypoint auto means bypass. Write entrypoint: bypass, "
+            "or describe the image in your own profile (sparkc profile IMAGE drafts one)",
         )
         if mode is EntrypointMode.ADAPT:
             yield error(path, "adapt needs a known image profile (the variables its entrypoint reads); use bypass")
@@ -224,14 +225,20 @@ def env_overrides(d: Deployment) -> Iterator[Diagnostic]:
                 f"(topology {d.topology}: no switch between the nodes)",
             )
     for node in d.spec.cluster.nodes:
+        planned = {s.name: s for s in interfaces(node)}
         for name in IFNAME_VARS:
             value = node.env.get(name)
-            if value is not None and value != node.fabric.netdev:
-                yield warning(
-                    node.at("env", name),
-                    f"{name}={value} on {node.name} differs from its fabric netdev {node.fabric.netdev}; "
-                    "fix cluster.nodes[].fabric.netdev instead, so every setting follows",
-                )
+            if value is None or value == planned[name].value:
+                continue
+            what = (
+                f"{planned[name].value}, {planned[name].why}"
+                if split_planes(node)
+                else f"its fabric netdev {node.fabric.netdev}; fix cluster.nodes[].fabric.netdev"
+            )
+            yield warning(
+                node.at("env", name),
+                f"{name}={value} on {node.name} differs from {what} instead, so every setting follows",
+            )
 
 
 def memory_budget(d: Deployment) -> Iterator[Diagnostic]:

@@ -26,6 +26,7 @@ docker_run_argv() {
     fi
   done
   substitute_snapshot
+  if declare -F patches_argv >/dev/null; then patches_argv "$1"; fi
 }
 
 usage() {
@@ -152,7 +153,7 @@ preflight() {
     model_checks "$node"
     log "$node: docker ${PF_NOTES[$node,docker]-}, image ${PF_NOTES[$node,image]-}, model ${PF_NOTES[$node,model]-}," \
       "fabric ${PF_NOTES[$node,fabric]-}, RDMA ${PF_NOTES[$node,rdma]-}, GPUs ${PF_NOTES[$node,gpus]-}," \
-      "memory free ${PF_NOTES[$node,memory]:--}"
+      "memory free ${PF_NOTES[$node,memory]:--}${PF_NOTES[$node,planes]:+, ${PF_NOTES[$node,planes]}}"
   done
   check_profile
   if [[ -n $ray_pid ]]; then
@@ -369,7 +370,11 @@ require_running() {
       first=$node first_at=$finished first_state=$state
     fi
   done
-  [[ -z $first ]] || fail "$first" "container ${CONTAINER[$first]} is ${first_state:-missing} on $first"
+  [[ -n $first ]] || return 0
+  first_state=${first_state:-missing}
+  # Steps of optional spec features are defined only in the scripts of specs that use them.
+  if declare -F hook_failure >/dev/null; then first_state+=$(hook_failure "$first"); fi
+  fail "$first" "container ${CONTAINER[$first]} is $first_state on $first"
 }
 
 # Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
@@ -569,6 +574,7 @@ main() {
   fi
   clear_old
   drop_page_caches
+  if declare -F stage_patches >/dev/null; then stage_patches; fi
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray

@@ -95,6 +95,8 @@ check_gpus() {
 
 check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
 '
+# Checks of optional spec features (planes.sh) add their remote functions here and their names below.
+PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
 PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
@@ -115,11 +117,12 @@ preflight_args() {
     "netdev=${NETDEV[$node]}"
     "hcas=${hcas[*]}"
   )
+  if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
 }
 
 preflight_script() {
   local check
-  printf '%s\n' "$PREFLIGHT_REMOTE_LIB"
+  printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
   for check in "${PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done

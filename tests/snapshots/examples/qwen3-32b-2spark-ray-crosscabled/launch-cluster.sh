@@ -672,6 +672,8 @@ check_gpus() {
 
 check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
 '
+# Checks of optional spec features (planes.sh) add their remote functions here and their names below.
+PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
 PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
@@ -692,11 +694,12 @@ preflight_args() {
     "netdev=${NETDEV[$node]}"
     "hcas=${hcas[*]}"
   )
+  if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
 }
 
 preflight_script() {
   local check
-  printf '%s\n' "$PREFLIGHT_REMOTE_LIB"
+  printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
   for check in "${PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done
@@ -1075,6 +1078,7 @@ docker_run_argv() {
     fi
   done
   substitute_snapshot
+  if declare -F patches_argv >/dev/null; then patches_argv "$1"; fi
 }
 
 usage() {
@@ -1201,7 +1205,7 @@ preflight() {
     model_checks "$node"
     log "$node: docker ${PF_NOTES[$node,docker]-}, image ${PF_NOTES[$node,image]-}, model ${PF_NOTES[$node,model]-}," \
       "fabric ${PF_NOTES[$node,fabric]-}, RDMA ${PF_NOTES[$node,rdma]-}, GPUs ${PF_NOTES[$node,gpus]-}," \
-      "memory free ${PF_NOTES[$node,memory]:--}"
+      "memory free ${PF_NOTES[$node,memory]:--}${PF_NOTES[$node,planes]:+, ${PF_NOTES[$node,planes]}}"
   done
   check_profile
   if [[ -n $ray_pid ]]; then
@@ -1418,7 +1422,11 @@ require_running() {
       first=$node first_at=$finished first_state=$state
     fi
   done
-  [[ -z $first ]] || fail "$first" "container ${CONTAINER[$first]} is ${first_state:-missing} on $first"
+  [[ -n $first ]] || return 0
+  first_state=${first_state:-missing}
+  # Steps of optional spec features are defined only in the scripts of specs that use them.
+  if declare -F hook_failure >/dev/null; then first_state+=$(hook_failure "$first"); fi
+  fail "$first" "container ${CONTAINER[$first]} is $first_state on $first"
 }
 
 # Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
@@ -1618,6 +1626,7 @@ main() {
   fi
   clear_old
   drop_page_caches
+  if declare -F stage_patches >/dev/null; then stage_patches; fi
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray

@@ -1,0 +1,47 @@
+# container.hooks: the patch folder reaches every node before its container starts (the head's copy
+# is the one beside this script; each worker gets a fresh copy under its user's
+# ~/.cache/sparkc/<deployment>/ at every launch), and a hook that failed is named by the launch.
+declare -A PATCHES_AT=()
+
+stage_patches() {
+  ((HAS_PATCHES)) || return 0
+  local node home dir=".cache/sparkc/$DEPLOYMENT"
+  [[ -d $SCRIPT_DIR/$PATCHES_DIR ]] \
+    || fail "$HEAD" "the patch folder $PATCHES_DIR is missing beside this script: copy the whole compiled folder"
+  for node in "${NODES[@]}"; do
+    if is_local "$node"; then
+      PATCHES_AT[$node]=$SCRIPT_DIR/$PATCHES_DIR
+      continue
+    fi
+    if ((DRY_RUN)); then
+      printf '[%s] %s\n' "$node" "tar -C $SCRIPT_DIR -cf - $PATCHES_DIR | (cd && rm -rf $dir/$PATCHES_DIR && mkdir -p $dir && tar -C $dir -xf -)" >&3
+      PATCHES_AT[$node]="<home>/$dir/$PATCHES_DIR"
+      continue
+    fi
+    FAILED_NODE=$node
+    home=$(tar -C "$SCRIPT_DIR" -cf - "$PATCHES_DIR" | ssh_node "$node" -- \
+      "cd && rm -rf $(sh_quote "$dir/$PATCHES_DIR") && mkdir -p $(sh_quote "$dir") && tar -C $(sh_quote "$dir") -xf - && pwd" \
+      2>&1) || fail "$node" "could not copy the patch folder to $node: $home"
+    PATCHES_AT[$node]=$home/$dir/$PATCHES_DIR
+    log "$node: patch folder copied to ${PATCHES_AT[$node]}"
+  done
+  FAILED_NODE=""
+}
+
+# ARGV (a node's docker run): the patch folder's mount names that node's copy.
+patches_argv() {
+  local i
+  for i in "${!ARGV[@]}"; do
+    if [[ $i -gt 0 && ${ARGV[i - 1]} == -v && ${ARGV[i]} == "$PATCHES_PLACEHOLDER:"* ]]; then
+      ARGV[i]=${PATCHES_AT[$1]}${ARGV[i]#"$PATCHES_PLACEHOLDER"}
+    fi
+  done
+}
+
+# The hook that stopped a node's container, as its runner wrote it into the container's log.
+hook_failure() {
+  local line
+  line=$(on_node "$1" docker logs --tail 50 "${CONTAINER[$1]}" 2>&1 | grep -m1 'sparkc: hook pre_engine\[[0-9]*\] failed') \
+    || return 0
+  printf '; %s' "${line#*sparkc: }"
+}

@@ -1,0 +1,133 @@
+"""An operator's own image profiles: loaded from profiles/ beside the spec or --profiles, validated with
+file:line:col, winning over the built-in ones; and `sparkc profile` drafting one from docker's metadata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from compiler.cli import cli
+from compiler.profile_draft import parse_inspect
+from compiler.profiles import load_user_profiles
+from tests.specs import dump, example, with_changes
+
+INSPECT = [
+    {
+        "Id": "sha256:" + "ab" * 32,
+        "Config": {
+            "Entrypoint": ["/app/entrypoint.sh"],
+            "Cmd": None,
+            "Env": ["PATH=/usr/bin", "MODEL_PATH=/models/model", "PORT=8000", "MAX_MODEL_LEN=8192"],
+            "ExposedPorts": {"8000/tcp": {}},
+            "WorkingDir": "/app",
+            "Labels": {"maintainer": "me"},
+        },
+    }
+]
+OWN = """\
+family: our vLLM build
+match: [registry.example/team/vllm]
+engine: vllm
+entrypoint: [/app/entrypoint.sh]
+args: env-driven
+controls:
+  port: {env: PORT, default: "8000"}
+ray: present
+auto: adapt
+sources: [our Dockerfile]
+"""
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def write_spec(folder: Path, image: str, **changes: object) -> Path:
+    spec = folder / "spec.yaml"
+    spec.write_text(dump(with_changes(example("solo-qwen3-32b"), {"container.image": image, **changes})))
+    return spec
+
+
+def test_own_profile_beside_the_spec_is_used_and_strict_passes(runner: CliRunner, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "registry.example/team/vllm:7")
+    assert runner.invoke(cli, ["validate", "--strict", str(spec)]).exit_code == 1  # unknown image: a warning
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "team-vllm.yaml").write_text(OWN)
+    assert runner.invoke(cli, ["validate", "--strict", str(spec)]).exit_code == 0
+    explained = runner.invoke(cli, ["explain", "--format", "json", str(spec)])
+    plan = json.loads(explained.output)
+    assert plan["profile"] == "team-vllm" and plan["entrypoint_mode"] == "adapt"
+    head = plan["nodes"][0]["env"]
+    assert {"name": "PORT", "value": "8000"}.items() <= next(s for s in head if s["name"] == "PORT").items()
+    assert any("your own, from profiles/team-vllm.yaml" in q for q in plan["quirks"])
+
+
+def test_own_profile_takes_the_place_of_a_built_in_one(runner: CliRunner, tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "vllm.yaml").write_text(OWN.replace("registry.example/team/vllm", "vllm/vllm-openai"))
+    spec = write_spec(tmp_path, "vllm/vllm-openai:v0.11.2")
+    result = runner.invoke(cli, ["explain", "--profiles", str(folder), str(spec)])
+    assert result.exit_code == 0, result.output
+    assert "profile vllm is your own, from mine/vllm.yaml; it takes the place of the built-in profile vllm-openai" in (
+        result.output
+    )
+    assert "image vllm/vllm-openai:v0.11.2 (profile vllm), entrypoint adapt" in result.output
+
+
+def test_broken_own_profile_is_reported_with_file_line_and_column(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "bad.yaml").write_text(OWN.replace("args: env-driven", "args: envdriven"))
+    spec = write_spec(tmp_path, "registry.example/team/vllm:7")
+    result = runner.invoke(cli, ["compile", str(spec), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'profiles' / 'bad.yaml'}:5:7: args: " in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_profiles_folder_is_a_usage_error(runner: CliRunner, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "vllm/vllm-openai:v0.11.2")
+    result = runner.invoke(cli, ["validate", "--profiles", str(tmp_path / "nope"), str(spec)])
+    assert result.exit_code == 2 and "no such profiles folder" in result.output
+
+
+def test_explicit_bypass_of_an_unknown_image_is_no_warning(runner: CliRunner, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, "registry.example/other:1", **{"container.entrypoint": "bypass"})
+    result = runner.invoke(cli, ["validate", "--strict", str(spec)])
+    assert result.exit_code == 0 and "warning" not in result.output
+
+
+def test_drafted_profile_is_valid_and_marks_what_to_review(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(
+        cli, ["profile", "registry.example/team/vllm:7", "--inspect", "-"], input=json.dumps(INSPECT)
+    )
+    assert result.exit_code == 0, result.output
+    assert "args: env-driven  # REVIEW" in result.output and "auto: bypass  # REVIEW" in result.output
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "team.yaml").write_text(result.output)
+    (profile,) = load_user_profiles(tmp_path / "p")
+    assert profile.match == ("registry.example/team/vllm",)
+    assert profile.entrypoint == ("/app/entrypoint.sh",)
+    assert (
+        dict(profile.controls)["port"].env == "PORT" and dict(profile.controls)["model_path"].default == "/models/model"
+    )
+
+
+def test_drafted_profile_of_a_vllm_serve_image_takes_engine_args() -> None:
+    facts = parse_inspect(json.dumps({"Config": {"Entrypoint": ["vllm", "serve"]}}), "vllm/vllm-openai:x")
+    assert facts.entrypoint == ("vllm", "serve")
+    runner = CliRunner()
+    result = runner.invoke(
+        cli, ["profile", "x/y", "--inspect", "-"], input=json.dumps({"Config": {"Entrypoint": ["vllm", "serve"]}})
+    )
+    assert "args: engine-args" in result.output
+
+
+@pytest.mark.parametrize("text", ["not json", "[]", '{"Id": "x"}'])
+def test_inspect_output_that_is_not_dockers_is_a_usage_error(runner: CliRunner, text: str) -> None:
+    result = runner.invoke(cli, ["profile", "x/y", "--inspect", "-"], input=text)
+    assert result.exit_code == 2 and "the inspect output of x/y" in result.output
