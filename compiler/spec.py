@@ -114,6 +114,8 @@ class Container(Section):
     shm_size: str | None
     env: dict[str, str]
     secrets: tuple[str, ...]
+    cache: bool  # container.cache.enabled
+    cache_host: str | None  # container.cache.host; None: sparkc's default for the image
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ class Launch(Section):
     master_port: int
     ray_object_store_memory: int
     nccl_check: bool | None
+    probe: bool | None
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             master_port=launch["master_port"],
             ray_object_store_memory=launch["ray_object_store_memory"],
             nccl_check=launch.get("nccl_check"),
+            probe=launch.get("probe"),
         ),
     )
 
@@ -281,6 +285,8 @@ def _container(container: dict[str, Any], g: _Given) -> Container:
         shm_size=container.get("shm_size"),
         env=_env(container["env"]),
         secrets=tuple(container["secrets"]),
+        cache=container["cache"].get("enabled", True),
+        cache_host=container["cache"].get("host"),
     )
 
 

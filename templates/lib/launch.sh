@@ -29,13 +29,14 @@ docker_run_argv() {
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--skip-preflight] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--skip-preflight] [--no-probe] [--timeout SECONDS] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
 
   --dry-run          print every command, per node, and touch nothing
   --skip-preflight   skip the checks of ssh, docker, image and model on every node
+  --no-probe         skip the all-reduce across the nodes before the engine starts
   --timeout SECONDS  budget for the whole start (default from the spec)
   --yes              replace a running deployment of the same name
   -h, --help         this text
@@ -462,6 +463,7 @@ main() {
     case $1 in
       --dry-run) DRY_RUN=1 ;;
       --skip-preflight) SKIP_PREFLIGHT=1 ;;
+      --no-probe) PROBE=0 ;;
       --yes) REPLACE=1 ;;
       --timeout)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "launch-cluster.sh: --timeout needs a number of seconds" >&2; exit 2; }
@@ -484,6 +486,7 @@ main() {
     preflight
   fi
   clear_old
+  probe_fabric
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray
