@@ -17,7 +17,7 @@ import jinja2
 from compiler.plan import Plan
 from compiler.resources import data_dir
 
-SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh")
+SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh", "distribute.sh")
 MANIFEST = "manifest.json"
 
 
