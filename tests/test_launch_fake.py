@@ -167,13 +167,17 @@ def docker_runs(fake: FakeCluster, node: str = "") -> list[list[str]]:
 def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster) -> None:
     fake.prepare("llama33-70b-2spark-native.yaml")
     fake.set("run-fails", "spark-b")
-    launch = fake.run("launch-cluster.sh")
+    probed = fake.run("launch-cluster.sh")  # the probe's container is the first to meet it
+    assert probed.returncode == 1
+    assert "FAILED in phase probe on node spark-b: could not start the probe container: docker: Error" in probed.stderr
+    launch = fake.run("launch-cluster.sh", "--no-probe")
     assert launch.returncode == 1
     assert (
         "FAILED in phase containers on node spark-b: docker run failed on spark-b: docker: Error response"
         in launch.stderr
     )
-    assert not docker_runs(fake, "spark-a")  # rank 0 waits for its wave: never started
+    engine_runs = [argv for argv in docker_runs(fake, "spark-a") if not argv[3].endswith("-probe")]
+    assert not engine_runs  # rank 0 waits for its wave: never started
 
 
 def test_unreachable_worker_stops_preflight(fake: FakeCluster) -> None:
