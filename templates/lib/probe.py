@@ -10,10 +10,10 @@ within SPARKC_PROBE_TIMEOUT seconds, whatever the network does: a probe must nev
 import json
 import os
 import re
-import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,7 +30,7 @@ def report(**fields):
     print("SPARKC_PROBE " + json.dumps(fields, sort_keys=True), flush=True)
 
 
-def on_alarm(signum, frame):
+def on_timeout():
     report(ok=False, error=f"no result within {TIMEOUT} s: a rank is unreachable or the fabric blocks the probe")
     os._exit(3)
 
@@ -63,8 +63,11 @@ def own_nccl_log():
 
 
 def main():
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TIMEOUT)
+    # A thread, not SIGALRM: a signal handler waits for the main thread to leave C++ code, and a
+    # rendezvous that never completes does not leave it (torch's waits release the GIL).
+    watchdog = threading.Timer(TIMEOUT, on_timeout)
+    watchdog.daemon = True
+    watchdog.start()
     # Only what the probe needs to read; set before NCCL initialises.
     os.environ["NCCL_DEBUG"] = "INFO"
     os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,NET"

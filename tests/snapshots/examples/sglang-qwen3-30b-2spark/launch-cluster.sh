@@ -124,10 +124,10 @@ within SPARKC_PROBE_TIMEOUT seconds, whatever the network does: a probe must nev
 import json
 import os
 import re
-import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -144,7 +144,7 @@ def report(**fields):
     print(\"SPARKC_PROBE \" + json.dumps(fields, sort_keys=True), flush=True)
 
 
-def on_alarm(signum, frame):
+def on_timeout():
     report(ok=False, error=f\"no result within {TIMEOUT} s: a rank is unreachable or the fabric blocks the probe\")
     os._exit(3)
 
@@ -177,8 +177,11 @@ def own_nccl_log():
 
 
 def main():
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TIMEOUT)
+    # A thread, not SIGALRM: a signal handler waits for the main thread to leave C++ code, and a
+    # rendezvous that never completes does not leave it (torch's waits release the GIL).
+    watchdog = threading.Timer(TIMEOUT, on_timeout)
+    watchdog.daemon = True
+    watchdog.start()
     # Only what the probe needs to read; set before NCCL initialises.
     os.environ[\"NCCL_DEBUG\"] = \"INFO\"
     os.environ[\"NCCL_DEBUG_SUBSYS\"] = \"INIT,NET\"
@@ -581,7 +584,7 @@ collect_logs() {
 probe_fabric() {
   ((PROBE)) || return 0
   phase probe "one all-reduce across ${#NODES[@]} node(s) in image $IMAGE (at most ${PROBE_TIMEOUT}s)"
-  local node dir line transport busbw error state waited=0 probe_failures=()
+  local node dir line transport busbw error state waited=0 probe_failures=() probe_waits=()
   if ((DRY_RUN)); then
     for node in "${NODES[@]}"; do
       probe_argv "$node"
@@ -620,7 +623,10 @@ probe_fabric() {
     busbw=$(probe_field busbw_gbps "$line")
     error=$(probe_field error "$line")
     if [[ -z $line ]]; then
-      probe_failures+=("$node: no result ($(tail -n 2 "$dir/$node.log" | tr '\n' ' '))")
+      probe_waits+=("$node: no result ($(tail -n 2 "$dir/$node.log" | tr '\n' ' '))")
+    elif [[ $error == "no result within"* || $error == DistNetworkError:* ]]; then
+      # Timed out, or lost the connection when another rank gave up: a consequence, not the cause.
+      probe_waits+=("$node: $error")
     elif [[ -n $error ]]; then
       probe_failures+=("$node: $error")
     elif ((HAS_RDMA[$node])) && [[ $transport != IB ]]; then
@@ -632,6 +638,8 @@ probe_fabric() {
       log "$node: probe transport $transport, bus bandwidth $busbw GB/s"
     fi
   done
+  # A node that failed for a reason of its own comes first: the others only waited for it.
+  probe_failures+=("${probe_waits[@]}")
   if ((${#probe_failures[@]})); then
     local first=${probe_failures[0]%%:*}
     mkdir -p "$SCRIPT_DIR/logs/probe"

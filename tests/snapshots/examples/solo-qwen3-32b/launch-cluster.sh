@@ -277,7 +277,7 @@ collect_logs() {
 probe_fabric() {
   ((PROBE)) || return 0
   phase probe "one all-reduce across ${#NODES[@]} node(s) in image $IMAGE (at most ${PROBE_TIMEOUT}s)"
-  local node dir line transport busbw error state waited=0 probe_failures=()
+  local node dir line transport busbw error state waited=0 probe_failures=() probe_waits=()
   if ((DRY_RUN)); then
     for node in "${NODES[@]}"; do
       probe_argv "$node"
@@ -316,7 +316,10 @@ probe_fabric() {
     busbw=$(probe_field busbw_gbps "$line")
     error=$(probe_field error "$line")
     if [[ -z $line ]]; then
-      probe_failures+=("$node: no result ($(tail -n 2 "$dir/$node.log" | tr '\n' ' '))")
+      probe_waits+=("$node: no result ($(tail -n 2 "$dir/$node.log" | tr '\n' ' '))")
+    elif [[ $error == "no result within"* || $error == DistNetworkError:* ]]; then
+      # Timed out, or lost the connection when another rank gave up: a consequence, not the cause.
+      probe_waits+=("$node: $error")
     elif [[ -n $error ]]; then
       probe_failures+=("$node: $error")
     elif ((HAS_RDMA[$node])) && [[ $transport != IB ]]; then
@@ -328,6 +331,8 @@ probe_fabric() {
       log "$node: probe transport $transport, bus bandwidth $busbw GB/s"
     fi
   done
+  # A node that failed for a reason of its own comes first: the others only waited for it.
+  probe_failures+=("${probe_waits[@]}")
   if ((${#probe_failures[@]})); then
     local first=${probe_failures[0]%%:*}
     mkdir -p "$SCRIPT_DIR/logs/probe"
