@@ -89,6 +89,8 @@ class NodePlan:
     env: tuple[Setting, ...]  # sorted by name
     docker_run: Command  # the whole `docker run ...`
     nccl_transport: Transport
+    probe_run: Command  # the fabric probe's `docker run`, up to the image (() when there is no probe)
+    fabric_target: str  # user@fabric IP: where copies to this node go (ssh over the fabric)
     planes: Planes | None = None  # None: the fabric netdev carries everything
 
     @property
@@ -181,6 +183,10 @@ class Plan:
     ray_expected_ips: tuple[str, ...]
     total_gpus: int
     nccl_check: bool  # the launcher reads NCCL's transport lines after readiness
+    probe: bool  # one all-reduce across the nodes before the engine starts
+    probe_port: int
+    probe_timeout: int  # seconds the probe program gives itself; the launcher waits a little longer
+    cache_host: str  # the engines' compile caches on every node; "" when off
     head_ports: tuple[HeadPort, ...]
     launch_timeout: int
     engine_timeout: int

@@ -19,7 +19,7 @@ from compiler.resources import data_dir
 if TYPE_CHECKING:
     import jinja2
 
-SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh")
+SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh", "distribute.sh")
 
 
 def quote(value: Any) -> str:

@@ -1,8 +1,7 @@
 """The validated spec as typed, frozen values, built once right after validation.
 
-Every section knows where it sits in the spec (`location`) and which of its keys the user wrote
-(`given`), so provenance travels with the values: `source("port")` is `spec` or `default`.
-Env values are already strings, as the containers will see them.
+Every section knows where it sits in the spec (`location`) and which of its keys the user wrote (`given`), so
+provenance travels with the values: `source("port")` is `spec` or `default`. Env values are already strings.
 """
 
 from __future__ import annotations
@@ -136,6 +135,8 @@ class Container(Section):
     shm_size: int | str | None  # as written; sizes.size_bytes gives docker's byte count
     env: dict[str, str]
     secrets: tuple[str, ...]
+    cache: bool  # container.cache.enabled
+    cache_host: str | None  # container.cache.host; None: sparkc's default for the image
     hooks: Hooks | None = None
 
 
@@ -183,6 +184,7 @@ class Launch(Section):
     ray_object_store_memory: int
     nccl_check: bool | None
     drop_page_cache: bool
+    probe: bool | None
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             ray_object_store_memory=launch["ray_object_store_memory"],
             nccl_check=launch.get("nccl_check"),
             drop_page_cache=launch["drop_page_cache"],
+            probe=launch.get("probe"),
         ),
     )
 
@@ -321,6 +324,8 @@ def _container(container: dict[str, Any], g: _Given) -> Container:
         hooks=Hooks(("container", "hooks"), g.keys("container", "hooks"), tuple(h["pre_engine"]), h.get("patches"))
         if (h := container.get("hooks")) is not None
         else None,
+        cache=container["cache"].get("enabled", True),
+        cache_host=container["cache"].get("host"),
     )
 
 

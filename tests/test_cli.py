@@ -25,7 +25,7 @@ def test_compile_writes_scripts_and_check_passes(runner: CliRunner, tmp_path: Pa
     result = runner.invoke(cli, ["compile", str(SEED), "-o", str(out)])
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["launch-cluster.sh", "logs.sh", "manifest.json", "status.sh", "stop-cluster.sh"]
+    assert names == ["distribute.sh", "launch-cluster.sh", "logs.sh", "manifest.json", "status.sh", "stop-cluster.sh"]
     assert (out / "launch-cluster.sh").stat().st_mode & 0o111
     assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out), "--check"]).exit_code == 0
     (out / "status.sh").write_text("#!/bin/sh\n")

@@ -169,6 +169,7 @@ def test_writable_folder_under_a_read_only_parent_compiles(open_tmp: Path) -> No
     result = run_child("compile", OLD_SPEC, "-o", out, drop_root=True)
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
+        "distribute.sh",
         "launch-cluster.sh",
         "logs.sh",
         "manifest.json",
@@ -200,7 +201,14 @@ def test_folder_on_another_file_system_compiles(tmp_path: Path) -> None:
     if result.returncode == 99:
         pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["launch-cluster.sh", "logs.sh", "manifest.json", "status.sh", "stop-cluster.sh"]
+    assert result.stdout.split() == [
+        "distribute.sh",
+        "launch-cluster.sh",
+        "logs.sh",
+        "manifest.json",
+        "status.sh",
+        "stop-cluster.sh",
+    ]
 
 
 # -- errors that are the user's to fix ---------------------------------------------------------------------

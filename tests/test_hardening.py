@@ -14,9 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli import cli
+from compiler.pipeline import Beside
 from compiler.resolve.rules_ssh import RUNS_PROGRAMS
 from tests.fakes.cluster import FakeCluster
-from tests.specs import compile_spec, dump, example, with_changes
+from tests.specs import EXAMPLES, compile_spec, dump, example, with_changes
 
 SHELLS = [("bash",), ("dash",), ("zsh",), ("busybox", "sh")]
 
@@ -157,12 +158,15 @@ def test_every_upper_case_variable_the_scripts_assign_is_reserved() -> None:
     from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
 
     assigned: set[str] = set()
-    for name in ("seed-qwen35-122b-2spark-ray", "llama33-70b-2spark-native", "sglang-qwen3-30b-2spark"):
-        files = compile_spec(example(name)).files
+    examples = ("seed-qwen35-122b-2spark-ray", "llama33-70b-2spark-native", "sglang-qwen3-30b-2spark")
+    for name in (*examples, "qwen3-32b-2spark-control-data", "qwen3-32b-2spark-hooks"):
+        result = compile_spec(example(name), beside=Beside(spec_dir=EXAMPLES))  # the hooks example's patch folder
+        assert result.ok, name
+        files = result.files
         for script in (text for file, text in files.items() if file.endswith(".sh")):
             code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("-e "))
             assigned |= set(re.findall(r"(?:^|[\s(;])([A-Z][A-Z0-9_]*)\+?=", code, re.MULTILINE))
-    assigned = {n for n in assigned if not n.startswith(("DOCKER_RUN_", "LC_"))}
+    assigned = {n for n in assigned if not n.startswith(("DOCKER_RUN_", "PROBE_RUN_", "LC_"))}
     assert assigned - SCRIPT_NAMES - SHELL_NAMES == set()
 
 

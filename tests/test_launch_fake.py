@@ -73,7 +73,7 @@ def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster) -> Non
     fake.prepare("llama33-70b-2spark-native.yaml")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
-    runs = [node for node, argv in fake.docker_calls() if argv[:2] == ["run", "-d"]]
+    runs = [node for node, argv in fake.docker_calls() if argv[:2] == ["run", "-d"] and not argv[3].endswith("-probe")]
     assert runs == ["spark-b", "spark-a"]
     worker = fake.container("spark-b", "sparkc-llama33-70b-spark-b")
     head = fake.container("spark-a", "sparkc-llama33-70b-spark-a")
@@ -145,11 +145,18 @@ def test_nccl_falling_back_to_sockets_fails_the_launch(fake: FakeCluster, exampl
     assert launch.returncode == 0, launch.stdout + launch.stderr
     assert "== fabric" in launch.stdout and "NCCL channels via NET/IB" in launch.stdout
     assert fake.run("launch-cluster.sh", "--yes").returncode == 0  # replaced, still on RDMA
+    assert "probe transport IB" in launch.stdout
     fake.set("nccl-socket", node)
-    fallback = fake.run("launch-cluster.sh", "--yes")
+    # The probe sees it before the engine starts: no engine container was started at all.
+    probed = fake.run("launch-cluster.sh", "--yes")
+    assert probed.returncode == 1
+    assert f"FAILED in phase probe on node {node}: the fabric probe failed: {node}: NCCL used Socket" in probed.stderr
+    assert "NCCL_IB_HCA" in probed.stderr and "--no-probe" in probed.stderr
+    # Without the probe, the check after readiness reads the engine's own NCCL lines.
+    fallback = fake.run("launch-cluster.sh", "--yes", "--no-probe")
     assert fallback.returncode == 1
     assert f"FAILED in phase fabric on node {node}: NCCL fell back to sockets" in fallback.stderr
-    fake.compile(with_changes(healthy, {"launch.nccl_check": False}))
+    fake.compile(with_changes(healthy, {"launch.nccl_check": False, "launch.probe": False}))
     assert fake.run("launch-cluster.sh", "--yes").returncode == 0  # the operator accepted sockets
 
 
@@ -160,13 +167,17 @@ def docker_runs(fake: FakeCluster, node: str = "") -> list[list[str]]:
 def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster) -> None:
     fake.prepare("llama33-70b-2spark-native.yaml")
     fake.set("run-fails", "spark-b")
-    launch = fake.run("launch-cluster.sh")
+    probed = fake.run("launch-cluster.sh")  # the probe's container is the first to meet it
+    assert probed.returncode == 1
+    assert "FAILED in phase probe on node spark-b: could not start the probe container: docker: Error" in probed.stderr
+    launch = fake.run("launch-cluster.sh", "--no-probe")
     assert launch.returncode == 1
     assert (
         "FAILED in phase containers on node spark-b: docker run failed on spark-b: docker: Error response"
         in launch.stderr
     )
-    assert not docker_runs(fake, "spark-a")  # rank 0 waits for its wave: never started
+    engine_runs = [argv for argv in docker_runs(fake, "spark-a") if not argv[3].endswith("-probe")]
+    assert not engine_runs  # rank 0 waits for its wave: never started
 
 
 def test_unreachable_worker_stops_preflight(fake: FakeCluster) -> None:

@@ -8,7 +8,8 @@ from compiler import __version__
 from compiler.engines import host_port
 from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
 from compiler.profiles import RayPresence
-from compiler.resolve.containers import container_name, docker_run, model_plan, ray_engine
+from compiler.resolve.cache import cache_host_dir
+from compiler.resolve.containers import container_name, docker_run, model_plan, probe_run, ray_engine
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
 from compiler.resolve.env import node_envs, split_planes
@@ -16,6 +17,15 @@ from compiler.resolve.explain import quirks, settings
 from compiler.resolve.hooks import hook_plan
 from compiler.resolve.ports import head_ports
 from compiler.spec import Backend, EntrypointMode, Node, Ssh
+
+# The probe's own limit: long enough for a cold container to import torch and meet the other ranks.
+PROBE_TIMEOUT = 60
+
+
+def probe_port(d: Deployment) -> int:
+    """The rendezvous port: free before the engine starts (the head checks it), and the engine's own
+    rendezvous does not run yet."""
+    return d.spec.launch.master_port
 
 
 def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
@@ -57,6 +67,10 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         ray_expected_ips=tuple(p.control_ip for p in nodes) if ray else (),
         total_gpus=d.total_gpus,
         nccl_check=d.nccl_check,
+        probe=d.probe,
+        probe_port=probe_port(d),
+        probe_timeout=PROBE_TIMEOUT,
+        cache_host=cache_host_dir(d),
         head_ports=head_ports(d),
         launch_timeout=d.spec.launch.timeout,
         engine_timeout=d.engine_timeout,
@@ -79,6 +93,8 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
 def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> NodePlan:
     user = d.spec.cluster.ssh.user
     target = "" if rank == 0 else (f"{user}@{node.ssh}" if user else node.ssh or "")
+    fabric_ip = f"[{node.fabric.ip}]" if ":" in node.fabric.ip else node.fabric.ip
+    port = probe_port(d)
     return NodePlan(
         name=node.name,
         role=Role.HEAD if rank == 0 else Role.WORKER,
@@ -95,6 +111,8 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         planes=Planes((node.control or node.fabric).netdev, node.control_ip, node.fabric.netdevs)
         if split_planes(node)
         else None,
+        probe_run=probe_run(d, node, rank, env, port, PROBE_TIMEOUT) if d.probe else (),
+        fabric_target=f"{user}@{fabric_ip}" if user else fabric_ip,
     )
 
 

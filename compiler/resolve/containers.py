@@ -5,6 +5,7 @@ from __future__ import annotations
 from compiler.engines import EngineArgv, host_port
 from compiler.plan import Command, ModelPlan, Setting, Words, flat
 from compiler.profiles import ArgsStyle
+from compiler.resolve.cache import cache_mount
 from compiler.resolve.context import Deployment
 from compiler.resolve.hooks import patches_mount, with_hooks
 from compiler.sizes import size_bytes
@@ -21,12 +22,43 @@ def container_name(d: Deployment, node: Node) -> str:
 
 
 def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> Command:
-    container = d.spec.container
     labels = (f"sparkc.deployment={d.spec.name}", f"sparkc.spec-sha256={spec_sha256}", f"sparkc.node={node.name}")
     # No --rm (a crash must leave its logs) and no restart policy (ranks must start in order).
     groups: list[Words] = [("docker", "run"), ("-d",), ("--name", container_name(d, node))]
     groups += [("--label", label) for label in labels]
-    groups += [("--network", "host"), ("--ipc", "host")]
+    groups += _options(d, node, env)
+    groups += patches_mount(d)  # the engine's container only: the probe runs no hooks
+    # Secrets by name only: docker takes the value from its client's environment, never from the argv.
+    groups += [("-e", name) for name in d.spec.container.secrets]
+    entry_override, command = _ray_start(d, node, rank) if d.backend is Backend.RAY else _engine_command(d, rank)
+    entry_override, command = with_hooks(d, entry_override, command)
+    if entry_override:
+        groups.append(("--entrypoint", entry_override))
+    return (*groups, (d.spec.container.image,), *command)
+
+
+def probe_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], port: int, timeout: int) -> Command:
+    """The fabric probe's container on this node: the deployment's image, devices, mounts and
+    environment, with torchrun's variables; the launcher appends the program (python3 -c ...)."""
+    ranks = (
+        ("RANK", str(rank)),
+        ("LOCAL_RANK", "0"),
+        ("WORLD_SIZE", str(len(d.nodes))),
+        ("MASTER_ADDR", d.head.control_ip),  # the rendezvous rides the control plane
+        ("MASTER_PORT", str(port)),
+        ("SPARKC_PROBE_TIMEOUT", str(timeout)),
+    )
+    groups: list[Words] = [("docker", "run"), ("-d",), ("--name", container_name(d, node) + "-probe")]
+    groups += [("--label", f"sparkc.probe={d.spec.name}")]
+    groups += _options(d, node, tuple(s for s in env if s.name not in dict(ranks)))
+    groups += [("-e", f"{name}={value}") for name, value in ranks]
+    return (*groups, ("--entrypoint", "python3"), (d.spec.container.image,))
+
+
+def _options(d: Deployment, node: Node, env: tuple[Setting, ...]) -> list[Words]:
+    """What the engine's container and the probe's share: network, devices, limits, mounts, env."""
+    container = d.spec.container
+    groups: list[Words] = [("--network", "host"), ("--ipc", "host")]
     if container.gpus == "all":
         groups.append(("--gpus", "all"))
     if container.privileged:
@@ -43,15 +75,9 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         groups.append(("--shm-size", str(shm_bytes)))
     groups += model_mounts(d)
     groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
-    groups += patches_mount(d)
+    groups += cache_mount(d)
     groups += [("-e", f"{s.name}={s.value}") for s in env]
-    # Secrets by name only: docker takes the value from its client's environment, never from the argv.
-    groups += [("-e", name) for name in container.secrets]
-    entry_override, command = _ray_start(d, node, rank) if d.backend is Backend.RAY else _engine_command(d, rank)
-    entry_override, command = with_hooks(d, entry_override, command)
-    if entry_override:
-        groups.append(("--entrypoint", entry_override))
-    return (*groups, (container.image,), *command)
+    return groups
 
 
 def model_mounts(d: Deployment) -> Command:

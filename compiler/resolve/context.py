@@ -71,6 +71,12 @@ class Deployment:
         check = self.spec.launch.nccl_check
         return check if check is not None else self.multi and any(n.fabric.hcas for n in self.spec.cluster.nodes)
 
+    @property
+    def probe(self) -> bool:
+        # Only several nodes have a fabric to probe; a single node's engine finds its own GPU.
+        probe = self.spec.launch.probe
+        return probe if probe is not None else self.multi
+
     def value(self, setting: str) -> str:
         """The effective value of an entrypoint-controlled setting, as the engine will see it."""
         return self.entrypoint.value(setting)

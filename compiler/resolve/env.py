@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from compiler.plan import Setting
+from compiler.resolve.cache import cache_env
 from compiler.resolve.context import Deployment
 from compiler.spec import Backend, Node, Source, Topology
 
@@ -69,7 +70,7 @@ def _ray_carry_over(d: Deployment, names: tuple[str, ...]) -> tuple[Setting, ...
 
 
 def _layers(d: Deployment, node: Node) -> tuple[Setting, ...]:
-    settings = _fabric(d, node) + d.engine.node_env(d, node) + _runtime(d)
+    settings = _fabric(d, node) + d.engine.node_env(d, node) + _runtime(d) + cache_env(d)
     settings += d.entrypoint.adapt_env
     for section, env in (
         ("container.env", d.spec.container.env),

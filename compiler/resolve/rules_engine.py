@@ -179,7 +179,11 @@ def secret_names(d: Deployment) -> Iterator[Diagnostic]:
     derived = {s.name for env in node_envs(d).values() for s in env}
     for i, name in enumerate(d.spec.container.secrets):
         path = d.spec.container.at("secrets", i)
-        if name in SHELL_NAMES or name in SCRIPT_NAMES or name.startswith(("BASH_", "LC_", "DOCKER_RUN_")):
+        if (
+            name in SHELL_NAMES
+            or name in SCRIPT_NAMES
+            or name.startswith(("BASH_", "LC_", "DOCKER_RUN_", "PROBE_RUN_"))
+        ):
             yield error(path, f"{name} is a name the shell or the generated scripts use themselves; rename the secret")
         elif name in derived:
             yield error(path, f"{name} is set by sparkc for every node; a secret of that name would replace it")

@@ -31,7 +31,7 @@ docker_run_argv() {
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
@@ -40,6 +40,7 @@ Starts the deployment on every node and waits until the OpenAI-compatible endpoi
   --preflight-only   only check every node (ssh, docker, image, model, fabric, RDMA, GPUs,
                      memory), print a table and exit: 0 all ok, 1 otherwise
   --skip-preflight   skip those checks
+  --no-probe         skip the all-reduce across the nodes before the engine starts
   --timeout SECONDS  budget for the whole start (default from the spec)
   --yes              replace a running deployment of the same name
   -h, --help         this text
@@ -549,6 +550,7 @@ main() {
       --dry-run) DRY_RUN=1 ;;
       --skip-preflight) SKIP_PREFLIGHT=1 ;;
       --preflight-only) PREFLIGHT_ONLY=1 ;;
+      --no-probe) PROBE=0 ;;
       --yes) REPLACE=1 ;;
       --timeout)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "launch-cluster.sh: --timeout needs a number of seconds" >&2; exit 2; }
@@ -575,6 +577,7 @@ main() {
   clear_old
   drop_page_caches
   if declare -F stage_patches >/dev/null; then stage_patches; fi
+  probe_fabric
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray

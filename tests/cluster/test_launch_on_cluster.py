@@ -287,7 +287,10 @@ def test_rendezvous_never_completes_on_a_wrong_interface(deploy: Deploy) -> None
     caught = d.run("launch-cluster.sh")  # preflight sees it in seconds
     assert_failed(caught, "spark3", "preflight", 60)
     assert "network interface enp1s0f1np1 does not exist on spark3" in caught.stderr
-    result = d.run("launch-cluster.sh", "--skip-preflight")  # and without preflight, the rendezvous fails
+    probed = d.run("launch-cluster.sh", "--skip-preflight")  # without preflight, the probe's Gloo fails there
+    assert_failed(probed, "spark3", "probe", 120)
+    assert "Unable to find address for: enp1s0f1np1" in probed.stderr
+    result = d.run("launch-cluster.sh", "--skip-preflight", "--no-probe")  # and without both, the rendezvous
     assert_failed(result, "spark3", "readiness", 120)
     saved = d.saved_logs()[-1]
     assert "enp1s0f1np1" in (saved / "spark3.log").read_text()

@@ -137,6 +137,235 @@ readonly START_WAVES=(
 # container's main process). Its output goes to the head container's log and its exit status to
 # /tmp/sparkc-engine.exit inside that container.
 readonly ENGINE_EXEC=()
+# The fabric probe before the engine starts: one all-reduce across the nodes (templates/lib/probe.py),
+# each rank in a container of the deployment's image, started with these words then python3 -c PROGRAM.
+PROBE=1  # --no-probe turns it off
+readonly PROBE_PORT=29501
+readonly PROBE_TIMEOUT=60
+readonly PROBE_PY="\"\"\"sparkc fabric probe: one short all-reduce across every node, before the engine's long load.
+
+Run once per node inside the deployment's image, with its environment and torchrun-style variables
+(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK). Prints one line per rank:
+    SPARKC_PROBE {\"rank\": 0, \"transport\": \"IB\", \"busbw_gbps\": 21.3, ...}
+The transport is what NCCL says it used (its INFO lines); Gloo is TCP. The program ends by itself
+within SPARKC_PROBE_TIMEOUT seconds, whatever the network does: a probe must never hang a launch.
+\"\"\"
+
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+TIMEOUT = int(os.environ.get(\"SPARKC_PROBE_TIMEOUT\", \"60\"))
+RANK = int(os.environ.get(\"RANK\", \"0\"))
+# NCCL writes its INFO lines here (%h host, %p pid are NCCL's own placeholders): read back below.
+NCCL_LOG_DIR = Path(tempfile.gettempdir())
+NCCL_LOG_STEM = \"sparkc-probe-nccl\"
+
+
+def report(**fields):
+    fields.setdefault(\"rank\", RANK)
+    fields.setdefault(\"host\", socket.gethostname())
+    print(\"SPARKC_PROBE \" + json.dumps(fields, sort_keys=True), flush=True)
+
+
+def on_timeout():
+    report(ok=False, error=f\"no result within {TIMEOUT} s: a rank is unreachable or the fabric blocks the probe\")
+    os._exit(3)
+
+
+def nccl_transport(text):
+    \"\"\"(transport, channel kinds) from NCCL's INFO lines. Channel lines name what really carries the
+    data (\`via NET/IB/0\`, \`via NET/Socket/0\`, \`via P2P/CUMEM\`, \`via SHM/direct\`); \`Using network X\`
+    only says which network plugin was loaded.\"\"\"
+    kinds = sorted(set(re.findall(r\"via ((?:NET/[A-Za-z]+)|P2P|SHM|CollNet[A-Za-z]*)\", text)))
+    if \"NET/IB\" in kinds:
+        return \"IB\", kinds
+    if \"NET/Socket\" in kinds:
+        return \"Socket\", kinds
+    if kinds:
+        return kinds[0], kinds  # one host: P2P or SHM, no network at all
+    used = re.search(r\"Using network ([A-Za-z]+)\", text)
+    return (used.group(1) if used else \"unknown\"), kinds
+
+
+def own_nccl_log():
+    \"\"\"This process's NCCL INFO lines (then the file goes); the transport lines are echoed for the operator.\"\"\"
+    text = \"\"
+    for path in NCCL_LOG_DIR.glob(f\"{NCCL_LOG_STEM}.*.{os.getpid()}.log\"):
+        text += path.read_text(errors=\"replace\")
+        path.unlink()
+    for line in text.splitlines():
+        if re.search(r\"via NET/|Using network|NET/Socket : Using|NET/IB : Using\", line):
+            print(line.strip(), file=sys.stderr)
+    return text
+
+
+def main():
+    # A thread, not SIGALRM: a signal handler waits for the main thread to leave C++ code, and a
+    # rendezvous that never completes does not leave it (torch's waits release the GIL).
+    watchdog = threading.Timer(TIMEOUT, on_timeout)
+    watchdog.daemon = True
+    watchdog.start()
+    # Only what the probe needs to read; set before NCCL initialises.
+    os.environ[\"NCCL_DEBUG\"] = \"INFO\"
+    os.environ[\"NCCL_DEBUG_SUBSYS\"] = \"INIT,NET\"
+    os.environ[\"NCCL_DEBUG_FILE\"] = str(NCCL_LOG_DIR / (NCCL_LOG_STEM + \".%h.%p.log\"))
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    world = int(os.environ.get(\"WORLD_SIZE\", \"1\"))
+    local_rank = int(os.environ.get(\"LOCAL_RANK\", \"0\"))
+    backend = os.environ.get(\"SPARKC_PROBE_BACKEND\") or (\"nccl\" if torch.cuda.is_available() else \"gloo\")
+    size = int(os.environ.get(\"SPARKC_PROBE_BYTES\") or (256 << 20 if backend == \"nccl\" else 16 << 20))
+    iters = int(os.environ.get(\"SPARKC_PROBE_ITERS\", \"5\"))
+    device = torch.device(\"cuda\", local_rank) if backend == \"nccl\" else torch.device(\"cpu\")
+    if device.type == \"cuda\":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, rank=RANK, world_size=world, timeout=timedelta(seconds=TIMEOUT))
+    data = torch.ones(size // 4, dtype=torch.float32, device=device)
+
+    def sync():
+        if device.type == \"cuda\":
+            torch.cuda.synchronize(device)
+
+    for _ in range(2):  # connections are set up lazily: keep them out of the timing
+        dist.all_reduce(data)
+    sync()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(data)
+    sync()
+    seconds = (time.perf_counter() - start) / iters
+    algbw = size / seconds / 1e9
+    # Bus bandwidth as nccl-tests defines it for all-reduce: what each link carried.
+    busbw = algbw * 2 * (world - 1) / world if world > 1 else algbw
+    if backend == \"nccl\":
+        transport, channels = nccl_transport(own_nccl_log())
+    else:
+        transport, channels = \"TCP\", []
+    dist.destroy_process_group()
+    report(
+        ok=True,
+        world=world,
+        backend=backend,
+        transport=transport,
+        channels=channels,
+        device=str(device),
+        bytes=size,
+        seconds=round(seconds, 6),
+        algbw_gbps=round(algbw, 3),
+        busbw_gbps=round(busbw, 3),
+        torch=torch.__version__,
+        nccl=\".\".join(map(str, torch.cuda.nccl.version())) if backend == \"nccl\" else \"\",
+    )
+
+
+if __name__ == \"__main__\":
+    try:
+        main()
+    except Exception as error:  # every failure becomes one line the launcher can show
+        report(ok=False, error=f\"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}\")
+        sys.exit(1)
+"
+# shellcheck disable=SC2034  # read through a name reference in probe_argv
+readonly PROBE_RUN_0=(
+  docker run
+  -d
+  --name sparkc-qwen3-32b-planes-spark-a-probe
+  --label sparkc.probe=qwen3-32b-planes
+  --network host
+  --ipc host
+  --gpus all
+  --privileged
+  --ulimit memlock=-1
+  --ulimit nofile=1048576
+  --ulimit stack=67108864
+  -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
+  -v /var/cache/sparkc/nvcr.io_nvidia_vllm_26.05-py3:/var/cache/sparkc
+  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
+  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
+  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
+  -e GLOO_SOCKET_IFNAME=enP7s7
+  -e HF_HOME=/var/cache/sparkc/huggingface
+  -e HF_HUB_OFFLINE=1
+  -e NCCL_DEBUG=INFO
+  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
+  -e NCCL_IB_DISABLE=0
+  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
+  -e NCCL_IGNORE_CPU_AFFINITY=1
+  -e 'NCCL_SOCKET_IFNAME=enp1s0f1np1,enP2p1s0f1np1'
+  -e 'OMPI_MCA_btl_tcp_if_include=enp1s0f1np1,enP2p1s0f1np1'
+  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
+  -e TP_SOCKET_IFNAME=enP7s7
+  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
+  -e 'UCX_NET_DEVICES=rocep1s0f1:1,roceP2p1s0f1:1'
+  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
+  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
+  -e VLLM_HOST_IP=10.0.0.10
+  -e RANK=0
+  -e LOCAL_RANK=0
+  -e WORLD_SIZE=2
+  -e MASTER_ADDR=10.0.0.10
+  -e MASTER_PORT=29501
+  -e SPARKC_PROBE_TIMEOUT=60
+  --entrypoint python3
+  nvcr.io/nvidia/vllm:26.05-py3
+)
+# shellcheck disable=SC2034  # read through a name reference in probe_argv
+readonly PROBE_RUN_1=(
+  docker run
+  -d
+  --name sparkc-qwen3-32b-planes-spark-b-probe
+  --label sparkc.probe=qwen3-32b-planes
+  --network host
+  --ipc host
+  --gpus all
+  --privileged
+  --ulimit memlock=-1
+  --ulimit nofile=1048576
+  --ulimit stack=67108864
+  -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
+  -v /var/cache/sparkc/nvcr.io_nvidia_vllm_26.05-py3:/var/cache/sparkc
+  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
+  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
+  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
+  -e GLOO_SOCKET_IFNAME=enP7s7
+  -e HF_HOME=/var/cache/sparkc/huggingface
+  -e HF_HUB_OFFLINE=1
+  -e NCCL_DEBUG=INFO
+  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
+  -e NCCL_IB_DISABLE=0
+  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
+  -e NCCL_IGNORE_CPU_AFFINITY=1
+  -e 'NCCL_SOCKET_IFNAME=enp1s0f1np1,enP2p1s0f1np1'
+  -e 'OMPI_MCA_btl_tcp_if_include=enp1s0f1np1,enP2p1s0f1np1'
+  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
+  -e TP_SOCKET_IFNAME=enP7s7
+  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
+  -e 'UCX_NET_DEVICES=rocep1s0f1:1,roceP2p1s0f1:1'
+  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
+  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
+  -e VLLM_HOST_IP=10.0.0.11
+  -e RANK=1
+  -e LOCAL_RANK=0
+  -e WORLD_SIZE=2
+  -e MASTER_ADDR=10.0.0.10
+  -e MASTER_PORT=29501
+  -e SPARKC_PROBE_TIMEOUT=60
+  --entrypoint python3
+  nvcr.io/nvidia/vllm:26.05-py3
+)
 # The container of each node, by rank: `docker run` exactly as it will be executed.
 declare -rA RANK=(
   [spark-a]=0
@@ -159,7 +388,12 @@ readonly DOCKER_RUN_0=(
   --ulimit nofile=1048576
   --ulimit stack=67108864
   -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
+  -v /var/cache/sparkc/nvcr.io_nvidia_vllm_26.05-py3:/var/cache/sparkc
+  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
+  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
+  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
   -e GLOO_SOCKET_IFNAME=enP7s7
+  -e HF_HOME=/var/cache/sparkc/huggingface
   -e HF_HUB_OFFLINE=1
   -e MASTER_ADDR=10.0.0.10
   -e MASTER_PORT=29501
@@ -171,8 +405,11 @@ readonly DOCKER_RUN_0=(
   -e 'NCCL_SOCKET_IFNAME=enp1s0f1np1,enP2p1s0f1np1'
   -e 'OMPI_MCA_btl_tcp_if_include=enp1s0f1np1,enP2p1s0f1np1'
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
   -e TP_SOCKET_IFNAME=enP7s7
+  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
   -e 'UCX_NET_DEVICES=rocep1s0f1:1,roceP2p1s0f1:1'
+  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=10.0.0.10
   nvcr.io/nvidia/vllm:26.05-py3
@@ -208,7 +445,12 @@ readonly DOCKER_RUN_1=(
   --ulimit nofile=1048576
   --ulimit stack=67108864
   -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
+  -v /var/cache/sparkc/nvcr.io_nvidia_vllm_26.05-py3:/var/cache/sparkc
+  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
+  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
+  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
   -e GLOO_SOCKET_IFNAME=enP7s7
+  -e HF_HOME=/var/cache/sparkc/huggingface
   -e HF_HUB_OFFLINE=1
   -e MASTER_ADDR=10.0.0.10
   -e MASTER_PORT=29501
@@ -220,8 +462,11 @@ readonly DOCKER_RUN_1=(
   -e 'NCCL_SOCKET_IFNAME=enp1s0f1np1,enP2p1s0f1np1'
   -e 'OMPI_MCA_btl_tcp_if_include=enp1s0f1np1,enP2p1s0f1np1'
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
   -e TP_SOCKET_IFNAME=enP7s7
+  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
   -e 'UCX_NET_DEVICES=rocep1s0f1:1,roceP2p1s0f1:1'
+  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=10.0.0.11
   nvcr.io/nvidia/vllm:26.05-py3
@@ -1087,6 +1332,105 @@ judge_planes() {
   pf_note "$node" planes "control $ip on $control, data on ${DATA_NETDEVS[$node]}"
 }
 
+# -- fabric probe ------------------------------------------------------------------------------
+# One short all-reduce across every node, in the deployment's image with its devices and
+# environment, before the engine's long load: NCCL says which transport it really used and the
+# launcher fails here, in about a minute, where a silent fallback to sockets would otherwise cost
+# the whole load and run at about 3 GB/s. One container per node (<container>-probe), removed after.
+probe_fabric() {
+  ((PROBE)) || return 0
+  phase probe "one all-reduce across ${#NODES[@]} node(s) in image $IMAGE (at most ${PROBE_TIMEOUT}s)"
+  local node dir line transport busbw error state waited=0 probe_failures=() probe_waits=()
+  if ((DRY_RUN)); then
+    for node in "${NODES[@]}"; do
+      probe_argv "$node"
+      printf '[%s] %s -c <probe program>\n' "$node" "$(printf '%q ' "${ARGV[@]}")" >&3
+    done
+    phase_done
+    return 0
+  fi
+  if port_in_use 127.0.0.1 "$PROBE_PORT" || port_in_use "$HEAD_FABRIC_IP" "$PROBE_PORT"; then
+    fail "$HEAD" "the probe's port $PROBE_PORT (the rendezvous port) is already in use on the head by another program"
+  fi
+  dir=$(mktemp -d)
+  for node in "${NODES[@]}"; do
+    on_node "$node" docker rm -f "${CONTAINER[$node]}-probe" >/dev/null 2>&1 || true
+    probe_argv "$node"
+    on_node "$node" "${ARGV[@]}" -c "$PROBE_PY" >"$dir/$node.start" 2>&1 \
+      || { probe_cleanup; fail "$node" "could not start the probe container: $(tail -n 3 "$dir/$node.start")"; }
+  done
+  # The program stops itself after PROBE_TIMEOUT; the margin covers container start and exit.
+  for node in "${NODES[@]}"; do
+    until state=$(on_node "$node" docker inspect --format '{{.State.Status}}' "${CONTAINER[$node]}-probe" 2>&1) \
+      && [[ $state == exited || $state == dead ]]; do
+      if ((waited > PROBE_TIMEOUT + 30)); then
+        warn "$node: the probe did not end by itself; removing it"
+        break
+      fi
+      sleep 1
+      waited=$((waited + 1))
+    done
+    on_node "$node" docker logs "${CONTAINER[$node]}-probe" >"$dir/$node.log" 2>&1 || true
+  done
+  probe_cleanup
+  for node in "${NODES[@]}"; do
+    line=$(grep -m1 '^SPARKC_PROBE ' "$dir/$node.log" || true)
+    transport=$(probe_field transport "$line")
+    busbw=$(probe_field busbw_gbps "$line")
+    error=$(probe_field error "$line")
+    if [[ -z $line ]]; then
+      probe_waits+=("$node: no result ($(tail -n 2 "$dir/$node.log" | tr '\n' ' '))")
+    elif [[ $error == "no result within"* || $error == DistNetworkError:* ]]; then
+      # Timed out, or lost the connection when another rank gave up: a consequence, not the cause.
+      probe_waits+=("$node: $error")
+    elif [[ -n $error ]]; then
+      probe_failures+=("$node: $error")
+    elif ((HAS_RDMA[$node])) && [[ $transport != IB ]]; then
+      probe_failures+=("$node: NCCL used $transport, not RDMA, although the node lists RDMA devices; at about"
+        "3 GB/s instead of the fabric's speed. Check NCCL_IB_HCA against ibdev2netdev on every node, that"
+        "the containers see /dev/infiniband and that NCCL_IB_DISABLE is 0 ($(grep -m1 -E 'via NET/|Using network' \
+          "$dir/$node.log" | sed 's/.*NCCL INFO //'))")
+    else
+      log "$node: probe transport $transport, bus bandwidth $busbw GB/s"
+    fi
+  done
+  # A node that failed for a reason of its own comes first: the others only waited for it.
+  probe_failures+=("${probe_waits[@]}")
+  if ((${#probe_failures[@]})); then
+    local first=${probe_failures[0]%%:*}
+    mkdir -p "$SCRIPT_DIR/logs/probe"
+    cp "$dir"/*.log "$SCRIPT_DIR/logs/probe/" 2>/dev/null || true
+    fail "$first" "the fabric probe failed: ${probe_failures[*]}. Each node's probe output: $SCRIPT_DIR/logs/probe/;" \
+      "launch-cluster.sh --no-probe (or launch.probe: false) skips the probe"
+  fi
+  rm -rf "$dir"
+  phase_done
+}
+
+# ARGV: the probe's `docker run` words for a node (its program follows as python3 -c).
+probe_argv() {
+  local -n words="PROBE_RUN_${RANK[$1]}"
+  ARGV=("${words[@]}")
+  # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
+  substitute_snapshot
+}
+
+# One field of a SPARKC_PROBE JSON line (strings and numbers; the program writes no nested quotes).
+probe_field() {
+  local found
+  found=$(grep -oE "\"$1\": (\"[^\"]*\"|[0-9.eE+-]+)" <<<"$2" | head -n1) || return 0
+  found=${found#*: }
+  found=${found#\"}
+  printf '%s' "${found%\"}"
+}
+
+probe_cleanup() {
+  local node
+  for node in "${NODES[@]}"; do
+    on_node "$node" docker rm -f "${CONTAINER[$node]}-probe" >/dev/null 2>&1 || true
+  done
+}
+
 # Secret values, taken from this script's environment before anything else runs.
 declare -A SECRET_VALUES=()
 for secret in "${SECRETS[@]}"; do
@@ -1120,7 +1464,7 @@ docker_run_argv() {
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
@@ -1129,6 +1473,7 @@ Starts the deployment on every node and waits until the OpenAI-compatible endpoi
   --preflight-only   only check every node (ssh, docker, image, model, fabric, RDMA, GPUs,
                      memory), print a table and exit: 0 all ok, 1 otherwise
   --skip-preflight   skip those checks
+  --no-probe         skip the all-reduce across the nodes before the engine starts
   --timeout SECONDS  budget for the whole start (default from the spec)
   --yes              replace a running deployment of the same name
   -h, --help         this text
@@ -1638,6 +1983,7 @@ main() {
       --dry-run) DRY_RUN=1 ;;
       --skip-preflight) SKIP_PREFLIGHT=1 ;;
       --preflight-only) PREFLIGHT_ONLY=1 ;;
+      --no-probe) PROBE=0 ;;
       --yes) REPLACE=1 ;;
       --timeout)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "launch-cluster.sh: --timeout needs a number of seconds" >&2; exit 2; }
@@ -1664,6 +2010,7 @@ main() {
   clear_old
   drop_page_caches
   if declare -F stage_patches >/dev/null; then stage_patches; fi
+  probe_fabric
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray

@@ -114,6 +114,12 @@ readonly START_WAVES=(
 # container's main process). Its output goes to the head container's log and its exit status to
 # /tmp/sparkc-engine.exit inside that container.
 readonly ENGINE_EXEC=()
+# The fabric probe before the engine starts: one all-reduce across the nodes (templates/lib/probe.py),
+# each rank in a container of the deployment's image, started with these words then python3 -c PROGRAM.
+PROBE=0  # --no-probe turns it off
+readonly PROBE_PORT=29501
+readonly PROBE_TIMEOUT=60
+readonly PROBE_PY=''
 # The container of each node, by rank: `docker run` exactly as it will be executed.
 declare -rA RANK=(
   [spark-a]=0
@@ -135,7 +141,12 @@ readonly DOCKER_RUN_0=(
   --ulimit nofile=1048576
   --ulimit stack=67108864
   -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
+  -v /var/cache/sparkc/vllm_vllm-openai_v0.11.2:/var/cache/sparkc
+  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
+  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
+  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
   -e GLOO_SOCKET_IFNAME=enp1s0f1np1
+  -e HF_HOME=/var/cache/sparkc/huggingface
   -e HF_HUB_OFFLINE=1
   -e MASTER_ADDR=192.168.100.10
   -e MASTER_PORT=29501
@@ -144,8 +155,11 @@ readonly DOCKER_RUN_0=(
   -e NCCL_SOCKET_IFNAME=enp1s0f1np1
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
   -e TP_SOCKET_IFNAME=enp1s0f1np1
+  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
   -e UCX_NET_DEVICES=enp1s0f1np1
+  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.10
   -e VLLM_API_KEY
@@ -954,6 +968,105 @@ preflight_table() {
   done
 }
 
+# -- fabric probe ------------------------------------------------------------------------------
+# One short all-reduce across every node, in the deployment's image with its devices and
+# environment, before the engine's long load: NCCL says which transport it really used and the
+# launcher fails here, in about a minute, where a silent fallback to sockets would otherwise cost
+# the whole load and run at about 3 GB/s. One container per node (<container>-probe), removed after.
+probe_fabric() {
+  ((PROBE)) || return 0
+  phase probe "one all-reduce across ${#NODES[@]} node(s) in image $IMAGE (at most ${PROBE_TIMEOUT}s)"
+  local node dir line transport busbw error state waited=0 probe_failures=() probe_waits=()
+  if ((DRY_RUN)); then
+    for node in "${NODES[@]}"; do
+      probe_argv "$node"
+      printf '[%s] %s -c <probe program>\n' "$node" "$(printf '%q ' "${ARGV[@]}")" >&3
+    done
+    phase_done
+    return 0
+  fi
+  if port_in_use 127.0.0.1 "$PROBE_PORT" || port_in_use "$HEAD_FABRIC_IP" "$PROBE_PORT"; then
+    fail "$HEAD" "the probe's port $PROBE_PORT (the rendezvous port) is already in use on the head by another program"
+  fi
+  dir=$(mktemp -d)
+  for node in "${NODES[@]}"; do
+    on_node "$node" docker rm -f "${CONTAINER[$node]}-probe" >/dev/null 2>&1 || true
+    probe_argv "$node"
+    on_node "$node" "${ARGV[@]}" -c "$PROBE_PY" >"$dir/$node.start" 2>&1 \
+      || { probe_cleanup; fail "$node" "could not start the probe container: $(tail -n 3 "$dir/$node.start")"; }
+  done
+  # The program stops itself after PROBE_TIMEOUT; the margin covers container start and exit.
+  for node in "${NODES[@]}"; do
+    until state=$(on_node "$node" docker inspect --format '{{.State.Status}}' "${CONTAINER[$node]}-probe" 2>&1) \
+      && [[ $state == exited || $state == dead ]]; do
+      if ((waited > PROBE_TIMEOUT + 30)); then
+        warn "$node: the probe did not end by itself; removing it"
+        break
+      fi
+      sleep 1
+      waited=$((waited + 1))
+    done
+    on_node "$node" docker logs "${CONTAINER[$node]}-probe" >"$dir/$node.log" 2>&1 || true
+  done
+  probe_cleanup
+  for node in "${NODES[@]}"; do
+    line=$(grep -m1 '^SPARKC_PROBE ' "$dir/$node.log" || true)
+    transport=$(probe_field transport "$line")
+    busbw=$(probe_field busbw_gbps "$line")
+    error=$(probe_field error "$line")
+    if [[ -z $line ]]; then
+      probe_waits+=("$node: no result ($(tail -n 2 "$dir/$node.log" | tr '\n' ' '))")
+    elif [[ $error == "no result within"* || $error == DistNetworkError:* ]]; then
+      # Timed out, or lost the connection when another rank gave up: a consequence, not the cause.
+      probe_waits+=("$node: $error")
+    elif [[ -n $error ]]; then
+      probe_failures+=("$node: $error")
+    elif ((HAS_RDMA[$node])) && [[ $transport != IB ]]; then
+      probe_failures+=("$node: NCCL used $transport, not RDMA, although the node lists RDMA devices; at about"
+        "3 GB/s instead of the fabric's speed. Check NCCL_IB_HCA against ibdev2netdev on every node, that"
+        "the containers see /dev/infiniband and that NCCL_IB_DISABLE is 0 ($(grep -m1 -E 'via NET/|Using network' \
+          "$dir/$node.log" | sed 's/.*NCCL INFO //'))")
+    else
+      log "$node: probe transport $transport, bus bandwidth $busbw GB/s"
+    fi
+  done
+  # A node that failed for a reason of its own comes first: the others only waited for it.
+  probe_failures+=("${probe_waits[@]}")
+  if ((${#probe_failures[@]})); then
+    local first=${probe_failures[0]%%:*}
+    mkdir -p "$SCRIPT_DIR/logs/probe"
+    cp "$dir"/*.log "$SCRIPT_DIR/logs/probe/" 2>/dev/null || true
+    fail "$first" "the fabric probe failed: ${probe_failures[*]}. Each node's probe output: $SCRIPT_DIR/logs/probe/;" \
+      "launch-cluster.sh --no-probe (or launch.probe: false) skips the probe"
+  fi
+  rm -rf "$dir"
+  phase_done
+}
+
+# ARGV: the probe's `docker run` words for a node (its program follows as python3 -c).
+probe_argv() {
+  local -n words="PROBE_RUN_${RANK[$1]}"
+  ARGV=("${words[@]}")
+  # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
+  substitute_snapshot
+}
+
+# One field of a SPARKC_PROBE JSON line (strings and numbers; the program writes no nested quotes).
+probe_field() {
+  local found
+  found=$(grep -oE "\"$1\": (\"[^\"]*\"|[0-9.eE+-]+)" <<<"$2" | head -n1) || return 0
+  found=${found#*: }
+  found=${found#\"}
+  printf '%s' "${found%\"}"
+}
+
+probe_cleanup() {
+  local node
+  for node in "${NODES[@]}"; do
+    on_node "$node" docker rm -f "${CONTAINER[$node]}-probe" >/dev/null 2>&1 || true
+  done
+}
+
 # Secret values, taken from this script's environment before anything else runs.
 declare -A SECRET_VALUES=()
 for secret in "${SECRETS[@]}"; do
@@ -987,7 +1100,7 @@ docker_run_argv() {
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
@@ -996,6 +1109,7 @@ Starts the deployment on every node and waits until the OpenAI-compatible endpoi
   --preflight-only   only check every node (ssh, docker, image, model, fabric, RDMA, GPUs,
                      memory), print a table and exit: 0 all ok, 1 otherwise
   --skip-preflight   skip those checks
+  --no-probe         skip the all-reduce across the nodes before the engine starts
   --timeout SECONDS  budget for the whole start (default from the spec)
   --yes              replace a running deployment of the same name
   -h, --help         this text
@@ -1505,6 +1619,7 @@ main() {
       --dry-run) DRY_RUN=1 ;;
       --skip-preflight) SKIP_PREFLIGHT=1 ;;
       --preflight-only) PREFLIGHT_ONLY=1 ;;
+      --no-probe) PROBE=0 ;;
       --yes) REPLACE=1 ;;
       --timeout)
         [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "launch-cluster.sh: --timeout needs a number of seconds" >&2; exit 2; }
@@ -1531,6 +1646,7 @@ main() {
   clear_old
   drop_page_caches
   if declare -F stage_patches >/dev/null; then stage_patches; fi
+  probe_fabric
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray

@@ -1,0 +1,215 @@
+usage() {
+  cat <<'USAGE'
+Usage: distribute.sh [--dry-run] [--image-only | --model-only] [--star]
+
+Copies the image and the model folder from the head (where this runs) to every node that lacks
+them or has something else, over each node's fabric address; nodes that already match are skipped
+(same image ID; same model file names and sizes).
+
+  --dry-run      say what would be copied where, copy nothing
+  --image-only   only the image
+  --model-only   only the model folder
+  --star         send the image from the head to each node at once (default: a chain, each node
+                 loading it while passing it on, so the head's link carries one copy; the chain
+                 needs every node to reach the next one over ssh with the same options)
+  -h, --help     this text
+
+Writes distribute-report.txt beside this script: one line per node and item, with bytes and seconds.
+Exit status: 0 every node matches, 1 a copy failed, 2 usage.
+USAGE
+}
+
+IMAGE_ONLY=0
+MODEL_ONLY=0
+STAR=0
+REPORT=$SCRIPT_DIR/distribute-report.txt
+
+# ssh to a node's fabric address: copies must not crawl over the management network.
+fabric_ssh() {
+  local node=$1
+  shift
+  ssh "${SSH_OPTS[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote "$@")"
+}
+
+record() { # NODE ITEM ACTION BYTES SECONDS VIA
+  printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s\n' "$@" >>"$REPORT"
+}
+
+rate() { # BYTES SECONDS: MB/s, one decimal
+  local bytes=$1 seconds=$2
+  ((seconds > 0)) || seconds=1
+  printf '%d.%d MB/s' $((bytes / seconds / 1000000)) $((bytes / seconds / 100000 % 10))
+}
+
+# One hop of the image chain, run on a node: load what arrives on stdin and, while loading, pass the
+# same bytes on to the next hop. Its own text arrives as $0 (bash -c TEXT TEXT ARGS), so each hop
+# hands the program on. Arguments: the number of ssh options, the options, then NAME|TARGET per hop.
+relay() {
+  local count=$1
+  shift
+  local opts=("${@:1:count}")
+  shift "$count"
+  local here=${1%%|*}
+  shift
+  if (($# == 0)); then
+    docker load >&2 || return 1
+    echo "sparkc-relay: $here loaded" >&2
+    return 0
+  fi
+  local fifo status=0 loader
+  fifo=$(mktemp -u) && mkfifo "$fifo" || return 1
+  docker load <"$fifo" >&2 &
+  loader=$!
+  tee "$fifo" | ssh "${opts[@]}" "${1#*|}" -- "$(sh_quote bash -c "$0" "$0" "$count" "${opts[@]}" "$@")" || status=1
+  wait "$loader" || status=1
+  rm -f "$fifo"
+  echo "sparkc-relay: $here loaded" >&2
+  return "$status"
+}
+RELAY_PROGRAM="$(declare -f sh_quote relay)
+relay \"\$@\""
+readonly RELAY_PROGRAM
+
+image_id() { on_node "$1" docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true; }
+
+distribute_image() {
+  local head_id node id start seconds bytes hops=() need=() dir failed=0
+  head_id=$(image_id "$HEAD")
+  [[ -n $head_id ]] || { warn "image $IMAGE is not on the head, $HEAD: pull it there first"; return 1; }
+  for node in "${NODES[@]:1}"; do
+    id=$(image_id "$node")
+    if [[ $id == "$head_id" ]]; then
+      log "$node: image $IMAGE ${head_id:7:12} already there, skipped"
+      ((DRY_RUN)) || record "$node" image skipped 0 0 -
+    else
+      if [[ -n $id ]]; then log "$node: image ${id:7:12} differs: copy"; else log "$node: image missing: copy"; fi
+      need+=("$node")
+      hops+=("$node|${FABRIC_TARGET[$node]}")
+    fi
+  done
+  ((${#need[@]})) || return 0
+  if ((DRY_RUN)); then
+    if ((STAR)); then
+      printf '[%s] docker save %q | ssh %s docker load\n' "$HEAD" "$IMAGE" "${hops[@]#*|}" >&3
+    else
+      printf '[%s] docker save %q | ssh -> %s (each loads and passes it on)\n' "$HEAD" "$IMAGE" "${hops[*]#*|}" >&3
+    fi
+    return 0
+  fi
+  dir=$(mktemp -d)
+  start=$SECONDS
+  if ((STAR)); then
+    for node in "${need[@]}"; do
+      (docker save "$IMAGE" | tee >(wc -c >"$dir/bytes.$node") | fabric_ssh "$node" docker load >&2) 2>"$dir/$node.err" &
+    done
+    wait || true
+  else
+    docker save "$IMAGE" | tee >(wc -c >"$dir/bytes") | fabric_ssh "${need[0]}" bash -c "$RELAY_PROGRAM" \
+      "$RELAY_PROGRAM" "${#SSH_OPTS[@]}" "${SSH_OPTS[@]}" "${hops[@]}" 2>"$dir/chain.err" || true
+  fi
+  seconds=$((SECONDS - start))
+  local i via
+  for i in "${!need[@]}"; do
+    node=${need[i]}
+    # The chain's hop i got the stream from hop i-1; every hop receives the same bytes.
+    via=$HEAD
+    ((STAR || i == 0)) || via=${need[i - 1]}
+    bytes=$(cat "$dir/bytes.$node" "$dir/bytes" 2>/dev/null | head -n1)
+    if [[ $(image_id "$node") != "$head_id" ]]; then
+      warn "$node: image copy failed: $(tail -n 3 "$dir"/*.err 2>/dev/null | tr '\n' ' ')"
+      failed=1
+      continue
+    fi
+    log "$node: image loaded, ${bytes:-0} bytes in ${seconds}s ($(rate "${bytes:-0}" "$seconds")) from $via"
+    record "$node" image copied "${bytes:-0}" "$seconds" "$via"
+  done
+  rm -rf "$dir"
+  return "$failed"
+}
+
+# A folder's file names and sizes, as one hash ("missing" when there is no such folder).
+model_signature() {
+  # shellcheck disable=SC2016  # expanded by the node's shell
+  on_node "$1" sh -c 'cd "$1" 2>/dev/null || { echo missing; exit 0; }
+    find . -type f -printf "%P %s\n" | LC_ALL=C sort | sha256sum' sparkc-model "$MODEL_HOST_PATH" 2>/dev/null || echo unknown
+}
+
+distribute_model() {
+  local head_sig node sig need=() dir start failed=0 bytes seconds
+  head_sig=$(model_signature "$HEAD")
+  [[ $head_sig != missing && $head_sig != unknown ]] \
+    || { warn "model folder $MODEL_HOST_PATH is not on the head, $HEAD"; return 1; }
+  for node in "${NODES[@]:1}"; do
+    sig=$(model_signature "$node")
+    if [[ $sig == "$head_sig" ]]; then
+      log "$node: model folder $MODEL_HOST_PATH already matches (file names and sizes), skipped"
+      ((DRY_RUN)) || record "$node" model skipped 0 0 -
+    else
+      log "$node: model folder $MODEL_HOST_PATH ${sig/#missing/is missing}: copy"
+      [[ $sig == missing ]] || log "$node: (it differs from the head's)"
+      need+=("$node")
+    fi
+  done
+  ((${#need[@]})) || return 0
+  if ((DRY_RUN)); then
+    for node in "${need[@]}"; do
+      printf '[%s] rsync -a %q/ %s:%q/\n' "$HEAD" "$MODEL_HOST_PATH" "${FABRIC_TARGET[$node]}" "$MODEL_HOST_PATH" >&3
+    done
+    return 0
+  fi
+  dir=$(mktemp -d)
+  start=$SECONDS
+  for node in "${need[@]}"; do
+    (
+      fabric_ssh "$node" mkdir -p "$MODEL_HOST_PATH" &&
+        rsync -a -s --delete --stats -e "ssh $(sh_quote "${SSH_OPTS[@]}")" "$MODEL_HOST_PATH/" \
+          "${FABRIC_TARGET[$node]}:$MODEL_HOST_PATH/"
+    ) >"$dir/$node.out" 2>&1 &
+  done
+  wait || true
+  seconds=$((SECONDS - start))
+  for node in "${need[@]}"; do
+    if [[ $(model_signature "$node") != "$head_sig" ]]; then
+      warn "$node: model copy failed: $(tail -n 3 "$dir/$node.out" | tr '\n' ' ')"
+      failed=1
+      continue
+    fi
+    bytes=$(grep -m1 'Total bytes sent' "$dir/$node.out" | tr -dc 0-9)
+    log "$node: model copied, ${bytes:-0} bytes in ${seconds}s ($(rate "${bytes:-0}" "$seconds")) from $HEAD"
+    record "$node" model copied "${bytes:-0}" "$seconds" "$HEAD"
+  done
+  rm -rf "$dir"
+  return "$failed"
+}
+
+main() {
+  while (($#)); do
+    case $1 in
+      --dry-run) DRY_RUN=1 ;;
+      --image-only) IMAGE_ONLY=1 ;;
+      --model-only) MODEL_ONLY=1 ;;
+      --star) STAR=1 ;;
+      -h | --help) usage; exit 0 ;;
+      *) echo "distribute.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  if ((IMAGE_ONLY && MODEL_ONLY)); then
+    echo "distribute.sh: --image-only and --model-only exclude each other" >&2
+    exit 2
+  fi
+  local status=0
+  ((DRY_RUN)) || : >"$REPORT"
+  if ((MODEL_ONLY == 0)); then
+    log "== image $IMAGE"
+    distribute_image || status=1
+  fi
+  if ((IMAGE_ONLY == 0)); then
+    log "== model folder $MODEL_HOST_PATH"
+    distribute_model || status=1
+  fi
+  ((DRY_RUN)) || log "report: $REPORT"
+  return "$status"
+}
+
+main "$@"

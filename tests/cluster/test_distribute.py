@@ -1,0 +1,108 @@
+"""distribute.sh on the simulated cluster: real docker save/load over ssh on the fabric, real rsync.
+
+Each node has its own dockerd; the nodes share the host's files except /run, so the model folder
+lives under /run to be a different folder on each node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cluster.deployment import Deploy, Deployment
+from tests.simcluster import SimCluster
+from tests.simcluster.images import VLLM_IMAGE
+from tests.specs import DELETE
+
+pytestmark = pytest.mark.cluster
+
+MODEL = "/run/sparkc-dist-model"
+FILES = {"config.json": 200, "model-00001.safetensors": 3_000_000, "tokenizer.json": 50_000}
+
+
+@pytest.fixture
+def model_dirs(sim_cluster: SimCluster) -> Iterator[None]:
+    yield
+    for node in sim_cluster.nodes:
+        sim_cluster.exec(node.name, ["rm", "-rf", MODEL])
+
+
+def make_model(cluster: SimCluster, node: str) -> None:
+    script = f"mkdir -p {MODEL}/sub && " + " && ".join(
+        f"head -c {size} /dev/urandom > {MODEL}/{name}" for name, size in FILES.items()
+    )
+    cluster.sh(node, script + f" && echo x > {MODEL}/sub/extra", check=True)
+
+
+def report(d: Deployment) -> dict[tuple[str, str], dict[str, str]]:
+    lines = (d.build / "distribute-report.txt").read_text().splitlines()
+    entries = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in lines]
+    return {(e["node"], e["item"]): e for e in entries}
+
+
+def image_ids(cluster: SimCluster, d: Deployment) -> list[str | None]:
+    return [cluster.image_id(node, VLLM_IMAGE) for node in d.nodes]
+
+
+def test_copies_what_a_node_lacks_and_skips_what_matches(
+    deploy: Deploy, sim_cluster: SimCluster, model_dirs: None
+) -> None:
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "dist",
+        {"container.image": VLLM_IMAGE, "model.architecture": DELETE, "model.path": MODEL},
+        nodes=3,
+    )
+    make_model(sim_cluster, "spark1")
+    make_model(sim_cluster, "spark3")  # other bytes, same names and sizes: counts as the same folder
+    sim_cluster.break_remove_image("spark2", VLLM_IMAGE)
+    head_id = sim_cluster.image_id("spark1", VLLM_IMAGE)
+
+    dry = d.run("distribute.sh", "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "spark2: image missing: copy" in dry.stdout and "spark3: image" in dry.stdout
+    assert f"rsync -a {MODEL}/ root@10.78.0.12:{MODEL}/" in dry.stdout  # over the fabric address
+    assert sim_cluster.image_id("spark2", VLLM_IMAGE) is None  # a dry run copies nothing
+
+    run = d.run("distribute.sh")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert image_ids(sim_cluster, d) == [head_id] * 3
+    listing = f"cd {MODEL} && find . -type f -printf '%P %s\\n' | sort"
+    assert sim_cluster.sh("spark2", listing).stdout == sim_cluster.sh("spark1", listing).stdout
+    got = report(d)
+    assert got["spark2", "image"]["action"] == "copied" and got["spark2", "image"]["via"] == "spark1"
+    assert int(got["spark2", "image"]["bytes"]) > 50_000_000  # the whole image went over the stream
+    assert got["spark3", "image"]["action"] == "skipped"
+    assert got["spark2", "model"]["action"] == "copied" and int(got["spark2", "model"]["bytes"]) > sum(FILES.values())
+    assert got["spark3", "model"]["action"] == "skipped"
+    assert re.search(r"spark2: image loaded, \d+ bytes in \d+s \(\d+\.\d MB/s\) from spark1", run.stdout)
+
+    again = d.run("distribute.sh")
+    assert again.returncode == 0 and {e["action"] for e in report(d).values()} == {"skipped"}
+
+
+def test_image_goes_down_a_chain_and_replaces_another_build(
+    deploy: Deploy, sim_cluster: SimCluster, model_dirs: None
+) -> None:
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "chain",
+        {"container.image": VLLM_IMAGE, "model.architecture": DELETE, "model.path": MODEL},
+        nodes=3,
+    )
+    head_id = sim_cluster.image_id("spark1", VLLM_IMAGE)
+    sim_cluster.break_remove_image("spark2", VLLM_IMAGE)
+    other = sim_cluster.break_swap_image("spark3", VLLM_IMAGE)  # same tag, another build
+    assert other != head_id
+    run = d.run("distribute.sh", "--image-only")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "spark3: image " + other.split(":")[1][:12] + " differs: copy" in run.stdout, run.stdout
+    assert image_ids(sim_cluster, d) == [head_id] * 3
+    got = report(d)
+    # The head sends one copy: spark2 loads it and passes the same bytes on to spark3.
+    assert got["spark2", "image"]["via"] == "spark1" and got["spark3", "image"]["via"] == "spark2"
+    assert got["spark2", "image"]["bytes"] == got["spark3", "image"]["bytes"]
+    assert ("spark2", "model") not in got  # --image-only
+    assert d.run("distribute.sh", "--image-only", "--model-only").returncode == 2
