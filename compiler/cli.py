@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,7 +21,6 @@ from compiler import __version__
 if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads click and no more
     from compiler.build_cache import Build
     from compiler.pipeline import CompileResult
-    from compiler.plan import Plan
     from compiler.profiles import Profile
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -290,80 +289,10 @@ def explain_command(spec: Path, fmt: str, profiles_dir: Path | None) -> None:
     if fmt == "json":
         click.echo(json.dumps(asdict(result.plan), indent=2, sort_keys=True))
         return
+    from compiler.explain_view import explain_text
+
     _report(result, "text")
     click.echo(explain_text(result.plan))
-
-
-def explain_text(plan: Plan) -> str:
-    lines = [
-        f"deployment {plan.name}: {plan.engine_kind}, {plan.backend} backend, {len(plan.nodes)} node(s), "
-        f"head {plan.head}",
-        f"image {plan.image} (profile {plan.profile or 'none'}), entrypoint {plan.entrypoint_mode}",
-        "",
-        "settings:",
-    ]
-    for s in plan.settings:
-        lines.append(f"  {s.name:<28} {s.value:<28} {s.source:<8} {s.why}".rstrip())
-    lines += ["", "requested -> effective:"]
-    for e in plan.effective:
-        mark = "" if not e.differs else f"   DIFFERS: {e.reason}"
-        lines.append(f"  {e.setting:<28} {e.requested or '(unset)'} -> {e.effective or '(engine default)'}{mark}")
-    lines += ["", "profile and quirks:"] + [f"  - {q}" for q in plan.quirks]
-    if plan.hooks:
-        lines += [
-            "",
-            f"hooks (container.hooks), run in each container before the engine, sha256 {plan.hooks.pre_engine_sha256}:",
-        ]
-        lines += [f"  pre_engine[{i}]: {command}" for i, command in enumerate(plan.hooks.pre_engine)]
-        lines += [f"  patch {f.path} sha256 {f.sha256}" for f in plan.hooks.patches]
-    for node in plan.nodes:
-        lines += [
-            "",
-            f"node {node.name} ({node.role}, rank {node.rank}, {node.ssh_target or 'local on the head'}, "
-            f"container {node.container_name}):",
-        ]
-        if node.planes:
-            lines.append(
-                f"  control plane {node.planes.control_ip} on {node.planes.control_netdev}; "
-                f"data plane {', '.join(node.planes.data_netdevs)}"
-                + (f", RDMA {', '.join(node.hcas)}" if node.hcas else "")
-            )
-        for s in node.env:
-            lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
-    return "\n".join(lines)
-
-
-@cli.command("profile")
-@click.argument("image")
-@click.option(
-    "--inspect",
-    "inspect_file",
-    type=click.File("r", encoding="utf-8"),
-    default=None,
-    help="Read `docker image inspect IMAGE` output from this file ('-': stdin) instead of running docker.",
-)
-def profile_command(image: str, inspect_file: TextIO | None) -> None:
-    """Draft an image profile for IMAGE from its docker metadata, with what must be reviewed marked."""
-    import subprocess
-
-    from compiler.profile_draft import InspectError, draft, parse_inspect
-
-    if inspect_file is not None:
-        text = inspect_file.read()
-    else:
-        try:
-            run = subprocess.run(
-                ["docker", "image", "inspect", "--", image], capture_output=True, text=True, timeout=60, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SpecUnreadable(f"cannot run docker ({exc}); pass the inspect output with --inspect FILE") from None
-        if run.returncode != 0:
-            raise SpecUnreadable(f"docker image inspect {image} failed: {run.stderr.strip() or run.returncode}")
-        text = run.stdout
-    try:
-        click.echo(draft(parse_inspect(text, image)), nl=False)
-    except InspectError as exc:
-        raise SpecUnreadable(f"the inspect output of {image}: {exc}") from None
 
 
 @cli.command("schema")

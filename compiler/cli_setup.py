@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -139,4 +140,37 @@ def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
     click.echo(f"wrote {out_dir / SCRIPT}: review it, then run it with --dry-run, then without")
 
 
-COMMANDS = [discover_command, init_command, setup_fabric_command]
+@click.command("profile")
+@click.argument("image")
+@click.option(
+    "--inspect",
+    "inspect_file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    help="Read `docker image inspect IMAGE` output from this file ('-': stdin) instead of running docker.",
+)
+def profile_command(image: str, inspect_file: TextIO | None) -> None:
+    """Draft an image profile for IMAGE from its docker metadata, with what must be reviewed marked."""
+    import subprocess
+
+    from compiler.profile_draft import InspectError, draft, parse_inspect
+
+    if inspect_file is not None:
+        text = inspect_file.read()
+    else:
+        try:
+            run = subprocess.run(
+                ["docker", "image", "inspect", "--", image], capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise UsageProblem(f"cannot run docker ({exc}); pass the inspect output with --inspect FILE") from None
+        if run.returncode != 0:
+            raise UsageProblem(f"docker image inspect {image} failed: {run.stderr.strip() or run.returncode}")
+        text = run.stdout
+    try:
+        click.echo(draft(parse_inspect(text, image)), nl=False)
+    except InspectError as exc:
+        raise UsageProblem(f"the inspect output of {image}: {exc}") from None
+
+
+COMMANDS = [discover_command, init_command, setup_fabric_command, profile_command]
