@@ -97,6 +97,14 @@ def fabric_addresses(d: Deployment) -> Iterator[Diagnostic]:
         try:
             address = ipaddress.ip_address(node.fabric.ip)
         except ValueError:
+            prefixed = _without_prefix(node.fabric.ip)
+            if prefixed is not None:
+                yield error(
+                    path,
+                    f"'{node.fabric.ip}' has a prefix length; the fabric address is the address alone: "
+                    f"write {prefixed}",
+                )
+                continue
             yield error(
                 path,
                 f"'{node.fabric.ip}' is not an IP address; the fabric side needs the CX-7 port's address "
@@ -107,6 +115,14 @@ def fabric_addresses(d: Deployment) -> Iterator[Diagnostic]:
             yield error(path, f"{address} cannot be a node's address")
         elif address.is_loopback and d.multi:
             yield warning(path, f"{address} is a loopback address: only nodes on one machine can reach it")
+
+
+def _without_prefix(value: str) -> str | None:
+    """The address of an interface written as ADDRESS/PREFIX (as `ip addr` shows it), or None."""
+    try:
+        return str(ipaddress.ip_interface(value).ip) if "/" in value else None
+    except ValueError:
+        return None
 
 
 def workers_have_ssh(d: Deployment) -> Iterator[Diagnostic]:
