@@ -71,12 +71,15 @@ def engine_host(d: Deployment) -> Iterator[Diagnostic]:
 
 
 def served_name_is_not_a_flag(d: Deployment) -> Iterator[Diagnostic]:
-    name = d.spec.model.name
-    if name is not None and name.startswith("-"):
+    model = d.spec.model
+    name = model.name if model.name is not None else d.served_model_name
+    if name.startswith("-"):
+        given = model.name is not None
         yield error(
-            d.spec.model.at("name"),
+            model.at("name") if given else model.at("path"),
             f"the served name must not start with '-': the engine's argument parser would read {name!r} as a "
-            "flag, not as the model's name; choose a name that starts with a letter or digit",
+            "flag, not as the model's name; "
+            + ("choose a name that starts with a letter or digit" if given else "set model.name to another name"),
         )
 
 

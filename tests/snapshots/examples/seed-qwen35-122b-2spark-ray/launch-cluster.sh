@@ -36,10 +36,10 @@ readonly API_PORT=30000
 readonly PROBE_HOST=127.0.0.1
 readonly PROBE_URL=http://127.0.0.1:30000
 readonly ENDPOINT=http://spark-a.local:30000
-readonly SERVED_MODEL=/models/Qwen3.5-122B-A10B-FP8
+readonly SERVED_MODEL=Qwen3.5-122B-A10B-FP8
 # The served name as it appears in /v1/models' JSON.
-readonly SERVED_MODEL_JSON='"/models/Qwen3.5-122B-A10B-FP8"'
-readonly PROBE_BODY='{"model": "/models/Qwen3.5-122B-A10B-FP8", "prompt": "ping", "max_tokens": 1}'
+readonly SERVED_MODEL_JSON='"Qwen3.5-122B-A10B-FP8"'
+readonly PROBE_BODY='{"model": "Qwen3.5-122B-A10B-FP8", "prompt": "ping", "max_tokens": 1}'
 # The API key the probes send: from the variable named here (a secret), or as the spec gives it.
 readonly API_KEY_VAR=''
 readonly API_KEY_GIVEN=''
@@ -121,7 +121,7 @@ readonly ENGINE_EXEC=(
   -c "$ENGINE_WRAPPER"
   sparkc-engine
   /app/entrypoint.sh
-  --served-model-name /models/Qwen3.5-122B-A10B-FP8
+  --served-model-name Qwen3.5-122B-A10B-FP8
   --tensor-parallel-size 2
   --pipeline-parallel-size 1
   --distributed-executor-backend ray

@@ -30,8 +30,8 @@ readonly SSH_OPTS=(
 )
 readonly PROBE_URL=http://127.0.0.1:30000
 # The served name as it appears in /v1/models' JSON.
-readonly SERVED_MODEL_JSON='"/models/Qwen3.5-122B-A10B-FP8"'
-readonly PROBE_BODY='{"model": "/models/Qwen3.5-122B-A10B-FP8", "prompt": "ping", "max_tokens": 1}'
+readonly SERVED_MODEL_JSON='"Qwen3.5-122B-A10B-FP8"'
+readonly PROBE_BODY='{"model": "Qwen3.5-122B-A10B-FP8", "prompt": "ping", "max_tokens": 1}'
 # The API key the probes send: from the variable named here (a secret), or as the spec gives it.
 readonly API_KEY_VAR=''
 readonly API_KEY_GIVEN=''
