@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.plan import Plan
 from compiler.resources import data_dir
 
@@ -81,6 +82,9 @@ def environment() -> jinja2.Environment:
     env.filters["lines"] = lines
     env.filters["comment"] = comment
     env.globals["bash"] = bash
+    # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
+    env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
+    env.globals["secret_name_pattern"] = SECRET_NAME.pattern
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     return env
