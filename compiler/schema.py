@@ -131,13 +131,13 @@ def _path_message(value: str, custom: str) -> str:
         )
     bad = sorted({c for c in value if c in ":,"})
     if value.startswith("/") and bad:
-        shown = " and ".join(f"'{c}'" for c in bad)
+        shown = " or ".join(f"'{c}'" for c in bad)
         return (
-            f"{_show(value)} contains {shown}, which docker's mount syntax uses as separators; "
+            f"{_show(value)} must not contain {shown}: docker's mount syntax uses them as separators; "
             "rename or link the folder"
         )
     if value.startswith("/"):
-        return f"{_show(value)} contains a control character; write the path without it"
+        return f"{_show(value)} must not contain control characters; write the path without them"
     return f"{_show(value)} {custom}"
 
 

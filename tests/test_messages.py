@@ -32,7 +32,7 @@ def one(text: str) -> Diagnostic:
 def test_a_fabric_ip_with_a_prefix_length_says_to_drop_it() -> None:
     found = one(SOLO.replace("ip: 192.168.100.10", "ip: 10.0.0.1/24"))
     assert found.message == (
-        "'10.0.0.1/24' has a prefix length; the fabric address is the address alone: write 10.0.0.1"
+        "'10.0.0.1/24' must be the fabric address alone, without the prefix length: write 10.0.0.1"
     )
     assert (found.line, found.column) == (8, 20)
 

@@ -101,8 +101,7 @@ def fabric_addresses(d: Deployment) -> Iterator[Diagnostic]:
             if prefixed is not None:
                 yield error(
                     path,
-                    f"'{node.fabric.ip}' has a prefix length; the fabric address is the address alone: "
-                    f"write {prefixed}",
+                    f"'{node.fabric.ip}' must be the fabric address alone, without the prefix length: write {prefixed}",
                 )
                 continue
             yield error(
