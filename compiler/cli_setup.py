@@ -173,4 +173,28 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
         raise UsageProblem(f"the inspect output of {image}: {exc}") from None
 
 
-COMMANDS = [discover_command, init_command, setup_fabric_command, profile_command]
+@click.command("import")
+@click.argument("recipe", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Spec file to write.")
+def import_command(recipe: Path, out_file: Path | None) -> None:
+    """Turn a spark-vllm-docker or sparkrun RECIPE into a spec; what does not map is listed as warnings."""
+    from compiler.importer import RecipeError, import_recipe
+    from compiler.loader import SpecReadError, read_spec
+
+    try:
+        imported = import_recipe(read_spec(recipe), str(recipe))
+    except (SpecReadError, RecipeError) as exc:
+        raise UsageProblem(str(exc)) from None
+    for warning in imported.warnings:
+        click.echo(f"{recipe}: warning: {warning}", err=True)
+    if out_file is None:
+        click.echo(imported.spec_text, nl=False)
+        return
+    try:
+        out_file.write_text(imported.spec_text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageProblem(f"{out_file}: cannot write: {exc.strerror}") from None
+    click.echo(f"wrote {out_file}; replace every PLACEHOLDER, then: sparkc validate {out_file}", err=True)
+
+
+COMMANDS = [discover_command, init_command, setup_fabric_command, profile_command, import_command]

@@ -7,12 +7,14 @@ Every stage reports problems against a *path* into the spec (a tuple of keys and
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 Path = tuple[str | int, ...]
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class Severity(StrEnum):
@@ -56,9 +58,17 @@ def display_path(path: Path, document: Any) -> str:
             text += f"[{label}]"
             node = item
         else:
-            text += f".{part}" if text else str(part)
+            text += f".{show_key(part)}" if text else show_key(part)
             node = node.get(part) if isinstance(node, dict) else None
     return text or "(top)"
+
+
+def show_key(key: str, always: bool = False) -> str:
+    """A key as it can be printed on one line: quoted (newlines and quotes escaped) unless it is a plain word."""
+    if not always and _PLAIN_KEY.fullmatch(key):
+        return key
+    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in key)
+    return "'" + shown.replace("'", "''") + "'"  # YAML's own way to put a quote inside single quotes
 
 
 def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:

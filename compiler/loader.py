@@ -23,6 +23,7 @@ from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from compiler.diagnostics import Diagnostic, Path, Severity
+from compiler.yaml_errors import plain_message
 
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_DEPTH = 64
@@ -212,18 +213,13 @@ def load_text(text: str, filename: str) -> tuple[Document, list[Diagnostic]]:
             Diagnostic((), exc.message, Severity.ERROR, exc.mark.line + 1, exc.mark.column + 1, True)
         ]
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        message = " ".join(str(p) for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        return Document(filename, text, None), [
-            Diagnostic((), f"YAML syntax error: {message}", Severity.ERROR, line, col, True)
-        ]
+        message, line, col = plain_message(exc, text)
+        return Document(filename, text, None), [Diagnostic((), message, Severity.ERROR, line, col, True)]
     diagnostics = list(_duplicates(root, ()))
     if not isinstance(data, CommentedMap):
-        found = "an empty file" if data is None else f"a {type(data).__name__}"
-        diagnostics.append(
-            Diagnostic((), f"the spec must be a mapping of sections, found {found}", Severity.ERROR, 1, 1, True)
-        )
+        found = "an empty file" if data is None else kind_of(data)
+        message = f"the spec must be a mapping (key: value) at the top, found {found}"
+        diagnostics.append(Diagnostic((), message, Severity.ERROR, 1, 1, True))
     return Document(filename, text, data), diagnostics
 
 
@@ -245,7 +241,11 @@ def _duplicates(node: Node | None, path: Path) -> Iterator[Diagnostic]:
         seen: dict[Any, Node] = {}
         for key_node, value_node in node.value:
             key = getattr(key_node, "value", None)
-            if isinstance(key, str) and key in seen:
+            odd = _odd_key(key_node)
+            if odd:
+                mark = key_node.start_mark
+                yield Diagnostic(path, odd, Severity.ERROR, mark.line + 1, mark.column + 1, True)
+            elif isinstance(key, str) and key in seen:
                 first = seen[key].start_mark
                 mark = key_node.start_mark
                 yield Diagnostic(
@@ -262,6 +262,37 @@ def _duplicates(node: Node | None, path: Path) -> Iterator[Diagnostic]:
     elif isinstance(node, SequenceNode):
         for index, item in enumerate(node.value):
             yield from _duplicates(item, (*path, index))
+
+
+def _odd_key(key_node: Node) -> str | None:
+    """What is wrong with a key that is not text or a number (a list, a mapping, null, true/false)."""
+    if isinstance(key_node, SequenceNode):
+        return "a key must be plain text, found a list"
+    if isinstance(key_node, MappingNode):
+        return "a key must be plain text, found a mapping"
+    tag = str(key_node.tag)
+    if tag == _CORE_TAG + "null":
+        return "a key must be plain text, found nothing (null)"
+    if tag == _CORE_TAG + "bool":
+        return f"key {key_node.value} is read as true/false; in quotes ('{key_node.value}') it is text"
+    return None
+
+
+def kind_of(value: Any) -> str:
+    """What a loaded value is, in the words of a person writing YAML."""
+    if isinstance(value, bool):
+        return "true/false"
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return "a value YAML reads as a date" if hasattr(value, "isoformat") else "an unusual value"
 
 
 def locate(data: Any, path: Path, at_key: bool = False) -> tuple[int, int]:

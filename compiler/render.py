@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from compiler.emit import MANIFEST
+from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.plan import PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.resources import data_dir
 
@@ -88,6 +89,9 @@ def environment() -> jinja2.Environment:
     env.globals["bash"] = bash
     env.globals["patches_dir"] = PATCHES_DIR
     env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
+    # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
+    env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
+    env.globals["secret_name_pattern"] = SECRET_NAME.pattern
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.bytecode_cache = TemplateCache.for_environment(env)

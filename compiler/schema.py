@@ -15,7 +15,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.validators import extend
 
-from compiler.diagnostics import Diagnostic, error
+from compiler.diagnostics import Diagnostic, error, show_key
+from compiler.loader import load_text
 from compiler.resources import data_dir
 
 
@@ -58,7 +59,7 @@ def _explain(err: ValidationError) -> Iterator[Diagnostic]:
         allowed = sorted(schema.get("properties", {}))
         for key in sorted(set(err.instance) - set(allowed)):
             hint = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-            message = f"unknown key '{key}'"
+            message = f"unknown key {show_key(key, always=True)}"
             message += f"; did you mean '{hint[0]}'?" if hint else f"; allowed: {', '.join(allowed)}"
             yield Diagnostic((*path, key), message, at_key=True)
         return
@@ -86,7 +87,7 @@ def _custom_message(err: ValidationError) -> str | None:
 def _message(err: ValidationError) -> str:
     custom = _custom_message(err)
     if err.validator == "pattern" and custom:
-        return f"{_show(err.instance)} {custom}"
+        return _pattern_message(err, custom)
     if err.validator == "propertyNames" and custom is None:
         return str(err.message)
     if err.validator == "required":
@@ -101,13 +102,92 @@ def _message(err: ValidationError) -> str:
         names = _type_names(err.validator_value)
         if isinstance(err.instance, datetime.date) and "string" in names:
             return f"{_show(err.instance)} is read as a date; in quotes ('{_show(err.instance)}') it is text"
-        return (
-            _number_message(err.instance, names)
-            or f"{_show(err.instance)} is not of type {' or '.join(repr(n) for n in names)}"
-        )
+        return _number_message(err.instance, names) or _type_message(err.instance, names)
+    if err.validator in ("minItems", "minLength"):
+        least = err.validator_value
+        if err.validator == "minLength":
+            return "must not be empty" if least == 1 else f"must be at least {least} characters"
+        return "must list at least one" if least == 1 else f"must list at least {least}"
     if err.validator == "const":
         return f"must be {err.validator_value!r}, found {_show(err.instance)}"
     return str(err.message)
+
+
+def _pattern_message(err: ValidationError, custom: str) -> str:
+    schema: Any = err.schema
+    if isinstance(err.instance, str) and schema.get("x-path"):
+        return _path_message(err.instance, custom)
+    return f"{_show(err.instance)} {custom}"
+
+
+def _path_message(value: str, custom: str) -> str:
+    """Why a path is refused: '~' (never expanded), ':' or ',' (docker's mount syntax), or not absolute."""
+    if value.startswith("~"):
+        user, _, rest = value[1:].partition("/")
+        example = f"/home/{user or 'USER'}/{rest}".rstrip("/")
+        return (
+            f"{_show(value)}: '~' is not expanded (the path is used on other machines, maybe by another user); "
+            f"write the absolute path, such as {example}"
+        )
+    bad = sorted({c for c in value if c in ":,"})
+    if value.startswith("/") and bad:
+        shown = " or ".join(f"'{c}'" for c in bad)
+        return (
+            f"{_show(value)} must not contain {shown}: docker's mount syntax uses them as separators; "
+            "rename or link the folder"
+        )
+    if value.startswith("/"):
+        return f"{_show(value)} must not contain control characters; write the path without them"
+    return f"{_show(value)} {custom}"
+
+
+_TYPE_WORDS = {
+    "integer": "a whole number",
+    "number": "a number",
+    "string": "text",
+    "boolean": "true/false",
+    "object": "a mapping (key: value)",
+    "array": "a list",
+    "null": "null",
+}
+
+
+def _type_message(instance: Any, names: list[str]) -> str:
+    """`must be a whole number, found text '8000'; write it without quotes`: JSON Schema's types in YAML's words."""
+    words = [_TYPE_WORDS.get(n, n) for n in names]
+    wanted = (
+        "true or false" if words == ["true/false"] else ", ".join(words[:-1]) + " or " * (len(words) > 1) + words[-1]
+    )
+    message = f"must be {wanted}, found {_found(instance)}"
+    if isinstance(instance, str):
+        unquoted = to_plain_scalar(instance)
+        if any(_is_type(unquoted, n) for n in names if n != "string"):
+            message += "; write it without quotes"
+        elif "boolean" in names and instance.lower() in ("yes", "no", "on", "off", "y", "n"):
+            message += "; write true or false"
+    return message
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "boolean":
+        return isinstance(value, bool)
+    return (name == "integer" and _is_integer(None, value)) or (name == "number" and _is_number(None, value))
+
+
+def to_plain_scalar(text: str) -> Any:
+    """What YAML reads `text` as when it is written without quotes (text stays text)."""
+    document, found = load_text(f"v: {text}", "value")
+    return document.data["v"] if not found and isinstance(document.data, dict) else text
+
+
+def _found(value: Any) -> str:
+    if isinstance(value, str):
+        return f"text {value!r}"
+    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+        return _show(value)
+    if isinstance(value, (int, float)):
+        return f"the number {_show(value)}"
+    return _show(value)
 
 
 def _type_names(value: Any) -> list[str]:
@@ -136,6 +216,10 @@ def _show(value: Any) -> str:
         return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
     if isinstance(value, datetime.date):  # a datetime too
         return value.isoformat()
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
     return repr(value)
 
 

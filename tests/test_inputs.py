@@ -139,7 +139,7 @@ def test_a_surrogate_pair_escape_names_the_escape_to_write() -> None:
 def test_a_merged_key_is_located_at_its_parent() -> None:
     text = SOLO.replace("container:\n", "container:\n  <<: {privileged: 3}\n", 1)
     assert [(d.path, d.message, d.line, d.column) for d in errors(text)] == [
-        (("container", "privileged"), "3 is not of type 'boolean'", 9, 1)
+        (("container", "privileged"), "must be true or false, found the number 3", 9, 1)
     ]
 
 
@@ -197,7 +197,7 @@ NODE = "      fabric: {ip: 192.168.100.10, netdev: enp1s0f1np1}"
             "2500000000.0 is not a whole number; write 2500000000",
         ),
         (ENGINE, "  pipeline_parallel: 1000.5", ("engine", "pipeline_parallel"), "1000.5 is not a whole number"),
-        (ENGINE, "  pipeline_parallel: true", ("engine", "pipeline_parallel"), "true is not of type 'integer'"),
+        (ENGINE, "  pipeline_parallel: true", ("engine", "pipeline_parallel"), "must be a whole number, found true"),
         (END, "launch: {timeout: 3600.0}", ("launch", "timeout"), "3600.0 is not a whole number; write 3600"),
         (NODE, "      gpus: 1.0", ("cluster", "nodes", 0, "gpus"), "1.0 is not a whole number; write 1"),
         (

@@ -150,12 +150,12 @@ def test_hellohal_modes() -> None:
     assert adapt.api_port == 30000
     engine = ray_engine_words(adapt)
     assert engine[0] == "/app/entrypoint.sh"  # the image's entrypoint, given only the words it passes on
-    assert flag_value(engine, "--served-model-name") == "/models/q"
+    assert flag_value(engine, "--served-model-name") == "m"  # model.path's folder name, not the mount
     assert (flag_value(engine, "--tensor-parallel-size"), flag_value(engine, "--pipeline-parallel-size")) == ("2", "1")
     assert flag_value(engine, "--distributed-executor-backend") == "ray"
     # what the entrypoint controls travels in the env: as words it would be ignored
     assert not {"--port", "--host", "--max-model-len", "--gpu-memory-utilization"} & set(engine)
-    assert engine.count("/models/q") == 1
+    assert "/models/q" not in engine  # the path travels in MODEL_PATH only
 
     keep_spec = with_changes(base, {"container.entrypoint": "keep"})
     keep = plan_of(keep_spec)

@@ -7,7 +7,9 @@ the variables the entrypoint reads; keep lets it decide and records what it will
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from compiler.diagnostics import Path
 from compiler.plan import Effective, Setting
@@ -93,12 +95,29 @@ def resolve_entrypoint(spec: Spec, profile: Profile | None, default_port: int) -
     return Entrypoint(mode, tuple(effective), tuple(adapt_env))
 
 
+# A Hugging Face cache snapshot: .../models--ORG--NAME/snapshots/REVISION
+_HF_SNAPSHOT = re.compile(r"(?:^|/)models--([^/]+?)--([^/]+)/snapshots/[^/]+/?$")
+
+
+def default_served_name(model_path: str) -> tuple[str, str]:
+    """(name, why): what a client would type for weights at `model_path`, with where it came from.
+
+    The folder's name (`Qwen3-32B`), or `Org/Name` for a Hugging Face cache snapshot, whose folder
+    name is a revision hash; never the whole path, which no client would guess.
+    """
+    snapshot = _HF_SNAPSHOT.search(model_path)
+    if snapshot:
+        return f"{snapshot.group(1)}/{snapshot.group(2)}", "the Hugging Face repository of model.path's snapshot"
+    name = PurePosixPath(model_path).name
+    return (name, "model.path's folder name") if name else (model_path, "model.path")
+
+
 def _served_name(spec: Spec, model_path: Effective) -> Effective:
-    """vLLM names the model after its path unless told otherwise; an entrypoint may move the path."""
+    """The name clients ask for; an entrypoint that ignores the command line names it after its own path."""
     model = spec.model
-    asked = model.name or model.mount
+    asked, why = (model.name, "") if model.name is not None else default_served_name(model.path)
     if model.name is not None or model_path.effective == model.mount:
-        return Effective("served_model_name", asked, asked, Source.SPEC if model.name else Source.DERIVED)
+        return Effective("served_model_name", asked, asked, Source.SPEC if model.name else Source.DERIVED, why)
     return Effective(
         "served_model_name", asked, model_path.effective, model_path.source, "vLLM names the model after its path"
     )

@@ -12,6 +12,7 @@ from compiler.spec import Backend, EntrypointMode, Source
 def settings(d: Deployment) -> tuple[Setting, ...]:
     engine, launch, container = d.spec.engine, d.spec.launch, d.spec.container
     port = d.entrypoint.of("port")
+    served = d.entrypoint.of("served_model_name")
     auto_entrypoint = container.entrypoint is EntrypointMode.AUTO and d.profile is not None
     return (
         Setting("engine", d.engine.kind, Source.SPEC),
@@ -28,6 +29,7 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
             (f"profile {d.profile.id}" + (f" ({d.profile.origin})" if d.profile.origin else "")) if d.profile else "",
         ),
         Setting("api_port", str(d.api_port), port.source, port.reason),
+        Setting("served_model_name", served.effective, served.source, served.reason),
         Setting("tensor_parallel", str(engine.tensor_parallel), engine.source("tensor_parallel")),
         Setting("pipeline_parallel", str(engine.pipeline_parallel), engine.source("pipeline_parallel")),
         Setting("total_gpus", str(d.total_gpus), Source.DERIVED, "sum of cluster.nodes[].gpus"),

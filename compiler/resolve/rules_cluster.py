@@ -97,6 +97,13 @@ def fabric_addresses(d: Deployment) -> Iterator[Diagnostic]:
         try:
             address = ipaddress.ip_address(node.fabric.ip)
         except ValueError:
+            prefixed = _without_prefix(node.fabric.ip)
+            if prefixed is not None:
+                yield error(
+                    path,
+                    f"'{node.fabric.ip}' must be the fabric address alone, without the prefix length: write {prefixed}",
+                )
+                continue
             yield error(
                 path,
                 f"'{node.fabric.ip}' is not an IP address; the fabric side needs the CX-7 port's address "
@@ -129,6 +136,14 @@ def control_planes(d: Deployment) -> Iterator[Diagnostic]:
         try:
             address = ipaddress.ip_address(node.control.ip)
         except ValueError:
+            prefixed = _without_prefix(node.control.ip)
+            if prefixed is not None:
+                yield error(
+                    path,
+                    f"'{node.control.ip}' must be the control address alone, without the prefix length: "
+                    f"write {prefixed}",
+                )
+                continue
             yield error(path, f"'{node.control.ip}' is not an IP address; write the address {node.control.netdev} has")
             continue
         if address.is_unspecified or address.is_multicast or (address.is_loopback and d.multi):
@@ -143,6 +158,14 @@ def control_planes(d: Deployment) -> Iterator[Diagnostic]:
                 f"{node.control.ip} is also the fabric IP, on {node.fabric.netdev}; an address sits on one "
                 f"interface: write {node.control.netdev}'s own address",
             )
+
+
+def _without_prefix(value: str) -> str | None:
+    """The address of an interface written as ADDRESS/PREFIX (as `ip addr` shows it), or None."""
+    try:
+        return str(ipaddress.ip_interface(value).ip) if "/" in value else None
+    except ValueError:
+        return None
 
 
 def workers_have_ssh(d: Deployment) -> Iterator[Diagnostic]:

@@ -7,13 +7,13 @@ import re
 from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
+from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, managed_fields, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_planes
 from compiler.resolve.ports import head_ports
-from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
 from compiler.spec import Backend, EntrypointMode, Topology
 
 # The launcher adds seconds in bash's 64-bit arithmetic (SECONDS + TIMEOUT); a larger budget wraps to a
@@ -21,8 +21,6 @@ from compiler.spec import Backend, EntrypointMode, Topology
 MAX_LAUNCH_TIMEOUT = 2**31 - 1
 # Ports a Ray head opens besides its GCS port; an API port there would collide.
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
-# Whole `_`-separated words only: HF_TOKEN is a secret, TOKENIZERS_PARALLELISM is not.
-SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|$)")
 HOST_NAME = re.compile(
     r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
@@ -72,12 +70,15 @@ def engine_host(d: Deployment) -> Iterator[Diagnostic]:
 
 
 def served_name_is_not_a_flag(d: Deployment) -> Iterator[Diagnostic]:
-    name = d.spec.model.name
-    if name is not None and name.startswith("-"):
+    model = d.spec.model
+    name = model.name if model.name is not None else d.served_model_name
+    if name.startswith("-"):
+        given = model.name is not None
         yield error(
-            d.spec.model.at("name"),
+            model.at("name") if given else model.at("path"),
             f"the served name must not start with '-': the engine's argument parser would read {name!r} as a "
-            "flag, not as the model's name; choose a name that starts with a letter or digit",
+            "flag, not as the model's name; "
+            + ("choose a name that starts with a letter or digit" if given else "set model.name to another name"),
         )
 
 

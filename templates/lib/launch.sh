@@ -27,11 +27,73 @@ docker_run_argv() {
   done
   substitute_snapshot
   if declare -F patches_argv >/dev/null; then patches_argv "$1"; fi
+  with_extra_env
+}
+
+# -- launch-time overrides (--env) --------------------------------------------------------------
+EXTRA_ENV=()
+
+usage_error() {
+  echo "launch-cluster.sh: $*" >&2
+  exit 2
+}
+
+# One --env 'NAME=VALUE', checked as the compiler checks the spec's env; the value is never evaluated.
+add_extra_env() {
+  local item=$1 name=${1%%=*} known
+  [[ $item == *=* ]] || usage_error "--env needs 'NAME=VALUE', got '$item'"
+  [[ $name =~ ^[A-Z_][A-Z0-9_]*$ ]] \
+    || usage_error "--env $name: names are upper-case letters, digits and '_', not starting with a digit"
+  if [[ " $RESERVED_NAMES " == *" $name "* || $name == BASH_* || $name == LC_* || $name == DOCKER_RUN_* ]]; then
+    usage_error "--env $name: a name the shell or the generated scripts use themselves; choose another"
+  fi
+  if [[ $name =~ $SECRET_NAME_PATTERN || " ${SECRETS[*]} " == *" $name "* ]]; then
+    usage_error "--env $name looks like a secret: list it under container.secrets in the spec, compile, and" \
+      "export it where this script runs (a value given here would show in the process list)"
+  fi
+  for known in "${EXTRA_ENV[@]}"; do
+    [[ ${known%%=*} != "$name" ]] || usage_error "--env $name is given twice"
+  done
+  EXTRA_ENV+=("$item")
+}
+
+# A name the plan already sets (the spec's env or sparkc's per-node settings) changes what was
+# compiled and checked together: refused, with the way to change it.
+check_extra_env() {
+  local node item i
+  for node in "${NODES[@]}"; do
+    local -n planned="DOCKER_RUN_${RANK[$node]}"
+    for ((i = 1; i < ${#planned[@]}; i++)); do
+      [[ ${planned[i - 1]} == -e ]] || continue
+      for item in "${EXTRA_ENV[@]}"; do
+        if [[ ${planned[i]%%=*} == "${item%%=*}" ]]; then
+          usage_error "--env ${item%%=*} is set by the compiled plan (on $node); change it in the spec and run" \
+            "sparkc compile again"
+        fi
+      done
+    done
+    unset -n planned
+  done
+}
+
+# ARGV with the --env variables added right after `docker run`, each as the two words -e and 'NAME=VALUE'.
+with_extra_env() {
+  ((${#EXTRA_ENV[@]})) || return 0
+  local item extra=()
+  for item in "${EXTRA_ENV[@]}"; do extra+=(-e "$item"); done
+  ARGV=("${ARGV[@]:0:2}" "${extra[@]}" "${ARGV[@]:2}")
+}
+
+# For last-launch.txt: the overrides of this run, by name (values may be anything typed).
+describe_overrides() {
+  local item
+  for item in "${EXTRA_ENV[@]}"; do printf 'override.env=%s\n' "${item%%=*}"; done
 }
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS]
+                         [--env 'NAME=VALUE']... [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
@@ -42,8 +104,14 @@ Starts the deployment on every node and waits until the OpenAI-compatible endpoi
   --skip-preflight   skip those checks
   --no-probe         skip the all-reduce across the nodes before the engine starts
   --timeout SECONDS  budget for the whole start (default from the spec)
+  --env 'NAME=VALUE' an extra variable in every container, for this launch only (repeatable);
+                     upper-case names the plan does not set already, no secrets (list those
+                     under container.secrets); recorded by name in last-launch.txt
   --yes              replace a running deployment of the same name
   -h, --help         this text
+
+Anything else (nodes, layout, image, ports, variables the plan sets) is part of the compiled
+plan: change the spec and run `sparkc compile` again.
 
 Exit status: 0 ready (or already running and healthy), 1 launch failed (logs saved under
 logs/ beside this script, containers kept for inspection), 2 usage, 130 interrupted.
@@ -79,7 +147,7 @@ fail() {
   local dir
   dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
   collect_logs "$dir" 500
-  printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*" >"$dir/failure.txt"
+  { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } >"$dir/failure.txt"
   if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
     printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
     tail -n 30 "$dir/$FAILED_NODE.log" >&2
@@ -116,7 +184,9 @@ preflight() {
   local tools=(docker curl)
   if ((${#NODES[@]} > 1)); then tools+=(ssh); fi
   for out in "${tools[@]}"; do
-    command -v "$out" >/dev/null || fail "$HEAD" "'$out' is not installed on the head node"
+    command -v "$out" >/dev/null && continue
+    ((DRY_RUN)) && { warn "'$out' is not installed here; a real launch stops here"; continue; }
+    fail "$HEAD" "'$out' is not installed on the head node"
   done
   for out in "${SECRETS[@]}"; do
     [[ -n ${SECRET_VALUES[$out]} ]] && continue
@@ -218,6 +288,7 @@ record_launch() {
     for node in "${NODES[@]}"; do
       printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
+    describe_overrides
   } >"$SCRIPT_DIR/last-launch.txt"
   log "recorded in $SCRIPT_DIR/last-launch.txt"
 }
@@ -557,11 +628,17 @@ main() {
         TIMEOUT=$2
         shift
         ;;
+      --env)
+        (($# > 1)) || usage_error "--env needs 'NAME=VALUE'"
+        add_extra_env "$2"
+        shift
+        ;;
       -h | --help) usage; exit 0 ;;
       *) echo "launch-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
   done
+  check_extra_env
   DEADLINE=$((SECONDS + TIMEOUT))
   SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR

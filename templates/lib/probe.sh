@@ -79,6 +79,7 @@ probe_argv() {
   ARGV=("${words[@]}")
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
+  with_extra_env
 }
 
 # One field of a SPARKC_PROBE JSON line (strings and numbers; the program writes no nested quotes).

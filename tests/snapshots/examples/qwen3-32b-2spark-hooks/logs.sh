@@ -136,10 +136,55 @@ run_on() {
   local node=$1
   shift
   if ((DRY_RUN)); then
-    printf '[%s] %s\n' "$node" "$(printf '%q ' "$@")" >&3
+    dry_print "$node" "$@" >&3
     return 0
   fi
   on_node "$node" "$@"
+}
+
+# A word as a POSIX shell reads it back: bare where that is safe, else in single quotes.
+dry_word() {
+  if [[ $1 =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then
+    printf '%s' "$1"
+  else
+    printf "'%s'" "${1//\'/\'\\\'\'}"
+  fi
+}
+
+# A command as a reader wants it: on one line when short, else the words before the first flag
+# (`docker run`), then one flag with its value per line, continued with ` \`, as the script's arrays are.
+# docker's flags that take no value are known by name; other words after a flag are its value.
+dry_print() {
+  local node=$1 word line="" lines=() i
+  shift
+  local argv=("$@")
+  for word in "${argv[@]}"; do line+="$(dry_word "$word") "; done
+  if ((${#line} <= 100)); then
+    printf '[%s] %s\n' "$node" "${line% }"
+    return 0
+  fi
+  line=""
+  for ((i = 0; i < ${#argv[@]}; i++)); do
+    word=$(dry_word "${argv[i]}")
+    if [[ ${argv[i]} == -* || ${#lines[@]} -gt 0 ]] && [[ -n $line ]]; then
+      lines+=("$line")
+      line=""
+    fi
+    line+=${line:+ }$word
+    case ${argv[i]} in
+      -d | -i | -t | --rm | --init | --privileged | --read-only | --*=* | -*=*) ;;
+      -*)
+        if ((i + 1 < ${#argv[@]})) && [[ ${argv[i + 1]} != -* ]]; then
+          i=$((i + 1))
+          line+=" $(dry_word "${argv[i]}")"
+        fi
+        ;;
+    esac
+  done
+  lines+=("$line")
+  printf '[%s] %s' "$node" "${lines[0]}"
+  for line in "${lines[@]:1}"; do printf ' \\\n    %s' "$line"; done
+  printf '\n'
 }
 
 # docker's view of a container: running, exited, ... or "missing".

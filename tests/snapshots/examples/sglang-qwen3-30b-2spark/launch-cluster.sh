@@ -76,6 +76,9 @@ readonly PROFILE_MISMATCH_FATAL=1
 readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
 readonly SECRETS=()
+# --env 'NAME=VALUE' refuses these names (the shell's and these scripts' own) and secret-looking ones.
+readonly RESERVED_NAMES='API_KEY_GIVEN API_KEY_VAR API_PORT ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS CONTAINER CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENGINE ENGINE_EXEC ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FUNCNAME GLOBIGNORE GPUS GROUPS HAS_PATCHES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LINENO LINES LOGNAME MAIL MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TMOUT TMPDIR TOTAL_GPUS UID USER'
+readonly SECRET_NAME_PATTERN="(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|\$)"
 # Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
 readonly HEAD_FABRIC_IP=192.168.100.10
 declare -rA NETDEV=(
@@ -574,10 +577,55 @@ run_on() {
   local node=$1
   shift
   if ((DRY_RUN)); then
-    printf '[%s] %s\n' "$node" "$(printf '%q ' "$@")" >&3
+    dry_print "$node" "$@" >&3
     return 0
   fi
   on_node "$node" "$@"
+}
+
+# A word as a POSIX shell reads it back: bare where that is safe, else in single quotes.
+dry_word() {
+  if [[ $1 =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then
+    printf '%s' "$1"
+  else
+    printf "'%s'" "${1//\'/\'\\\'\'}"
+  fi
+}
+
+# A command as a reader wants it: on one line when short, else the words before the first flag
+# (`docker run`), then one flag with its value per line, continued with ` \`, as the script's arrays are.
+# docker's flags that take no value are known by name; other words after a flag are its value.
+dry_print() {
+  local node=$1 word line="" lines=() i
+  shift
+  local argv=("$@")
+  for word in "${argv[@]}"; do line+="$(dry_word "$word") "; done
+  if ((${#line} <= 100)); then
+    printf '[%s] %s\n' "$node" "${line% }"
+    return 0
+  fi
+  line=""
+  for ((i = 0; i < ${#argv[@]}; i++)); do
+    word=$(dry_word "${argv[i]}")
+    if [[ ${argv[i]} == -* || ${#lines[@]} -gt 0 ]] && [[ -n $line ]]; then
+      lines+=("$line")
+      line=""
+    fi
+    line+=${line:+ }$word
+    case ${argv[i]} in
+      -d | -i | -t | --rm | --init | --privileged | --read-only | --*=* | -*=*) ;;
+      -*)
+        if ((i + 1 < ${#argv[@]})) && [[ ${argv[i + 1]} != -* ]]; then
+          i=$((i + 1))
+          line+=" $(dry_word "${argv[i]}")"
+        fi
+        ;;
+    esac
+  done
+  lines+=("$line")
+  printf '[%s] %s' "$node" "${lines[0]}"
+  for line in "${lines[@]:1}"; do printf ' \\\n    %s' "$line"; done
+  printf '\n'
 }
 
 # docker's view of a container: running, exited, ... or "missing".
@@ -1356,6 +1404,7 @@ probe_argv() {
   ARGV=("${words[@]}")
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
+  with_extra_env
 }
 
 # One field of a SPARKC_PROBE JSON line (strings and numbers; the program writes no nested quotes).
@@ -1403,11 +1452,73 @@ docker_run_argv() {
   done
   substitute_snapshot
   if declare -F patches_argv >/dev/null; then patches_argv "$1"; fi
+  with_extra_env
+}
+
+# -- launch-time overrides (--env) --------------------------------------------------------------
+EXTRA_ENV=()
+
+usage_error() {
+  echo "launch-cluster.sh: $*" >&2
+  exit 2
+}
+
+# One --env 'NAME=VALUE', checked as the compiler checks the spec's env; the value is never evaluated.
+add_extra_env() {
+  local item=$1 name=${1%%=*} known
+  [[ $item == *=* ]] || usage_error "--env needs 'NAME=VALUE', got '$item'"
+  [[ $name =~ ^[A-Z_][A-Z0-9_]*$ ]] \
+    || usage_error "--env $name: names are upper-case letters, digits and '_', not starting with a digit"
+  if [[ " $RESERVED_NAMES " == *" $name "* || $name == BASH_* || $name == LC_* || $name == DOCKER_RUN_* ]]; then
+    usage_error "--env $name: a name the shell or the generated scripts use themselves; choose another"
+  fi
+  if [[ $name =~ $SECRET_NAME_PATTERN || " ${SECRETS[*]} " == *" $name "* ]]; then
+    usage_error "--env $name looks like a secret: list it under container.secrets in the spec, compile, and" \
+      "export it where this script runs (a value given here would show in the process list)"
+  fi
+  for known in "${EXTRA_ENV[@]}"; do
+    [[ ${known%%=*} != "$name" ]] || usage_error "--env $name is given twice"
+  done
+  EXTRA_ENV+=("$item")
+}
+
+# A name the plan already sets (the spec's env or sparkc's per-node settings) changes what was
+# compiled and checked together: refused, with the way to change it.
+check_extra_env() {
+  local node item i
+  for node in "${NODES[@]}"; do
+    local -n planned="DOCKER_RUN_${RANK[$node]}"
+    for ((i = 1; i < ${#planned[@]}; i++)); do
+      [[ ${planned[i - 1]} == -e ]] || continue
+      for item in "${EXTRA_ENV[@]}"; do
+        if [[ ${planned[i]%%=*} == "${item%%=*}" ]]; then
+          usage_error "--env ${item%%=*} is set by the compiled plan (on $node); change it in the spec and run" \
+            "sparkc compile again"
+        fi
+      done
+    done
+    unset -n planned
+  done
+}
+
+# ARGV with the --env variables added right after `docker run`, each as the two words -e and 'NAME=VALUE'.
+with_extra_env() {
+  ((${#EXTRA_ENV[@]})) || return 0
+  local item extra=()
+  for item in "${EXTRA_ENV[@]}"; do extra+=(-e "$item"); done
+  ARGV=("${ARGV[@]:0:2}" "${extra[@]}" "${ARGV[@]:2}")
+}
+
+# For last-launch.txt: the overrides of this run, by name (values may be anything typed).
+describe_overrides() {
+  local item
+  for item in "${EXTRA_ENV[@]}"; do printf 'override.env=%s\n' "${item%%=*}"; done
 }
 
 usage() {
   cat <<'USAGE'
-Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS] [--yes]
+Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS]
+                         [--env 'NAME=VALUE']... [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
@@ -1418,8 +1529,14 @@ Starts the deployment on every node and waits until the OpenAI-compatible endpoi
   --skip-preflight   skip those checks
   --no-probe         skip the all-reduce across the nodes before the engine starts
   --timeout SECONDS  budget for the whole start (default from the spec)
+  --env 'NAME=VALUE' an extra variable in every container, for this launch only (repeatable);
+                     upper-case names the plan does not set already, no secrets (list those
+                     under container.secrets); recorded by name in last-launch.txt
   --yes              replace a running deployment of the same name
   -h, --help         this text
+
+Anything else (nodes, layout, image, ports, variables the plan sets) is part of the compiled
+plan: change the spec and run `sparkc compile` again.
 
 Exit status: 0 ready (or already running and healthy), 1 launch failed (logs saved under
 logs/ beside this script, containers kept for inspection), 2 usage, 130 interrupted.
@@ -1455,7 +1572,7 @@ fail() {
   local dir
   dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
   collect_logs "$dir" 500
-  printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*" >"$dir/failure.txt"
+  { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } >"$dir/failure.txt"
   if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
     printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
     tail -n 30 "$dir/$FAILED_NODE.log" >&2
@@ -1492,7 +1609,9 @@ preflight() {
   local tools=(docker curl)
   if ((${#NODES[@]} > 1)); then tools+=(ssh); fi
   for out in "${tools[@]}"; do
-    command -v "$out" >/dev/null || fail "$HEAD" "'$out' is not installed on the head node"
+    command -v "$out" >/dev/null && continue
+    ((DRY_RUN)) && { warn "'$out' is not installed here; a real launch stops here"; continue; }
+    fail "$HEAD" "'$out' is not installed on the head node"
   done
   for out in "${SECRETS[@]}"; do
     [[ -n ${SECRET_VALUES[$out]} ]] && continue
@@ -1594,6 +1713,7 @@ record_launch() {
     for node in "${NODES[@]}"; do
       printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
+    describe_overrides
   } >"$SCRIPT_DIR/last-launch.txt"
   log "recorded in $SCRIPT_DIR/last-launch.txt"
 }
@@ -1933,11 +2053,17 @@ main() {
         TIMEOUT=$2
         shift
         ;;
+      --env)
+        (($# > 1)) || usage_error "--env needs 'NAME=VALUE'"
+        add_extra_env "$2"
+        shift
+        ;;
       -h | --help) usage; exit 0 ;;
       *) echo "launch-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
   done
+  check_extra_env
   DEADLINE=$((SECONDS + TIMEOUT))
   SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
