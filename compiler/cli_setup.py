@@ -105,21 +105,17 @@ def init_command(nodes: int | None, from_discover: Path | None, name: str, out: 
 @click.option("--prefix-length", type=click.IntRange(8, 30), default=24, show_default=True, help="Fabric subnet size.")
 def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
     """Write OUT/setup-fabric.sh: fabric addresses, MTU 9000 and the head's ssh key, for SPEC's nodes."""
+    # The compile command's own reading (own profiles and a patch folder beside the spec) and report.
+    from compiler.cli import _compile, _report
     from compiler.lint import lint_scripts
-    from compiler.loader import SpecReadError, read_spec, to_plain
-    from compiler.pipeline import GeneratedScriptError, compile_text
+    from compiler.loader import to_plain
+    from compiler.pipeline import GeneratedScriptError
     from compiler.schema import load_schema, with_defaults
     from compiler.setup_fabric import SCRIPT, fabric_plan, render_setup
     from compiler.spec import build_spec
 
-    try:
-        text = read_spec(spec)
-    except SpecReadError as exc:
-        raise UsageProblem(str(exc)) from None
-    result = compile_text(text, str(spec), render_files=False)
+    result = _compile(spec, strict=False, profiles_dir=None, render_files=False)
     if not result.ok or result.plan is None:
-        from compiler.cli import _report  # the compile command's own report of spec errors
-
         _report(result, "text")
         sys.exit(1)
     given = to_plain(result.document.data)

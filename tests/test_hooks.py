@@ -129,7 +129,7 @@ def test_dry_run_shows_the_copy_and_the_mount_on_each_node(tmp_path: Path) -> No
         ("empty", {"container.hooks.patches": "empty"}, "the patch folder empty is empty"),
         ("hidden", {"container.hooks.patches": "hidden"}, "hidden/.git: hidden files"),
         ("binary", {"container.hooks.patches": "binary"}, "binary/x.bin: not UTF-8 text"),
-        ("", {"container.hooks.pre_engine": [""]}, "should be non-empty"),
+        ("", {"container.hooks.pre_engine": [""]}, "must not be empty"),
         ("", {"container.hooks.pre_engine": ["echo a\necho b"]}, "control characters"),
         (
             "mods",

@@ -70,7 +70,7 @@ def test_ray_uses_the_control_ips() -> None:
         ),
         ({**SPLIT, "cluster.nodes.1.control.ip": "spark-b.lan"}, "'spark-b.lan' is not an IP address"),
         ({**SPLIT, "cluster.nodes.1.control.ip": "10.0.0.10"}, "already the control IP of spark-a"),
-        ({**SPLIT, "cluster.nodes.1.fabric.netdevs": []}, "should be non-empty"),
+        ({**SPLIT, "cluster.nodes.1.fabric.netdevs": []}, "must list at least one"),
         ({**SPLIT, "cluster.nodes.1.fabric.netdevs": ["a", "a"]}, "non-unique"),
         ({**SPLIT, "cluster.nodes.1.fabric.netdevs": ["eth0;reboot"]}, "must be a network interface name"),
         ({**SPLIT, "cluster.nodes.1.control.netdev": "^lo"}, "must be a network interface name"),
@@ -85,7 +85,7 @@ def test_planes_are_validated(changes: dict[str, object], message: str) -> None:
 def test_a_spec_without_planes_renders_no_plane_steps(tmp_path: Path) -> None:
     assert compile_into(NATIVE, tmp_path / "out").ok
     launch = (tmp_path / "out" / "launch-cluster.sh").read_text()
-    assert "CONTROL_NETDEV" not in launch and "check_planes()" not in launch
+    assert "declare -rA CONTROL_NETDEV" not in launch and "check_planes()" not in launch
     assert '"planes"' not in (tmp_path / "out" / "manifest.json").read_text()
 
 
@@ -99,5 +99,6 @@ def test_dry_run_shows_the_plane_checks(tmp_path: Path) -> None:
         timeout=60,
         env={"PATH": "/usr/bin:/bin", "HF_TOKEN": "x"},
     )
-    assert "ip -o addr show dev enP7s7" in run.stdout, run.stdout + run.stderr
-    assert "ip -o link show dev enP2p1s0f0np0" in run.stdout
+    # The plane checks ride in each node's one preflight round trip, with that node's interfaces.
+    assert "<preflight: host docker model fabric hcas gpus memory planes>" in run.stdout, run.stdout + run.stderr
+    assert "control=enP7s7 data=enp1s0f0np0\\ enP2p1s0f0np0" in run.stdout

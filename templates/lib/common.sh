@@ -64,7 +64,6 @@ on_exit() {
   ssh_mux_stop
 }
 trap on_exit EXIT
-ssh_mux_start
 
 # ssh to a node, with the spec's options and the shared connection; the remaining words go to ssh.
 ssh_node() {

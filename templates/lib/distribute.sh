@@ -194,6 +194,7 @@ main() {
     esac
     shift
   done
+  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   if ((IMAGE_ONLY && MODEL_ONLY)); then
     echo "distribute.sh: --image-only and --model-only exclude each other" >&2
     exit 2

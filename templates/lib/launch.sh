@@ -638,6 +638,7 @@ main() {
     esac
     shift
   done
+  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
   DEADLINE=$((SECONDS + TIMEOUT))
   SCRATCH=$(mktemp -d)

@@ -28,6 +28,7 @@ main() {
     esac
     shift
   done
+  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   if ((follow)); then
     ssh_mux_stop  # exec ends this shell without its EXIT trap
     exec docker logs --follow --tail 200 "${CONTAINER[$HEAD]}"

@@ -10,7 +10,7 @@ probe_fabric() {
   if ((DRY_RUN)); then
     for node in "${NODES[@]}"; do
       probe_argv "$node"
-      printf '[%s] %s -c <probe program>\n' "$node" "$(printf '%q ' "${ARGV[@]}")" >&3
+      dry_print "$node" "${ARGV[@]}" -c "<the probe program>" >&3
     done
     phase_done
     return 0

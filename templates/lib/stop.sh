@@ -48,6 +48,7 @@ main() {
     esac
     shift
   done
+  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   local node status=0
   for node in "${NODES[@]:1}" "$HEAD"; do
     stop_one "$node" || status=1

@@ -563,7 +563,6 @@ on_exit() {
   ssh_mux_stop
 }
 trap on_exit EXIT
-ssh_mux_start
 
 # ssh to a node, with the spec's options and the shared connection; the remaining words go to ssh.
 ssh_node() {
@@ -1348,7 +1347,7 @@ probe_fabric() {
   if ((DRY_RUN)); then
     for node in "${NODES[@]}"; do
       probe_argv "$node"
-      printf '[%s] %s -c <probe program>\n' "$node" "$(printf '%q ' "${ARGV[@]}")" >&3
+      dry_print "$node" "${ARGV[@]}" -c "<the probe program>" >&3
     done
     phase_done
     return 0
@@ -2076,6 +2075,7 @@ main() {
     esac
     shift
   done
+  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
   DEADLINE=$((SECONDS + TIMEOUT))
   SCRATCH=$(mktemp -d)

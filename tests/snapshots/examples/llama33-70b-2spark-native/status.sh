@@ -110,7 +110,6 @@ on_exit() {
   ssh_mux_stop
 }
 trap on_exit EXIT
-ssh_mux_start
 
 # ssh to a node, with the spec's options and the shared connection; the remaining words go to ssh.
 ssh_node() {
@@ -280,6 +279,7 @@ main() {
     -h | --help) usage; exit 0 ;;
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
+  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   local node state healthy=1 out
   for node in "${NODES[@]}"; do
     if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then

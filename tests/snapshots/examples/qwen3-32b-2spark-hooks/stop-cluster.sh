@@ -105,7 +105,6 @@ on_exit() {
   ssh_mux_stop
 }
 trap on_exit EXIT
-ssh_mux_start
 
 # ssh to a node, with the spec's options and the shared connection; the remaining words go to ssh.
 ssh_node() {
@@ -310,6 +309,7 @@ main() {
     esac
     shift
   done
+  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   local node status=0
   for node in "${NODES[@]:1}" "$HEAD"; do
     stop_one "$node" || status=1

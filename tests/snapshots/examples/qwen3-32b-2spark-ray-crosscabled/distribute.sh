@@ -119,7 +119,6 @@ on_exit() {
   ssh_mux_stop
 }
 trap on_exit EXIT
-ssh_mux_start
 
 # ssh to a node, with the spec's options and the shared connection; the remaining words go to ssh.
 ssh_node() {
@@ -470,6 +469,7 @@ main() {
     esac
     shift
   done
+  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   if ((IMAGE_ONLY && MODEL_ONLY)); then
     echo "distribute.sh: --image-only and --model-only exclude each other" >&2
     exit 2
