@@ -31,7 +31,9 @@ def test_control_data_example_puts_each_plane_on_its_netdev(deploy: Deploy, sim_
         assert env["NCCL_SOCKET_IFNAME"] == env["OMPI_MCA_btl_tcp_if_include"] == n.fabric_netdev
         assert env["VLLM_HOST_IP"] == n.mgmt_ip and env["MASTER_ADDR"] == nodes[0].mgmt_ip
         assert flag_value(seen["argv"], "--master-addr") == nodes[0].mgmt_ip
-    assert f"{nodes[1].name}: control {nodes[1].mgmt_ip} on mgmt0" in launch.stdout
+    # Preflight's line for the node names both planes as it found them.
+    preflight = next(line for line in launch.stdout.splitlines() if f"[sparkc] {nodes[1].name}: docker " in line)
+    assert f"control {nodes[1].mgmt_ip} on mgmt0, data on {nodes[1].fabric_netdev}" in preflight
     assert d.run("stop-cluster.sh").returncode == 0
 
 
