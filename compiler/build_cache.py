@@ -7,8 +7,8 @@ schemas, profiles; by content), the installed distributions (their dist-info nam
 Python's version, and the identities and flags of shellcheck and bash. An entry holds what that compile
 produced (the files' texts, its diagnostics as printed, the head node, the state of each file of this
 machine it looked at: the weights' index) and is written only after the files passed lint, so a hit hands
-out only linted text, and only while each of those files is in the state the compile saw. As with every cache here, anything wrong with an
-entry or the folder reads as a miss, and the compile runs in full.
+out only linted text, and only while each of those files is in the state the compile saw. As with every
+cache here, anything wrong with an entry or the folder reads as a miss, and the compile runs in full.
 """
 
 from __future__ import annotations
