@@ -296,9 +296,9 @@ def explain_command(spec: Path, fmt: str, profiles_dir: Path | None) -> None:
 @cli.command("schema")
 def schema_command() -> None:
     """Print the spec's JSON schema (for editors and CI)."""
-    from compiler.schema import load_schema
+    from compiler.schema import editor_schema
 
-    click.echo(json.dumps(load_schema(), indent=2))
+    click.echo(json.dumps(editor_schema(), indent=2))
 
 
 def _error_json(kind: str, message: str, code: int) -> None:
