@@ -6,7 +6,8 @@ Needs root and the simulated cluster (tests/simcluster). For 2 and 4 nodes: laun
 start to READY, each output line time-stamped as it arrives (phase boundaries), then stop-cluster.sh.
 The floor, measured the same way: one ssh round trip to every worker at once, then the same
 `docker run`s (workers, then rank 0, as the launcher starts them) and curl until a one-token completion
-answers. Writes benchmarks/results/launch_overhead.json.
+answers. The launches run with --no-probe; one more launch per size times the fabric probe as well
+("with_probe"). Writes benchmarks/results/launch_overhead.json.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ from tests.simcluster import SimCluster
 STAMP = 'while IFS= read -r line; do printf "%s %s\\n" "$(date +%s.%N)" "$line"; done'
 
 
-def timed_launch(d: Deployment) -> dict[str, float]:
+def timed_launch(d: Deployment, *flags: str) -> dict[str, float]:
     start = time.time()
-    res = d.cluster.sh(
-        d.cluster.head.name, f"bash {shlex.quote(str(d.build / 'launch-cluster.sh'))} 2>&1 | {STAMP}", timeout=600
-    )
+    command = shlex.join(["bash", str(d.build / "launch-cluster.sh"), *flags])
+    res = d.cluster.sh(d.cluster.head.name, f"{command} 2>&1 | {STAMP}", timeout=600)
     end = time.time()
     if "READY" not in res.stdout:
         raise SystemExit("launch failed:\n" + res.stdout + res.stderr)
@@ -100,10 +100,15 @@ def main() -> None:
             d = deployment(cluster, model, n, f"bench{n}")
             launches, floors = [], []
             for _ in range(rounds):
-                launches.append(timed_launch(d))
+                # The fabric probe (one all-reduce before the engine) is a check of its own, not overhead:
+                # timed apart, once, below.
+                launches.append(timed_launch(d, "--no-probe"))
                 d.run("stop-cluster.sh", timeout=300)
                 floors.append(timed_floor(d))
                 d.remove()
+            probed = timed_launch(d)
+            d.run("stop-cluster.sh", timeout=300)
+            d.remove()
             median = {k: round(statistics.median(r[k] for r in launches), 3) for k in launches[0]}
             floor = {k: round(statistics.median(r[k] for r in floors), 3) for k in floors[0]}
             out[f"{n}_nodes"] = {
@@ -111,6 +116,7 @@ def main() -> None:
                 "floor": floor,
                 "ratio": round(median["total"] / floor["total"], 2),
                 "runs": launches,
+                "with_probe": probed,
             }
             print(f"{n} nodes: launch {median} floor {floor} ratio {median['total'] / floor['total']:.2f}")
         out["4_vs_2"] = round(out["4_nodes"]["launch"]["total"] / out["2_nodes"]["launch"]["total"], 2)  # type: ignore[index]

@@ -5,9 +5,10 @@ An entry's key is everything a compile's output depends on: the spec's bytes, th
 recorded as and the name its diagnostics use, --strict, every file of sparkc itself (code, templates,
 schemas, profiles; by content), the installed distributions (their dist-info names carry versions),
 Python's version, and the identities and flags of shellcheck and bash. An entry holds what that compile
-produced (the files' texts, its diagnostics as printed, the head node) and is written only after the
-files passed lint, so a hit hands out only linted text. As with every cache here, anything wrong with an
-entry or the folder reads as a miss, and the compile runs in full.
+produced (the files' texts, its diagnostics as printed, the head node, the state of each file of this
+machine it looked at: the weights' index) and is written only after the files passed lint, so a hit hands
+out only linted text, and only while each of those files is in the state the compile saw. As with every
+cache here, anything wrong with an entry or the folder reads as a miss, and the compile runs in full.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from compiler.cache import cache_home, write_quietly
+from compiler.cache import cache_home, file_state, write_quietly
 
-FORMAT = b"sparkc-build-cache-1\n"
+FORMAT = b"sparkc-build-cache-2\n"
 KEEP = 64  # entries kept; older ones go when a new one is written
 MAX_SPEC_BYTES = 4 << 20  # a larger file is never remembered (the loader refuses it anyway)
 
@@ -34,6 +35,9 @@ class Build:
     text_report: str  # diagnostics as `--format text` prints them ("" for none)
     json_report: list[dict[str, object]]  # the same as `--format json` lists them
     head: str
+    # Files of this machine the compile looked at, each with its state before it was read (cache.file_state):
+    # the entry is used only while every one is still in that state.
+    consulted: dict[str, str] = field(default_factory=dict)
 
 
 def spec_key(spec: Path, shown: str, recorded: str, strict: bool) -> str | None:
@@ -68,17 +72,19 @@ def lookup(key: str | None) -> Build | None:
         return None
     try:
         entry = json.loads(payload)
-        build = Build(entry["files"], entry["text_report"], entry["json_report"], entry["head"])
+        build = Build(entry["files"], entry["text_report"], entry["json_report"], entry["head"], entry["consulted"])
     except (ValueError, KeyError, TypeError):
         return None
     shapes = (
-        isinstance(build.files, dict)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in build.files.items())
+        all(isinstance(d, dict) for d in (build.files, build.consulted))
+        and all(isinstance(k, str) and isinstance(v, str) for d in (build.files, build.consulted) for k, v in d.items())
         and isinstance(build.text_report, str)
         and isinstance(build.json_report, list)
         and isinstance(build.head, str)
     )
-    return build if shapes else None
+    if not shapes or any(file_state(path) != state for path, state in build.consulted.items()):
+        return None
+    return build
 
 
 def store(key: str | None, build: Build) -> None:
@@ -86,7 +92,13 @@ def store(key: str | None, build: Build) -> None:
     if key is None or folder is None:
         return
     payload = json.dumps(
-        {"files": build.files, "text_report": build.text_report, "json_report": build.json_report, "head": build.head},
+        {
+            "files": build.files,
+            "text_report": build.text_report,
+            "json_report": build.json_report,
+            "head": build.head,
+            "consulted": build.consulted,
+        },
         ensure_ascii=False,
     ).encode("utf-8", "surrogatepass")
     write_quietly(folder / key, FORMAT + hashlib.sha256(payload).digest() + payload)

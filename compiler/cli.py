@@ -91,15 +91,12 @@ def _compile(
 
 def _profiles_folder(spec: Path, profiles_dir: Path | None) -> Path | None:
     """The operator's own profiles folder for this compile: --profiles, or profiles/ beside the spec."""
-    if profiles_dir is not None:
-        return profiles_dir
-    folder = spec.parent / "profiles"
     from compiler.resources import data_dir
 
+    folder = profiles_dir or spec.parent / "profiles"
     # A spec at the top of a sparkc checkout sits beside the built-in profiles: not its own.
-    if not folder.is_dir() or folder.resolve() == data_dir("profiles").resolve():
-        return None
-    return folder
+    builtin = profiles_dir is None and (not folder.is_dir() or folder.resolve() == data_dir("profiles").resolve())
+    return None if builtin else folder
 
 
 def _own_profiles(spec: Path, profiles_dir: Path | None) -> tuple[Profile, ...]:
@@ -209,6 +206,7 @@ def _build_of(result: CompileResult) -> Build:
         text_report=format_text(result.diagnostics, filename, data) if result.diagnostics else "",
         json_report=json.loads(format_json(result.diagnostics, filename, data))["diagnostics"],
         head=result.plan.head if result.plan else "?",
+        consulted=dict(result.consulted),
     )
 
 
@@ -298,9 +296,9 @@ def explain_command(spec: Path, fmt: str, profiles_dir: Path | None) -> None:
 @cli.command("schema")
 def schema_command() -> None:
     """Print the spec's JSON schema (for editors and CI)."""
-    from compiler.schema import load_schema
+    from compiler.schema import editor_schema
 
-    click.echo(json.dumps(load_schema(), indent=2))
+    click.echo(json.dumps(editor_schema(), indent=2))
 
 
 def _error_json(kind: str, message: str, code: int) -> None:

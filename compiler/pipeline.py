@@ -13,7 +13,7 @@ from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
 from compiler.include import ClusterFile, include, place, wants_file
 from compiler.lint import lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
-from compiler.model_facts import read_model_facts
+from compiler.model_facts import ModelFacts, read_model_facts
 from compiler.patches import PatchFolder, read_patch_folder
 from compiler.plan import PATCHES_DIR, Plan
 from compiler.profiles import Profile
@@ -29,9 +29,12 @@ class CompileResult:
     diagnostics: tuple[Diagnostic, ...]
     plan: Plan | None = None
     files: dict[str, str] = field(default_factory=dict)  # relative path -> text
-    # False where the output also depends on files besides the spec (a cluster file, the model's own
-    # index on this machine): such a compile is never remembered by the whole-compile cache.
+    # False where the output also depends on folders besides the spec (a cluster file, own profiles, a patch
+    # folder): such a compile is never remembered by the whole-compile cache.
     spec_alone: bool = True
+    # Files of this machine the compile looked at (the model's index, for the memory fit check): a remembered
+    # compile is reused only while each is unchanged.
+    consulted: tuple[tuple[str, str], ...] = ()  # (path, its state before it was read)
 
     @property
     def ok(self) -> bool:
@@ -79,7 +82,7 @@ def compile_text(
     if has_errors(refused):
         diagnostics += _rules_beside_schema_errors(given, refused, schema, recorded, inputs_sha256, beside)
         return CompileResult(document, _locate_all(document, diagnostics, strict, cluster))
-    plan, problems, patches = _resolve(given, schema, recorded, inputs_sha256, beside)
+    plan, problems, patches, facts = _resolve(given, schema, recorded, inputs_sha256, beside)
     located = _locate_all(document, diagnostics + problems, strict, cluster)
     if plan is None or has_errors(located):
         return CompileResult(document, located)
@@ -94,38 +97,25 @@ def compile_text(
         # The operator's own files, beside the scripts (not linted: they run inside the containers).
         files.update((f"{PATCHES_DIR}/{f.path}", text) for f, text in zip(patches.files, patches.texts, strict=True))
     # Own profiles and a patch folder are read beside the spec: not a compile of the spec alone.
-    spec_alone = cluster is None and not _reads_local_model(given) and not beside.profiles and patches is None
-    return CompileResult(document, located, plan, files, spec_alone)
-
-
-def _reads_local_model(given: dict[str, Any]) -> bool:
-    """Whether a model folder the spec names exists here (its index then feeds the memory fit check)."""
-    model = given.get("model")
-    if not isinstance(model, dict):
-        return False
-    draft = model.get("draft")
-    folders = [model.get("path"), model.get("hf_cache"), draft.get("path") if isinstance(draft, dict) else None]
-    return any(isinstance(f, str) and FilePath(f).exists() for f in folders)
+    spec_alone = cluster is None and not beside.profiles and patches is None
+    return CompileResult(document, located, plan, files, spec_alone, facts.consulted)
 
 
 def _resolve(
     given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str, beside: Beside
-) -> tuple[Plan | None, list[Diagnostic], PatchFolder | None]:
-    """Cross-field rules and the plan, for a spec the schema accepts (and the patch folder it names)."""
+) -> tuple[Plan | None, list[Diagnostic], PatchFolder | None, ModelFacts]:
+    """Cross-field rules and the plan, for a spec the schema accepts (and the patch folder it names, and what
+    this machine could read about the weights)."""
     spec = build_spec(with_defaults(given, schema), given)
     hooks = spec.container.hooks
     patches = None
     if hooks is not None and hooks.patches is not None:
         patches = read_patch_folder(beside.spec_dir or FilePath(), hooks.patches)
+    facts = read_model_facts(spec)
     plan, problems = resolve(
-        spec,
-        spec_path=spec_path,
-        spec_sha256=sha256,
-        facts=read_model_facts(spec),
-        profiles=beside.profiles,
-        patches=patches,
+        spec, spec_path=spec_path, spec_sha256=sha256, facts=facts, profiles=beside.profiles, patches=patches
     )
-    return plan, problems, patches
+    return plan, problems, patches, facts
 
 
 def _rules_beside_schema_errors(
@@ -154,7 +144,7 @@ def _rules_beside_schema_errors(
         _remove(repaired, path)
     if validate(repaired, schema):
         return []
-    _, problems, _ = _resolve(repaired, schema, spec_path, sha256, beside)
+    _, problems, _, _ = _resolve(repaired, schema, spec_path, sha256, beside)
     variations: list[tuple[Path, Any]] = []
     spoiled: set[Path] = set()
     for path in guessed:

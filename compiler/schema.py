@@ -22,6 +22,16 @@ from compiler.resources import data_dir
 
 @cache
 def load_schema(name: str = "spec.schema.json") -> dict[str, Any]:
+    """The schema specs are validated with. A spec's `cluster: {file: PATH}` is replaced by the file's
+    section before validation (compiler.include), so here cluster is that section alone."""
+    schema = editor_schema(name)
+    if name == "spec.schema.json":
+        schema = {**schema, "properties": {**schema["properties"], "cluster": schema["$defs"]["cluster"]}}
+    return schema
+
+
+def editor_schema(name: str = "spec.schema.json") -> dict[str, Any]:
+    """The schema file as written, for editors and `sparkc schema`: cluster may also be {file: PATH}."""
     schema: dict[str, Any] = json.loads((data_dir("schemas") / name).read_text(encoding="utf-8"))
     return schema
 

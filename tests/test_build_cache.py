@@ -151,3 +151,33 @@ def test_old_entries_are_pruned(tmp_path: Path, cache: Path, monkeypatch: pytest
         spec.write_bytes(SEED.read_bytes())
         assert run("compile", spec, "-o", tmp_path / f"out{n}") == 0
     assert len(list(cache.iterdir())) == 2
+
+
+def test_a_compile_that_read_the_model_index_is_reused_only_while_the_index_is_unchanged(
+    tmp_path: Path, cache: Path, compiles: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The memory fit check reads the weights' index where this machine has it: a remembered compile must
+    not hand out the warning of an index that has since changed, appeared or gone."""
+    import json
+
+    from tests.specs import dump, example, with_changes
+
+    weights = tmp_path / "weights"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(dump(with_changes(example("llama33-70b-2spark-native"), {"model.path": str(weights)})))
+    index = weights / "model.safetensors.index.json"
+
+    def compile_warnings() -> list[str]:
+        capsys.readouterr()
+        assert run("compile", spec, "-o", tmp_path / "out") == 0
+        return [line for line in capsys.readouterr().err.splitlines() if "cannot hold" in line]
+
+    assert compile_warnings() == []  # no index here yet: nothing to warn about
+    weights.mkdir()
+    index.write_text(json.dumps({"metadata": {"total_size": 240 * 10**9}}))
+    assert len(compile_warnings()) == 2  # the index appeared: compiled again, both nodes too small
+    assert len(compile_warnings()) == 2 and len(compiles) == 2  # unchanged: from the cache, same warnings
+    index.write_text(json.dumps({"metadata": {"total_size": 60 * 10**9}}))
+    assert compile_warnings() == [] and len(compiles) == 3  # changed: compiled again, it fits now
+    index.unlink()
+    assert compile_warnings() == [] and len(compiles) == 4

@@ -141,3 +141,19 @@ def test_check_notices_a_changed_cluster_file(tmp_path: Path) -> None:
     assert runner.invoke(cli, ["compile", str(path), "-o", str(out)]).exit_code == 0
     cluster.write_text(cluster.read_text() + "# re-cabled on Tuesday\n")
     assert runner.invoke(cli, ["compile", str(path), "-o", str(out), "--check"]).exit_code == 1
+
+
+def test_the_schema_editors_read_accepts_the_file_form_and_every_example() -> None:
+    """Editors validate the spec as written, before sparkc replaces `cluster: {file}` by the file's section."""
+    from jsonschema import Draft202012Validator
+
+    from compiler.schema import editor_schema
+    from tests.specs import EXAMPLES
+
+    validator = Draft202012Validator(editor_schema())
+    with_file = {**example("solo-qwen3-32b"), "cluster": {"file": "../cluster.yaml"}}
+    assert not list(validator.iter_errors(with_file))
+    assert list(validator.iter_errors({**with_file, "cluster": {"file": "c.yaml", "head": "spark-a"}}))
+    assert list(validator.iter_errors({**with_file, "cluster": {"file": ""}}))
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        assert not list(validator.iter_errors(example(path.stem))), path.name

@@ -297,28 +297,37 @@ record_launch() {
 # Find this deployment's containers (by name and label, nothing else) and decide what to do with them.
 clear_old() {
   phase cleanup "containers left by an earlier launch of $DEPLOYMENT"
-  local node info label state sha running=0 same=0 existing=()
-  for node in "${NODES[@]}"; do
-    FAILED_NODE=$node
-    if ((DRY_RUN)); then
+  local node i label state sha running=0 same=0 existing=() pids=()
+  if ((DRY_RUN)); then
+    existing=("${NODES[@]}")
+  else
+    # Every node asked at once; the answers are judged in node order.
+    for i in "${!NODES[@]}"; do
+      node=${NODES[i]}
+      (
+        trap - ERR
+        on_node "$node" docker inspect --format \
+          '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
+          "${CONTAINER[$node]}" 2>/dev/null || echo "-"
+      ) >"$SCRATCH/old.$i" </dev/null &
+      pids+=("$!")
+    done
+    for i in "${!NODES[@]}"; do
+      node=${NODES[i]}
+      wait "${pids[i]}" || true
+      read -r label state sha <"$SCRATCH/old.$i" || label="-"
+      [[ $label == - ]] && continue # no such container (a deployment's name never is '-')
+      if [[ $label != "$DEPLOYMENT" ]]; then
+        fail "$node" "a container named ${CONTAINER[$node]} exists on $node but was not created by deployment" \
+          "$DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
+      fi
       existing+=("$node")
-      continue
-    fi
-    info=$(on_node "$node" docker inspect --format \
-      '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
-      "${CONTAINER[$node]}" 2>/dev/null) || continue
-    read -r label state sha <<<"$info"
-    if [[ $label != "$DEPLOYMENT" ]]; then
-      fail "$node" "a container named ${CONTAINER[$node]} exists on $node but was not created by deployment" \
-        "$DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
-    fi
-    existing+=("$node")
-    if [[ $state == running ]]; then
-      running=$((running + 1))
-      [[ $sha == "$SPEC_SHA256" ]] && same=$((same + 1))
-    fi
-  done
-  FAILED_NODE=""
+      if [[ $state == running ]]; then
+        running=$((running + 1))
+        [[ $sha == "$SPEC_SHA256" ]] && same=$((same + 1))
+      fi
+    done
+  fi
   if ((running > 0 && REPLACE == 0)); then
     if ((same == ${#NODES[@]})) && endpoint_healthy; then
       log "$DEPLOYMENT is already running from this spec and its endpoint is healthy: nothing to do"
@@ -328,12 +337,26 @@ clear_old() {
     fail "$HEAD" "$DEPLOYMENT is running on $running node(s) (from this spec on $same), but is not healthy" \
       "or is from another spec. Pass --yes to replace it, or run stop-cluster.sh first"
   fi
-  for node in "${existing[@]}"; do
-    FAILED_NODE=$node
-    if ((DRY_RUN == 0)); then log "$node: removing old container ${CONTAINER[$node]}"; fi
-    run_on "$node" docker rm -f "${CONTAINER[$node]}" >/dev/null
+  if ((DRY_RUN)); then
+    for node in "${existing[@]}"; do run_on "$node" docker rm -f "${CONTAINER[$node]}"; done
+    phase_done
+    return 0
+  fi
+  pids=()
+  for i in "${!existing[@]}"; do
+    node=${existing[i]}
+    log "$node: removing old container ${CONTAINER[$node]}"
+    (
+      trap - ERR
+      on_node "$node" docker rm -f "${CONTAINER[$node]}"
+    ) >"$SCRATCH/rm.$i" 2>&1 </dev/null &
+    pids+=("$!")
   done
-  FAILED_NODE=""
+  for i in "${!existing[@]}"; do
+    node=${existing[i]}
+    wait "${pids[i]}" || fail "$node" "could not remove the old container ${CONTAINER[$node]} on $node:" \
+      "$(tr '\n' ' ' <"$SCRATCH/rm.$i")"
+  done
   phase_done
 }
 
