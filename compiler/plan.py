@@ -67,6 +67,17 @@ class HeadPort:
 
 
 @dataclass(frozen=True)
+class PortControl:
+    """How `launch-cluster.sh --port` reaches the engine: the word after `flag`, or the value of `variable`
+    in `docker run -e`; neither where the image's entrypoint decides the port itself (`fixed` says why)."""
+
+    flag: str
+    variable: str
+    fixed: str
+    taken: tuple[HeadPort, ...]  # the head's other ports, which the API may not take at launch either
+
+
+@dataclass(frozen=True)
 class Planes:
     """A node whose spec separates the control plane from the data plane."""
 
@@ -175,6 +186,8 @@ class Plan:
     probe_host: str  # where the launcher on the head reaches the API
     probe_url: str  # http://PROBE_HOST:PORT, an IPv6 address in brackets
     endpoint_url: str  # what to tell the operator
+    probe_url_host: str  # PROBE_HOST as a URL writes it (IPv6 in brackets): the scripts add the port of the launch
+    endpoint_host: str  # the same for endpoint_url
     served_model_name: str  # effective
     model_host_path: str
     ray_port: int
@@ -188,6 +201,7 @@ class Plan:
     probe_timeout: int  # seconds the probe program gives itself; the launcher waits a little longer
     cache_host: str  # the engines' compile caches on every node; "" when off
     head_ports: tuple[HeadPort, ...]
+    api_port_control: PortControl
     launch_timeout: int
     engine_timeout: int
     engine_timeout_margin: int  # engine_timeout = launch timeout - this (at least 30), also for --timeout

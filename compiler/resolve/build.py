@@ -15,7 +15,7 @@ from compiler.resolve.engine_args import api_key_given, api_key_variable
 from compiler.resolve.env import node_envs, split_planes
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.hooks import hook_plan
-from compiler.resolve.ports import head_ports
+from compiler.resolve.ports import api_port_control, head_ports
 from compiler.spec import Backend, EntrypointMode, Node, Ssh
 
 # The probe's own limit: long enough for a cold container to import torch and meet the other ranks.
@@ -40,6 +40,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
     waves = (head_wave, worker_wave) if ray else (worker_wave, head_wave)
     host = d.value("host")
     probe_host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    endpoint_host = d.head.ssh or d.head.fabric.ip
     return Plan(
         sparkc_version=__version__,
         spec_path=spec_path,
@@ -58,7 +59,9 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         api_port=d.api_port,
         probe_host=probe_host,
         probe_url=f"http://{host_port(probe_host, d.api_port)}",
-        endpoint_url=f"http://{host_port(d.head.ssh or d.head.fabric.ip, d.api_port)}",
+        endpoint_url=f"http://{host_port(endpoint_host, d.api_port)}",
+        probe_url_host=_url_host(probe_host),
+        endpoint_host=_url_host(endpoint_host),
         served_model_name=d.served_model_name,
         model_host_path=d.spec.model.hf.repo_folder if d.spec.model.hf else d.spec.model.path,
         ray_port=d.spec.launch.ray_port,
@@ -72,6 +75,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         probe_timeout=PROBE_TIMEOUT,
         cache_host=cache_host_dir(d),
         head_ports=head_ports(d),
+        api_port_control=api_port_control(d),
         launch_timeout=d.spec.launch.timeout,
         engine_timeout=d.engine_timeout,
         engine_timeout_margin=d.engine_timeout_margin,
@@ -114,6 +118,11 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         probe_run=probe_run(d, node, rank, env, port, PROBE_TIMEOUT) if d.probe else (),
         fabric_target=f"{user}@{fabric_ip}" if user else fabric_ip,
     )
+
+
+def _url_host(host: str) -> str:
+    """A host as a URL writes it before `:PORT`: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _nccl_transport(d: Deployment, node: Node, rank: int) -> Transport:

@@ -1,10 +1,14 @@
-"""The ports the head must have free before anything starts."""
+"""The ports the head must have free before anything starts, and how the API's port can move at launch."""
 
 from __future__ import annotations
 
-from compiler.plan import HeadPort
+from compiler.plan import HeadPort, PortControl
+from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
-from compiler.spec import Backend
+from compiler.spec import Backend, EntrypointMode
+
+# Ray's head listens on these besides its own port; the API must not take them.
+RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
 
 
 def head_ports(d: Deployment) -> tuple[HeadPort, ...]:
@@ -14,3 +18,24 @@ def head_ports(d: Deployment) -> tuple[HeadPort, ...]:
     elif d.multi:
         ports.append(HeadPort(d.spec.launch.master_port, "rendezvous"))
     return tuple(ports)
+
+
+def api_port_control(d: Deployment) -> PortControl:
+    """Where the compiled words carry the API's port, as resolve_entrypoint decided: the engine's flag
+    (bypass, or an entrypoint that runs the words as given), the variable an adapted entrypoint reads,
+    or nowhere (keep, with an entrypoint that reads its own variable and ignores the words)."""
+    taken = tuple(p for p in head_ports(d) if p.what != "API")
+    if d.backend is Backend.RAY:
+        taken += tuple(HeadPort(port, what) for port, what in RAY_WELL_KNOWN_PORTS.items())
+    profile, mode = d.profile, d.entrypoint.mode
+    control = profile.control("port") if profile and profile.args is ArgsStyle.ENV_DRIVEN else None
+    if control is None or mode is EntrypointMode.BYPASS:
+        return PortControl(d.engine.setting_flags["port"], "", "", taken)
+    if mode is EntrypointMode.ADAPT:
+        return PortControl("", control.env, "", taken)
+    assert profile is not None
+    fixed = (
+        f"the image's entrypoint decides the API port itself (profile {profile.id}, entrypoint: keep: it reads "
+        f"{control.env} and ignores the command line)"
+    )
+    return PortControl("", "", fixed, taken)

@@ -13,14 +13,12 @@ from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, managed_fields, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_planes
-from compiler.resolve.ports import head_ports
+from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, head_ports
 from compiler.spec import Backend, EntrypointMode, Topology
 
 # The launcher adds seconds in bash's 64-bit arithmetic (SECONDS + TIMEOUT); a larger budget wraps to a
 # negative deadline and the launch fails at once. 2^31 - 1 seconds is 68 years.
 MAX_LAUNCH_TIMEOUT = 2**31 - 1
-# Ports a Ray head opens besides its GCS port; an API port there would collide.
-RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
 HOST_NAME = re.compile(
     r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )

@@ -25,13 +25,15 @@ docker_run_argv() {
       ARGV[i]=$engine_timeout
     fi
   done
+  with_api_port
   substitute_snapshot
   if declare -F patches_argv >/dev/null; then patches_argv "$1"; fi
   with_extra_env
 }
 
-# -- launch-time overrides (--env) --------------------------------------------------------------
+# -- launch-time overrides (--env, --port) ------------------------------------------------------
 EXTRA_ENV=()
+PORT_OVERRIDE=""
 
 usage_error() {
   echo "launch-cluster.sh: $*" >&2
@@ -66,10 +68,10 @@ check_extra_env() {
     for ((i = 1; i < ${#planned[@]}; i++)); do
       [[ ${planned[i - 1]} == -e ]] || continue
       for item in "${EXTRA_ENV[@]}"; do
-        if [[ ${planned[i]%%=*} == "${item%%=*}" ]]; then
-          usage_error "--env ${item%%=*} is set by the compiled plan (on $node); change it in the spec and run" \
-            "sparkc compile again"
-        fi
+        [[ ${planned[i]%%=*} == "${item%%=*}" ]] || continue
+        [[ ${item%%=*} != "$API_PORT_VARIABLE" ]] || usage_error "--env ${item%%=*} carries the API's port: use --port"
+        usage_error "--env ${item%%=*} is set by the compiled plan (on $node); change it in the spec and run" \
+          "sparkc compile again"
       done
     done
     unset -n planned
@@ -84,16 +86,63 @@ with_extra_env() {
   ARGV=("${ARGV[@]:0:2}" "${extra[@]}" "${ARGV[@]:2}")
 }
 
-# For last-launch.txt: the overrides of this run, by name (values may be anything typed).
+# --port N: the API's port for this launch. Every use follows: the engine's words, the port-in-use
+# check, the readiness probes, the messages, and (through last-launch.txt) status.sh.
+set_port_override() {
+  local port=$1 i
+  [[ -z $PORT_OVERRIDE ]] || usage_error "--port is given twice"
+  valid_port "$port" || usage_error "--port needs a port number from 1 to 65535, got '$port'"
+  port=$((10#$port))
+  if [[ -z $API_PORT_FLAG && -z $API_PORT_VARIABLE ]]; then
+    usage_error "--port: $API_PORT_FIXED, so a launch cannot move it. Set engine.port with entrypoint: adapt" \
+      "or bypass in the spec and run sparkc compile again"
+  fi
+  for i in "${!API_PORT_TAKEN[@]}"; do
+    ((port != API_PORT_TAKEN[i])) || usage_error "--port $port is this deployment's ${API_PORT_TAKEN_BY[i]} port; choose another"
+  done
+  PORT_OVERRIDE=$port
+  use_api_port "$port"
+}
+
+# ARGV with this launch's API port where the compiled plan carries it: the word after API_PORT_FLAG,
+# or API_PORT_VARIABLE=PORT after -e. Only words that are exactly the compiled port change.
+with_api_port() {
+  [[ -n $PORT_OVERRIDE ]] || return 0
+  local i
+  for ((i = 1; i < ${#ARGV[@]}; i++)); do
+    if [[ -n $API_PORT_FLAG && ${ARGV[i - 1]} == "$API_PORT_FLAG" && ${ARGV[i]} == "$COMPILED_API_PORT" ]]; then
+      ARGV[i]=$PORT_OVERRIDE
+    elif [[ -n $API_PORT_VARIABLE && ${ARGV[i - 1]} == -e && ${ARGV[i]} == "$API_PORT_VARIABLE=$COMPILED_API_PORT" ]]; then
+      ARGV[i]="$API_PORT_VARIABLE=$PORT_OVERRIDE"
+    fi
+  done
+}
+
+# The head's engine must get the new port somewhere (its container's words, or the engine started in
+# it through Ray); a plan where it would not is a bug, stopped before anything starts.
+check_port_override() {
+  [[ -n $PORT_OVERRIDE ]] || return 0
+  local -n head_words="DOCKER_RUN_${RANK[$HEAD]}"
+  local before=("${head_words[@]}" "${ENGINE_EXEC[@]}")
+  ARGV=("${before[@]}")
+  with_api_port
+  if [[ "${ARGV[*]}" == "${before[*]}" ]]; then
+    echo "launch-cluster.sh: --port: the compiled words carry no port $COMPILED_API_PORT to replace (a bug in sparkc)" >&2
+    exit 3
+  fi
+}
+
+# For last-launch.txt: the overrides of this run, the extra variables by name (values may be anything typed).
 describe_overrides() {
   local item
   for item in "${EXTRA_ENV[@]}"; do printf 'override.env=%s\n' "${item%%=*}"; done
+  [[ -z $PORT_OVERRIDE ]] || printf 'override.port=%s\n' "$PORT_OVERRIDE"
 }
 
 usage() {
   cat <<'USAGE'
 Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS]
-                         [--env 'NAME=VALUE']... [--yes]
+                         [--env 'NAME=VALUE']... [--port PORT] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
@@ -107,10 +156,13 @@ Starts the deployment on every node and waits until the OpenAI-compatible endpoi
   --env 'NAME=VALUE' an extra variable in every container, for this launch only (repeatable);
                      upper-case names the plan does not set already, no secrets (list those
                      under container.secrets); recorded by name in last-launch.txt
+  --port PORT        the API's port for this launch only (1-65535): the engine, the checks and
+                     the probes use it; recorded in last-launch.txt, where status.sh reads it.
+                     Refused where the image's entrypoint decides the port itself
   --yes              replace a running deployment of the same name
   -h, --help         this text
 
-Anything else (nodes, layout, image, ports, variables the plan sets) is part of the compiled
+Anything else (nodes, layout, image, other ports, variables the plan sets) is part of the compiled
 plan: change the spec and run `sparkc compile` again.
 
 Exit status: 0 ready (or already running and healthy), 1 launch failed (logs saved under
@@ -329,6 +381,12 @@ clear_old() {
     done
   fi
   if ((running > 0 && REPLACE == 0)); then
+    local last_port
+    last_port=$(last_launch_port)
+    if ((same == ${#NODES[@]} && last_port != API_PORT)); then
+      fail "$HEAD" "$DEPLOYMENT is running from this spec; last-launch.txt records its API on port $last_port," \
+        "this launch asks for port $API_PORT. Pass --yes to replace it, or run stop-cluster.sh first"
+    fi
     if ((same == ${#NODES[@]})) && endpoint_healthy; then
       log "$DEPLOYMENT is already running from this spec and its endpoint is healthy: nothing to do"
       log "(pass --yes to replace it anyway)"
@@ -371,6 +429,7 @@ start_containers() {
   if ((DRY_RUN == 0)); then
     for i in "${!HEAD_PORTS[@]}"; do
       port=${HEAD_PORTS[i]}
+      [[ ${HEAD_PORT_USES[i]} != API ]] || port=$API_PORT  # this launch's, where --port moved it
       if port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
         fail "$HEAD" "the ${HEAD_PORT_USES[i]} port $port is already in use on the head by another program:" \
           "free it or choose another port in the spec"
@@ -553,7 +612,9 @@ start_engine() {
   fi
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
-  run_on "$HEAD" "${ENGINE_EXEC[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  ARGV=("${ENGINE_EXEC[@]}")
+  with_api_port
+  run_on "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
   ENGINE_STARTED=$((DRY_RUN == 0))
   FAILED_NODE=""
   phase_done
@@ -656,6 +717,11 @@ main() {
         add_extra_env "$2"
         shift
         ;;
+      --port)
+        (($# > 1)) || usage_error "--port needs a port number from 1 to 65535"
+        set_port_override "$2"
+        shift
+        ;;
       -h | --help) usage; exit 0 ;;
       *) echo "launch-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -663,12 +729,14 @@ main() {
   done
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
+  check_port_override
   DEADLINE=$((SECONDS + TIMEOUT))
   SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
   trap on_interrupt INT TERM
   log "launching $DEPLOYMENT: ${#NODES[@]} node(s), head $HEAD, image $IMAGE, timeout ${TIMEOUT}s"
   ((DRY_RUN)) && log "dry run: printing commands, touching nothing"
+  [[ -z $PORT_OVERRIDE ]] || log "API port $API_PORT for this launch (--port; compiled: $COMPILED_API_PORT)"
   ((PREFLIGHT_ONLY && !DRY_RUN)) && preflight_only
   if ((SKIP_PREFLIGHT)); then
     log "== preflight skipped"

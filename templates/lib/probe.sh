@@ -79,6 +79,7 @@ probe_argv() {
   ARGV=("${words[@]}")
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
+  with_api_port  # the engine's environment, as --port leaves it
   with_extra_env
 }
 

@@ -2,7 +2,8 @@ usage() {
   cat <<'USAGE'
 Usage: status.sh
 
-Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health.
+Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health,
+on the API port of the last launch (launch-cluster.sh --port, as last-launch.txt records it).
 Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 usage.
 USAGE
 }
@@ -15,6 +16,8 @@ main() {
   esac
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   local node state healthy=1 out
+  use_api_port "$(last_launch_port)"
+  ((API_PORT == COMPILED_API_PORT)) || log "API port $API_PORT, from the last launch (launch-cluster.sh --port)"
   for node in "${NODES[@]}"; do
     if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
       printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "UNREACHABLE (${TARGET[$node]})"

@@ -32,8 +32,15 @@ readonly SSH_OPTS=(
   -i /home/aurora/.ssh/id_ed25519
   -o IdentitiesOnly=yes
 )
-readonly PROBE_URL=http://127.0.0.1:8000
-readonly ENDPOINT=http://spark-a.local:8000
+# The API's port as compiled. launch-cluster.sh --port moves it for one launch and records it in
+# last-launch.txt, where status.sh reads it back; the URLs follow it (use_api_port).
+readonly COMPILED_API_PORT=8000
+# Where the scripts reach the API on the head, and where to tell the operator, as http://HOST:PORT.
+readonly PROBE_URL_HOST=127.0.0.1
+readonly ENDPOINT_HOST=spark-a.local
+API_PORT=$COMPILED_API_PORT
+PROBE_URL="http://$PROBE_URL_HOST:$API_PORT"
+ENDPOINT="http://$ENDPOINT_HOST:$API_PORT"
 readonly SERVED_MODEL=meta-llama/Llama-3.3-70B-Instruct
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"meta-llama/Llama-3.3-70B-Instruct"'
@@ -43,6 +50,11 @@ readonly API_KEY_VAR=''
 readonly API_KEY_GIVEN=''
 readonly RAY_EXPECTED_IPS=()
 readonly TOTAL_GPUS=2
+# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines. The x
+# after each output keeps $(...) from dropping the newlines a folder's name may end with.
+SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
+SCRIPT_DIR=$(CDPATH='' cd -- "${SCRIPT_DIR%$'\n'x}" && pwd && echo x)
+readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 
 # Functions every generated script shares. Plain bash: the values it reads are the constants above.
 DRY_RUN=0
@@ -264,11 +276,42 @@ collect_logs() {
   done
 }
 
+# The API's port and the URLs built on it. A launch may move the port (launch-cluster.sh --port); the
+# scripts that talk to the endpoint afterwards follow the last launch's record.
+
+# A port number as typed: 1 to 65535, digits only (leading zeros allowed, read as decimal).
+valid_port() { [[ $1 =~ ^[0-9]{1,5}$ ]] && ((10#$1 >= 1 && 10#$1 <= 65535)); }
+
+use_api_port() {
+  API_PORT=$1
+  PROBE_URL="http://$PROBE_URL_HOST:$1"
+  ENDPOINT="http://$ENDPOINT_HOST:$1"
+}
+
+# The API's port of the last launch: the override.port line of last-launch.txt (read as data, never
+# run; a line that is no port is ignored with a warning), else the compiled port.
+last_launch_port() {
+  local file=$SCRIPT_DIR/last-launch.txt line port=$COMPILED_API_PORT
+  if [[ -f $file ]]; then
+    while IFS= read -r line || [[ -n $line ]]; do
+      [[ $line == override.port=* ]] || continue
+      line=${line#override.port=}
+      if valid_port "$line"; then
+        port=$((10#$line))
+      else
+        warn "last-launch.txt: override.port is not a port number; using the compiled port $COMPILED_API_PORT"
+      fi
+    done <"$file"
+  fi
+  printf '%s\n' "$port"
+}
+
 usage() {
   cat <<'USAGE'
 Usage: status.sh
 
-Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health.
+Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health,
+on the API port of the last launch (launch-cluster.sh --port, as last-launch.txt records it).
 Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 usage.
 USAGE
 }
@@ -281,6 +324,8 @@ main() {
   esac
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   local node state healthy=1 out
+  use_api_port "$(last_launch_port)"
+  ((API_PORT == COMPILED_API_PORT)) || log "API port $API_PORT, from the last launch (launch-cluster.sh --port)"
   for node in "${NODES[@]}"; do
     if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
       printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "UNREACHABLE (${TARGET[$node]})"

@@ -29,10 +29,16 @@ readonly SSH_OPTS=(
   -o ServerAliveInterval=15
   -p 22
 )
-readonly API_PORT=8000
+# The API's port as compiled. launch-cluster.sh --port moves it for one launch and records it in
+# last-launch.txt, where status.sh reads it back; the URLs follow it (use_api_port).
+readonly COMPILED_API_PORT=8000
 readonly PROBE_HOST=127.0.0.1
-readonly PROBE_URL=http://127.0.0.1:8000
-readonly ENDPOINT=http://192.168.100.10:8000
+# Where the scripts reach the API on the head, and where to tell the operator, as http://HOST:PORT.
+readonly PROBE_URL_HOST=127.0.0.1
+readonly ENDPOINT_HOST=192.168.100.10
+API_PORT=$COMPILED_API_PORT
+PROBE_URL="http://$PROBE_URL_HOST:$API_PORT"
+ENDPOINT="http://$ENDPOINT_HOST:$API_PORT"
 readonly SERVED_MODEL=qwen3-32b
 # The served name as it appears in /v1/models' JSON.
 readonly SERVED_MODEL_JSON='"qwen3-32b"'
@@ -74,7 +80,7 @@ readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
 readonly SECRETS=()
 # --env 'NAME=VALUE' refuses these names (the shell's and these scripts' own) and secret-looking ones.
-readonly RESERVED_NAMES='API_KEY_GIVEN API_KEY_VAR API_PORT ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS CONTAINER CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENGINE ENGINE_EXEC ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FUNCNAME GLOBIGNORE GPUS GROUPS HAS_PATCHES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LINENO LINES LOGNAME MAIL MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TMOUT TMPDIR TOTAL_GPUS UID USER'
+readonly RESERVED_NAMES='API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_EXEC ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FUNCNAME GLOBIGNORE GPUS GROUPS HAS_PATCHES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LINENO LINES LOGNAME MAIL MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TMOUT TMPDIR TOTAL_GPUS UID USER'
 readonly SECRET_NAME_PATTERN="(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|\$)"
 # Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
 readonly HEAD_FABRIC_IP=192.168.100.10
@@ -106,6 +112,14 @@ readonly HEAD_PORTS=(
 readonly HEAD_PORT_USES=(
   API
 )
+# How --port reaches the engine: the word after this flag, or this variable's value in `docker run -e`
+# (only words holding the compiled port change); neither: the image decides the port, for this reason.
+readonly API_PORT_FLAG=--port
+readonly API_PORT_VARIABLE=''
+readonly API_PORT_FIXED=''
+# Ports --port may not take: the head's others, and what each is for.
+readonly API_PORT_TAKEN=()
+readonly API_PORT_TAKEN_BY=()
 # Containers started together, wave after wave: Ray's head, then its workers; native multi-node
 # ranks >= 1 (they wait for the master), then rank 0.
 readonly START_WAVES=(
@@ -393,6 +407,36 @@ collect_logs() {
   for pid in "${pids[@]}"; do
     wait "$pid" || true
   done
+}
+
+# The API's port and the URLs built on it. A launch may move the port (launch-cluster.sh --port); the
+# scripts that talk to the endpoint afterwards follow the last launch's record.
+
+# A port number as typed: 1 to 65535, digits only (leading zeros allowed, read as decimal).
+valid_port() { [[ $1 =~ ^[0-9]{1,5}$ ]] && ((10#$1 >= 1 && 10#$1 <= 65535)); }
+
+use_api_port() {
+  API_PORT=$1
+  PROBE_URL="http://$PROBE_URL_HOST:$1"
+  ENDPOINT="http://$ENDPOINT_HOST:$1"
+}
+
+# The API's port of the last launch: the override.port line of last-launch.txt (read as data, never
+# run; a line that is no port is ignored with a warning), else the compiled port.
+last_launch_port() {
+  local file=$SCRIPT_DIR/last-launch.txt line port=$COMPILED_API_PORT
+  if [[ -f $file ]]; then
+    while IFS= read -r line || [[ -n $line ]]; do
+      [[ $line == override.port=* ]] || continue
+      line=${line#override.port=}
+      if valid_port "$line"; then
+        port=$((10#$line))
+      else
+        warn "last-launch.txt: override.port is not a port number; using the compiled port $COMPILED_API_PORT"
+      fi
+    done <"$file"
+  fi
+  printf '%s\n' "$port"
 }
 
 # The weights on each node: revision, Hugging Face snapshot, links that lead nowhere; and the page cache.
@@ -1094,6 +1138,7 @@ probe_argv() {
   ARGV=("${words[@]}")
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
+  with_api_port  # the engine's environment, as --port leaves it
   with_extra_env
 }
 
@@ -1140,13 +1185,15 @@ docker_run_argv() {
       ARGV[i]=$engine_timeout
     fi
   done
+  with_api_port
   substitute_snapshot
   if declare -F patches_argv >/dev/null; then patches_argv "$1"; fi
   with_extra_env
 }
 
-# -- launch-time overrides (--env) --------------------------------------------------------------
+# -- launch-time overrides (--env, --port) ------------------------------------------------------
 EXTRA_ENV=()
+PORT_OVERRIDE=""
 
 usage_error() {
   echo "launch-cluster.sh: $*" >&2
@@ -1181,10 +1228,10 @@ check_extra_env() {
     for ((i = 1; i < ${#planned[@]}; i++)); do
       [[ ${planned[i - 1]} == -e ]] || continue
       for item in "${EXTRA_ENV[@]}"; do
-        if [[ ${planned[i]%%=*} == "${item%%=*}" ]]; then
-          usage_error "--env ${item%%=*} is set by the compiled plan (on $node); change it in the spec and run" \
-            "sparkc compile again"
-        fi
+        [[ ${planned[i]%%=*} == "${item%%=*}" ]] || continue
+        [[ ${item%%=*} != "$API_PORT_VARIABLE" ]] || usage_error "--env ${item%%=*} carries the API's port: use --port"
+        usage_error "--env ${item%%=*} is set by the compiled plan (on $node); change it in the spec and run" \
+          "sparkc compile again"
       done
     done
     unset -n planned
@@ -1199,16 +1246,63 @@ with_extra_env() {
   ARGV=("${ARGV[@]:0:2}" "${extra[@]}" "${ARGV[@]:2}")
 }
 
-# For last-launch.txt: the overrides of this run, by name (values may be anything typed).
+# --port N: the API's port for this launch. Every use follows: the engine's words, the port-in-use
+# check, the readiness probes, the messages, and (through last-launch.txt) status.sh.
+set_port_override() {
+  local port=$1 i
+  [[ -z $PORT_OVERRIDE ]] || usage_error "--port is given twice"
+  valid_port "$port" || usage_error "--port needs a port number from 1 to 65535, got '$port'"
+  port=$((10#$port))
+  if [[ -z $API_PORT_FLAG && -z $API_PORT_VARIABLE ]]; then
+    usage_error "--port: $API_PORT_FIXED, so a launch cannot move it. Set engine.port with entrypoint: adapt" \
+      "or bypass in the spec and run sparkc compile again"
+  fi
+  for i in "${!API_PORT_TAKEN[@]}"; do
+    ((port != API_PORT_TAKEN[i])) || usage_error "--port $port is this deployment's ${API_PORT_TAKEN_BY[i]} port; choose another"
+  done
+  PORT_OVERRIDE=$port
+  use_api_port "$port"
+}
+
+# ARGV with this launch's API port where the compiled plan carries it: the word after API_PORT_FLAG,
+# or API_PORT_VARIABLE=PORT after -e. Only words that are exactly the compiled port change.
+with_api_port() {
+  [[ -n $PORT_OVERRIDE ]] || return 0
+  local i
+  for ((i = 1; i < ${#ARGV[@]}; i++)); do
+    if [[ -n $API_PORT_FLAG && ${ARGV[i - 1]} == "$API_PORT_FLAG" && ${ARGV[i]} == "$COMPILED_API_PORT" ]]; then
+      ARGV[i]=$PORT_OVERRIDE
+    elif [[ -n $API_PORT_VARIABLE && ${ARGV[i - 1]} == -e && ${ARGV[i]} == "$API_PORT_VARIABLE=$COMPILED_API_PORT" ]]; then
+      ARGV[i]="$API_PORT_VARIABLE=$PORT_OVERRIDE"
+    fi
+  done
+}
+
+# The head's engine must get the new port somewhere (its container's words, or the engine started in
+# it through Ray); a plan where it would not is a bug, stopped before anything starts.
+check_port_override() {
+  [[ -n $PORT_OVERRIDE ]] || return 0
+  local -n head_words="DOCKER_RUN_${RANK[$HEAD]}"
+  local before=("${head_words[@]}" "${ENGINE_EXEC[@]}")
+  ARGV=("${before[@]}")
+  with_api_port
+  if [[ "${ARGV[*]}" == "${before[*]}" ]]; then
+    echo "launch-cluster.sh: --port: the compiled words carry no port $COMPILED_API_PORT to replace (a bug in sparkc)" >&2
+    exit 3
+  fi
+}
+
+# For last-launch.txt: the overrides of this run, the extra variables by name (values may be anything typed).
 describe_overrides() {
   local item
   for item in "${EXTRA_ENV[@]}"; do printf 'override.env=%s\n' "${item%%=*}"; done
+  [[ -z $PORT_OVERRIDE ]] || printf 'override.port=%s\n' "$PORT_OVERRIDE"
 }
 
 usage() {
   cat <<'USAGE'
 Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS]
-                         [--env 'NAME=VALUE']... [--yes]
+                         [--env 'NAME=VALUE']... [--port PORT] [--yes]
 
 Starts the deployment on every node and waits until the OpenAI-compatible endpoint answers
 (/health, /v1/models naming the served model, a one-token completion).
@@ -1222,10 +1316,13 @@ Starts the deployment on every node and waits until the OpenAI-compatible endpoi
   --env 'NAME=VALUE' an extra variable in every container, for this launch only (repeatable);
                      upper-case names the plan does not set already, no secrets (list those
                      under container.secrets); recorded by name in last-launch.txt
+  --port PORT        the API's port for this launch only (1-65535): the engine, the checks and
+                     the probes use it; recorded in last-launch.txt, where status.sh reads it.
+                     Refused where the image's entrypoint decides the port itself
   --yes              replace a running deployment of the same name
   -h, --help         this text
 
-Anything else (nodes, layout, image, ports, variables the plan sets) is part of the compiled
+Anything else (nodes, layout, image, other ports, variables the plan sets) is part of the compiled
 plan: change the spec and run `sparkc compile` again.
 
 Exit status: 0 ready (or already running and healthy), 1 launch failed (logs saved under
@@ -1444,6 +1541,12 @@ clear_old() {
     done
   fi
   if ((running > 0 && REPLACE == 0)); then
+    local last_port
+    last_port=$(last_launch_port)
+    if ((same == ${#NODES[@]} && last_port != API_PORT)); then
+      fail "$HEAD" "$DEPLOYMENT is running from this spec; last-launch.txt records its API on port $last_port," \
+        "this launch asks for port $API_PORT. Pass --yes to replace it, or run stop-cluster.sh first"
+    fi
     if ((same == ${#NODES[@]})) && endpoint_healthy; then
       log "$DEPLOYMENT is already running from this spec and its endpoint is healthy: nothing to do"
       log "(pass --yes to replace it anyway)"
@@ -1486,6 +1589,7 @@ start_containers() {
   if ((DRY_RUN == 0)); then
     for i in "${!HEAD_PORTS[@]}"; do
       port=${HEAD_PORTS[i]}
+      [[ ${HEAD_PORT_USES[i]} != API ]] || port=$API_PORT  # this launch's, where --port moved it
       if port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
         fail "$HEAD" "the ${HEAD_PORT_USES[i]} port $port is already in use on the head by another program:" \
           "free it or choose another port in the spec"
@@ -1668,7 +1772,9 @@ start_engine() {
   fi
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
-  run_on "$HEAD" "${ENGINE_EXEC[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  ARGV=("${ENGINE_EXEC[@]}")
+  with_api_port
+  run_on "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
   ENGINE_STARTED=$((DRY_RUN == 0))
   FAILED_NODE=""
   phase_done
@@ -1771,6 +1877,11 @@ main() {
         add_extra_env "$2"
         shift
         ;;
+      --port)
+        (($# > 1)) || usage_error "--port needs a port number from 1 to 65535"
+        set_port_override "$2"
+        shift
+        ;;
       -h | --help) usage; exit 0 ;;
       *) echo "launch-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -1778,12 +1889,14 @@ main() {
   done
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
+  check_port_override
   DEADLINE=$((SECONDS + TIMEOUT))
   SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
   trap on_interrupt INT TERM
   log "launching $DEPLOYMENT: ${#NODES[@]} node(s), head $HEAD, image $IMAGE, timeout ${TIMEOUT}s"
   ((DRY_RUN)) && log "dry run: printing commands, touching nothing"
+  [[ -z $PORT_OVERRIDE ]] || log "API port $API_PORT for this launch (--port; compiled: $COMPILED_API_PORT)"
   ((PREFLIGHT_ONLY && !DRY_RUN)) && preflight_only
   if ((SKIP_PREFLIGHT)); then
     log "== preflight skipped"
