@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import sys
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +27,7 @@ from compiler.cache import cache_home, file_state, write_quietly
 
 FORMAT = b"sparkc-build-cache-2\n"
 KEEP = 64  # entries kept; older ones go when a new one is written
+SETTLED_NS = 2_000_000_000  # sparkc's own files changed less than this ago are read on every run
 MAX_SPEC_BYTES = 4 << 20  # a larger file is never remembered (the loader refuses it anyway)
 
 
@@ -129,11 +133,13 @@ def _installation() -> bytes | None:
     try:
         shellcheck = lint.shellcheck_binary()
         folders = [Path(lint.__file__).parent, *(data_dir(name) for name in ("templates", "schemas", "profiles"))]
-        for folder in folders:
-            for path in sorted(folder.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                    digest.update(f"\0{path.relative_to(folder)}\0".encode("utf-8", "surrogatepass"))
-                    digest.update(path.read_bytes())
+        files = [
+            (folder, path, path.stat())
+            for folder in folders
+            for path in sorted(folder.rglob("*"))
+            if "__pycache__" not in path.parts and path.suffix != ".pyc"
+        ]
+        digest.update(_sources_digest([f for f in files if stat.S_ISREG(f[2].st_mode)]))
     except (OSError, ValueError):
         return None
     tools = f"{lint._identity(shellcheck)}\0{lint._identity(lint.bash_binary())}\0{lint.SHELLCHECK_FLAGS}"
@@ -147,3 +153,35 @@ def _installation() -> bytes | None:
             continue
         digest.update(f"\0{entry}\0{names}".encode("utf-8", "surrogatepass"))
     return digest.digest()
+
+
+def _sources_digest(files: list[tuple[Path, Path, os.stat_result]]) -> bytes:
+    """The digest of sparkc's own files by content, remembered under their stat data (path, size, inode,
+    modification and change times: rewriting a file changes its change time, which no tool sets back),
+    so that a run that finds them as they were reads none of them. As git does with its index, files
+    changed in the last moments are not remembered: a second change within the clock's granularity
+    would leave the same times."""
+    seen = hashlib.sha256(FORMAT)
+    settled = time.time_ns() - SETTLED_NS
+    for _, path, st in files:
+        seen.update(
+            f"{path}\0{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}\0".encode("utf-8", "surrogatepass")
+        )
+    home = cache_home()
+    remembered = home / "sources" / seen.hexdigest() if home else None
+    if remembered is not None:
+        try:
+            data = remembered.read_bytes()
+            if len(data) == 64 and hashlib.sha256(data[:32]).digest() == data[32:]:
+                return data[:32]
+        except (OSError, ValueError):
+            pass
+    content = hashlib.sha256()
+    for folder, path, _ in files:
+        content.update(f"\0{path.relative_to(folder)}\0".encode("utf-8", "surrogatepass"))
+        content.update(path.read_bytes())
+    found = content.digest()
+    if remembered is not None and all(max(st.st_mtime_ns, st.st_ctime_ns) < settled for _, _, st in files):
+        write_quietly(remembered, found + hashlib.sha256(found).digest())
+        _prune(remembered.parent)
+    return found

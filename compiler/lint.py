@@ -13,9 +13,15 @@ import re
 import shutil
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compiler.cache import cache_home, write_quietly
+
+if TYPE_CHECKING:
+    from compiler.layout import Layout
+    from compiler.plan import Plan
 
 # --norc: a .shellcheckrc in a user's home or above the temporary folder must not change the gate.
 # Extended (dataflow) analysis stays on although it is about half of shellcheck's time: without it, an
@@ -40,10 +46,14 @@ def bash_binary() -> str:
     return shutil.which("bash") or "bash"
 
 
-def lint_scripts(files: dict[str, str], cache: LintCache | None = None) -> list[str]:
+def lint_scripts(files: dict[str, str], cache: LintCache | None = None, plan: Plan | None = None) -> list[str]:
     """Findings as `file:line:col: message` lines; empty when every script is clean.
 
-    `cache` defaults to the user's cache folder; pass `LintCache(None)` to check everything afresh.
+    `cache` defaults to the user's cache folder; pass `LintCache(None)` to check everything afresh. With the
+    `plan` the scripts were rendered from, a script is checked in two parts (see compiler/layout.py): its
+    values without the library code, and its shape (the whole script, every value a placeholder), which
+    is the same for every spec of that shape and so is checked once and remembered. `bash -n` reads the
+    whole script either way.
     """
     scripts = sorted(name for name in files if name.endswith(".sh"))
     if not scripts:
@@ -55,38 +65,108 @@ def lint_scripts(files: dict[str, str], cache: LintCache | None = None) -> list[
     todo = [name for name in scripts if not cache.is_clean(keys[name])]
     if not todo:
         return []
-    findings = _check({name: files[name] for name in scripts}, todo, shellcheck, bash)
+    checks = _checks(files, scripts, todo, tools, plan, keys)
+    run = [c for c in checks if not c.folder or not cache.is_clean(c.key)]  # a whole one is known not clean
+    findings = _check(files, todo, checks, run, shellcheck, bash)
     if not findings:
-        for name in todo:
-            cache.mark_clean(keys[name])
+        for key in [c.key for c in checks] + [keys[name] for name in todo]:
+            cache.mark_clean(key)
     return findings
 
 
-def _check(scripts: dict[str, str], todo: list[str], shellcheck: str, bash: str) -> list[str]:
-    """`bash -n` and shellcheck on each script in `todo`, all running at once (one shellcheck per script:
-    it uses one core, and the launch script alone takes as long as the other three)."""
+@dataclass(frozen=True)
+class Check:
+    """One shellcheck run: `text` checked as `folder/name`; its line i + 1 is the script's `lines[i]`."""
+
+    name: str
+    folder: str  # "" for the script itself
+    text: str
+    lines: tuple[int, ...] | None
+    key: str
+
+
+# How a finding of a part names what was checked.
+_PARTS = {
+    "values": "the spec's values in place, library code left out",
+    "shape": "every value replaced by a placeholder",
+}
+
+
+def _checks(
+    files: dict[str, str], scripts: list[str], todo: list[str], tools: str, plan: Plan | None, keys: dict[str, str]
+) -> list[Check]:
+    """What shellcheck runs on for the scripts in `todo`: each whole, or its values and its shape."""
+    layouts: dict[str, Layout] = {}
+    if plan is not None:
+        from compiler.render import layouts as layouts_of  # here: only a compile that misses the cache renders
+
+        layouts = layouts_of(plan, files)
+    checks = []
+    for name in todo:
+        layout = layouts.get(name)
+        if layout is None:
+            checks.append(Check(name, "", files[name], None, keys[name]))
+            continue
+        for folder, part in (("values", layout.values), ("shape", layout.shape)):
+            # A part that may source another script is keyed on that part of every script, as a whole is.
+            texts = {other: getattr(layouts[other], folder).text for other in scripts if other in layouts}
+            texts[name] = part.text
+            key = _key(f"{tools}\0{folder}", name, texts, texts if _SOURCES.search(part.text) else ())
+            checks.append(Check(name, folder, part.text, part.lines, key))
+    return checks
+
+
+def _check(
+    files: dict[str, str], todo: list[str], checks: list[Check], run: list[Check], shellcheck: str, bash: str
+) -> list[str]:
+    """`bash -n` on each script in `todo` and shellcheck on each check in `run`, all running at once (one
+    shellcheck per check: it uses one core, and the launch script's takes as long as all the others)."""
     import subprocess  # here, not at the top: only a compile that misses the cache pays for it
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="sparkc-lint-") as tmp:
-        for name, text in scripts.items():  # every script, so that one sourced by another is there
-            path = Path(tmp, name)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+        folders = {check.folder for check in checks} | {""}
+        for folder in folders:  # every script in each folder, so that one sourced by another is there
+            for name, text in _folder_texts(files, checks, folder).items():
+                path = Path(tmp, folder, name)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
 
-        def start(argv: list[str]) -> subprocess.Popen[str]:
-            return subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        def start(argv: list[str], folder: str = "") -> subprocess.Popen[str]:
+            return subprocess.Popen(
+                argv, cwd=Path(tmp, folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
 
-        running = [(name, start([bash, "-n", name]), start([shellcheck, *SHELLCHECK_FLAGS, name])) for name in todo]
+        syntax = [(name, start([bash, "-n", name])) for name in todo]
+        running = [(c, start([shellcheck, *SHELLCHECK_FLAGS, c.name], c.folder)) for c in run]
         findings: list[str] = []
-        for name, syntax, check in running:
-            _, err = syntax.communicate()
-            if syntax.returncode:
+        for name, process in syntax:
+            _, err = process.communicate()
+            if process.returncode:
                 findings.append(f"{name}: bash -n: {err.strip()}")
-            out, err = check.communicate()
-            if check.returncode:
-                findings += [line for line in (out + err).splitlines() if line.strip()]
+        for check, process in running:
+            out, err = process.communicate()
+            if process.returncode:
+                findings += [_placed(line, check) for line in (out + err).splitlines() if line.strip()]
     return findings
+
+
+def _folder_texts(files: dict[str, str], checks: list[Check], folder: str) -> dict[str, str]:
+    texts = {name: text for name, text in files.items() if name.endswith(".sh")} if not folder else {}
+    texts.update((c.name, c.text) for c in checks if c.folder == folder)
+    return texts
+
+
+def _placed(finding: str, check: Check) -> str:
+    """A finding of a part, at the script's own line and saying which part it was found in."""
+    if check.lines is None:
+        return finding
+    name, line, rest = [*finding.split(":", 2), "", ""][:3]
+    if name != check.name or not line.isdigit():
+        return f"{check.name} ({_PARTS[check.folder]}): {finding}"
+    number = int(line)
+    at = check.lines[number - 1] if 0 < number <= len(check.lines) else "end"
+    return f"{name}:{at}:{rest} ({_PARTS[check.folder]})"
 
 
 def _identity(binary: str) -> str:

@@ -89,7 +89,7 @@ def compile_text(
     if cluster is not None:
         plan = replace(plan, cluster_file=cluster.path, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
     files = render(plan) if render_files else {}
-    findings = lint_scripts(files) if render_files and lint else []
+    findings = lint_scripts(files, plan=plan) if render_files and lint else []
     # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
     if findings:
         raise GeneratedScriptError("\n".join(findings))

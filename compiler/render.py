@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from compiler.emit import MANIFEST
+from compiler.layout import Layout, library, marking, split, value_filter
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.plan import PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.resources import data_dir
@@ -82,18 +83,19 @@ def environment() -> jinja2.Environment:
         comment_start_string="{##",
         comment_end_string="##}",
     )
-    env.filters["q"] = quote
-    env.filters["words"] = words
-    env.filters["lines"] = lines
-    env.filters["comment"] = comment
-    env.globals["bash"] = bash
+    # Every value reaches a script through one of these; while layout() renders, each marks what it wrote.
+    env.filters["q"] = value_filter("q", quote)
+    env.filters["words"] = value_filter("w", words)
+    env.filters["lines"] = value_filter("l", lines)
+    env.filters["comment"] = value_filter("c", comment)
+    env.globals["bash"] = lambda name: library(bash(name))
     env.globals["patches_dir"] = PATCHES_DIR
     env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
     # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
     env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
     env.globals["secret_name_pattern"] = SECRET_NAME.pattern
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
-    env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
+    env.filters["json"] = value_filter("j", lambda v: json.dumps(v, ensure_ascii=False))
     env.bytecode_cache = TemplateCache.for_environment(env)
     return env
 
@@ -102,6 +104,18 @@ def render(plan: Plan) -> dict[str, str]:
     files = {name: environment().get_template(name + ".j2").render(plan=plan) for name in SCRIPTS}
     files[MANIFEST] = manifest(plan, files)
     return files
+
+
+def layouts(plan: Plan, files: dict[str, str]) -> dict[str, Layout]:
+    """Each script's values and shape (see compiler/layout.py), where its marked render agrees with `files`."""
+    found = {}
+    with marking():
+        for name in SCRIPTS:
+            marked = environment().get_template(name + ".j2").render(plan=plan)
+            layout = split(marked, files.get(name, ""))
+            if layout is not None:
+                found[name] = layout
+    return found
 
 
 def manifest(plan: Plan, files: dict[str, str]) -> str:

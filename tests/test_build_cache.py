@@ -90,6 +90,57 @@ def test_a_change_to_sparkc_itself_is_a_miss(
     assert len(compiles) == 2
 
 
+def sources(root: Path) -> bytes:
+    files = [(root, p, p.stat()) for p in sorted(root.rglob("*"))]
+    return build_cache._sources_digest(files)
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every file read through Path.read_bytes."""
+    seen: list[Path] = []
+    read = Path.read_bytes
+
+    def counting(path: Path) -> bytes:
+        seen.append(path)
+        return read(path)
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    return seen
+
+
+def own_files(tmp_path: Path) -> Path:
+    root = tmp_path / "sparkc"
+    root.mkdir()
+    (root / "a.sh").write_text("echo one\n")
+    (root / "b.j2").write_text("{{ x | q }}\n")
+    return root
+
+
+def test_sparkcs_own_files_are_read_once_then_known_by_their_stat_data(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, reads: list[Path]
+) -> None:
+    monkeypatch.setattr(build_cache, "SETTLED_NS", 0)  # files as old as an installation's
+    root = own_files(tmp_path)
+    first = sources(root)
+    assert sources(root) == first
+    assert [p.name for p in reads if p.parent == root] == ["a.sh", "b.j2"]  # the second time: none read
+    (root / "a.sh").write_text("echo three\n")
+    changed = sources(root)
+    assert changed != first
+    for entry in (cache.parent / "sources").iterdir():  # a damaged remembered digest is never believed
+        entry.write_bytes(b"\x00" * 64)
+    assert sources(root) == changed
+
+
+def test_files_changed_a_moment_ago_are_read_every_time(tmp_path: Path, cache: Path, reads: list[Path]) -> None:
+    """A second change within the clock's granularity could leave the same times: not remembered yet."""
+    root = own_files(tmp_path)
+    assert sources(root) == sources(root)
+    assert [p.name for p in reads if p.parent == root] == ["a.sh", "b.j2"] * 2
+    assert not (cache.parent / "sources").exists()
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "other files, old digest", "a folder", "wrong shape"])
 def test_a_damaged_entry_is_a_miss(
     tmp_path: Path, cache: Path, compiles: list[str], damage: str, capsys: pytest.CaptureFixture[str]

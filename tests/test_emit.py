@@ -53,7 +53,7 @@ def slowed(name, real, seconds):
         return real(*args, **kwargs)
     return call
 
-pipeline.lint_scripts = lambda files: []
+pipeline.lint_scripts = lambda files, **_: []
 build_cache.lookup = lambda key: None  # every child compiles (the hooks below sit in the compile)
 build_cache.store = lambda key, build: None  # and keeps nothing linted by the stub above
 slow = float(os.environ.get("SLOW", "0"))
@@ -117,7 +117,7 @@ def tree(folder: Path) -> dict[str, tuple[int, bytes | None]]:
 def compiled(spec: Path) -> CompileResult:
     """As the CLI compiles `spec` (named by its absolute path, as the children get it), without shellcheck."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pipeline, "lint_scripts", lambda files: [])
+        patch.setattr(pipeline, "lint_scripts", lambda files, **_: [])
         result = compile_text(spec.read_text(encoding="utf-8"), str(spec))
     assert result.ok
     return result
@@ -126,7 +126,7 @@ def compiled(spec: Path) -> CompileResult:
 @pytest.fixture
 def no_lint(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process compiles here are about the folder: shellcheck only takes time."""
-    monkeypatch.setattr(pipeline, "lint_scripts", lambda files: [])
+    monkeypatch.setattr(pipeline, "lint_scripts", lambda files, **_: [])
 
 
 @pytest.fixture(scope="module")

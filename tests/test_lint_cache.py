@@ -39,13 +39,15 @@ def fresh_templates() -> Iterator[None]:
 
 @pytest.fixture
 def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of every script shellcheck actually runs on."""
+    """The name of every script shellcheck actually runs on (a part of one: `name (part)`)."""
     seen: list[str] = []
-    run = lint._check
+    check = lint._check
 
-    def recording(scripts: dict[str, str], todo: list[str], shellcheck: str, bash: str) -> list[str]:
-        seen.extend(todo)
-        return run(scripts, todo, shellcheck, bash)
+    def recording(
+        files: dict[str, str], todo: list[str], checks: list[lint.Check], run: list[lint.Check], *tools: str
+    ) -> list[str]:
+        seen.extend(f"{c.name} ({c.folder})" if c.folder else c.name for c in run)
+        return check(files, todo, checks, run, *tools)
 
     monkeypatch.setattr(lint, "_check", recording)
     return seen
