@@ -349,7 +349,7 @@ record_launch() {
 # Find this deployment's containers (by name and label, nothing else) and decide what to do with them.
 clear_old() {
   phase cleanup "containers left by an earlier launch of $DEPLOYMENT"
-  local node i label state sha running=0 same=0 existing=() pids=()
+  local node i info label state sha running=0 same=0 existing=() pids=()
   if ((DRY_RUN)); then
     existing=("${NODES[@]}")
   else
@@ -358,9 +358,14 @@ clear_old() {
       node=${NODES[i]}
       (
         trap - ERR
-        on_node "$node" docker inspect --format \
+        # By its status: for a missing container docker still prints an (empty) line.
+        if info=$(on_node "$node" docker inspect --format \
           '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
-          "${CONTAINER[$node]}" 2>/dev/null || echo "-"
+          "${CONTAINER[$node]}" 2>/dev/null); then
+          printf '%s\n' "$info"
+        else
+          echo "-"
+        fi
       ) >"$SCRATCH/old.$i" </dev/null &
       pids+=("$!")
     done
@@ -511,7 +516,7 @@ require_running() {
       trap - ERR
       on_node "$node" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$node]}" \
         2>/dev/null || echo missing
-    ) >"$SCRATCH/state.$i" </dev/null &
+    ) >"$SCRATCH/state.$i" </dev/null & # a missing container's empty line reads as not running
     pids+=("$!")
   done
   i=0

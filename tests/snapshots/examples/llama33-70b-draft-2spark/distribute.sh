@@ -196,8 +196,14 @@ dry_print() {
 }
 
 # docker's view of a container: running, exited, ... or "missing".
+# By the status: for a missing container docker still prints an (empty) line.
 container_state() {
-  on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>/dev/null || echo missing
+  local state
+  if state=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>/dev/null); then
+    printf '%s\n' "$state"
+  else
+    echo missing
+  fi
 }
 
 # Ask Ray on the head whether every node and GPU is alive, on the fabric addresses it should use.

@@ -651,8 +651,14 @@ dry_print() {
 }
 
 # docker's view of a container: running, exited, ... or "missing".
+# By the status: for a missing container docker still prints an (empty) line.
 container_state() {
-  on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>/dev/null || echo missing
+  local state
+  if state=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>/dev/null); then
+    printf '%s\n' "$state"
+  else
+    echo missing
+  fi
 }
 
 # Ask Ray on the head whether every node and GPU is alive, on the fabric addresses it should use.
@@ -1881,7 +1887,7 @@ record_launch() {
 # Find this deployment's containers (by name and label, nothing else) and decide what to do with them.
 clear_old() {
   phase cleanup "containers left by an earlier launch of $DEPLOYMENT"
-  local node i label state sha running=0 same=0 existing=() pids=()
+  local node i info label state sha running=0 same=0 existing=() pids=()
   if ((DRY_RUN)); then
     existing=("${NODES[@]}")
   else
@@ -1890,9 +1896,14 @@ clear_old() {
       node=${NODES[i]}
       (
         trap - ERR
-        on_node "$node" docker inspect --format \
+        # By its status: for a missing container docker still prints an (empty) line.
+        if info=$(on_node "$node" docker inspect --format \
           '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
-          "${CONTAINER[$node]}" 2>/dev/null || echo "-"
+          "${CONTAINER[$node]}" 2>/dev/null); then
+          printf '%s\n' "$info"
+        else
+          echo "-"
+        fi
       ) >"$SCRATCH/old.$i" </dev/null &
       pids+=("$!")
     done
@@ -2043,7 +2054,7 @@ require_running() {
       trap - ERR
       on_node "$node" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$node]}" \
         2>/dev/null || echo missing
-    ) >"$SCRATCH/state.$i" </dev/null &
+    ) >"$SCRATCH/state.$i" </dev/null & # a missing container's empty line reads as not running
     pids+=("$!")
   done
   i=0
