@@ -112,6 +112,7 @@ SCRIPT_NAMES = frozenset(
         "IMAGE",
         "IMAGE_IDS",
         "IMAGE_ONLY",
+        "MODEL_FACTS_OF",
         "MODEL_FACTS_SH",
         "MODEL_FILES",
         "MODEL_FOLDER",

@@ -272,6 +272,7 @@ preflight() {
     done
     fail "${PF_PROBLEM_NODES[0]}" "${PF_PROBLEMS[0]}"
   fi
+  gather_model_facts
   for node in "${NODES[@]}"; do
     model_checks "$node"
     log "$node: docker ${PF_NOTES[$node,docker]-}, image ${PF_NOTES[$node,image]-}, model ${PF_NOTES[$node,model]-}," \

@@ -33,6 +33,30 @@ fi
 find "$folder" -type l ! -exec test -e {} \; -print 2>/dev/null | head -n 5 | sed "s/^/dangling /"'
 
 declare -A SNAPSHOT_COMMIT=()
+declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weights, asked of all nodes at once
+
+# Ask every node about its weights at once; check_model_revision then judges each answer in node order
+# (a node whose answer did not come back is asked again there, so its error is reported as before).
+gather_model_facts() {
+  ((DRY_RUN)) && return 0
+  local i dir pids=()
+  dir=$(mktemp -d)
+  for i in "${!NODES[@]}"; do
+    (
+      trap - ERR
+      status=0
+      on_node "${NODES[i]}" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF" >"$dir/$i" 2>&1 \
+        || status=$?
+      echo "$status" >"$dir/$i.rc"
+    ) </dev/null &
+    pids+=("$!")
+  done
+  for i in "${!NODES[@]}"; do
+    wait "${pids[i]}" || true
+    [[ $(cat "$dir/$i.rc" 2>/dev/null) == 0 ]] && MODEL_FACTS_OF[${NODES[i]}]=$(cat "$dir/$i")
+  done
+  rm -rf "$dir"
+}
 
 # The node's weights carry the spec's revision (where they say which they are) and no link into nothing;
 # a Hugging Face branch or tag names the same commit on every node.
@@ -42,8 +66,12 @@ check_model_revision() {
     run_on "$node" sh -c '<weights revision and links>' sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"
     return 0
   fi
-  facts=$(on_node "$node" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF" 2>&1) \
-    || fail "$node" "could not look into $MODEL_FOLDER on $node: $facts"
+  if [[ -n ${MODEL_FACTS_OF[$node]+x} ]]; then
+    facts=${MODEL_FACTS_OF[$node]}
+  else
+    facts=$(on_node "$node" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF" 2>&1) \
+      || fail "$node" "could not look into $MODEL_FOLDER on $node: $facts"
+  fi
   while read -r line; do
     case $line in
       "noref "*) fail "$node" "the Hugging Face cache on $node has no ${line#noref}: revision $MODEL_REVISION" \
