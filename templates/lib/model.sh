@@ -39,24 +39,13 @@ declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weig
 # (a node whose answer did not come back is asked again there, so its error is reported as before).
 gather_model_facts() {
   ((DRY_RUN)) && return 0
-  local i dir pids=()
-  dir=$(mktemp -d)
+  local i
+  at_once "$SCRATCH/weights" weights_facts "${NODES[@]}"
   for i in "${!NODES[@]}"; do
-    (
-      trap - ERR
-      status=0
-      on_node "${NODES[i]}" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF" >"$dir/$i" 2>&1 \
-        || status=$?
-      echo "$status" >"$dir/$i.rc"
-    ) </dev/null &
-    pids+=("$!")
+    if at_once_ok "$SCRATCH/weights" "$i"; then MODEL_FACTS_OF[${NODES[i]}]=$(<"$SCRATCH/weights.$i"); fi
   done
-  for i in "${!NODES[@]}"; do
-    wait "${pids[i]}" || true
-    [[ $(cat "$dir/$i.rc" 2>/dev/null) == 0 ]] && MODEL_FACTS_OF[${NODES[i]}]=$(cat "$dir/$i")
-  done
-  rm -rf "$dir"
 }
+weights_facts() { on_node "$1" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"; }
 
 # The node's weights carry the spec's revision (where they say which they are) and no link into nothing;
 # a Hugging Face branch or tag names the same commit on every node.

@@ -707,6 +707,30 @@ probe_completion() {
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
+# Run `FUNC NODE` for every NODE at once, each in a subshell: its output (stdout and stderr) lands in
+# PREFIX.I and its exit status in PREFIX.I.rc, I being the node's position in the list. Returns when
+# all have ended; the caller judges the answers in node order.
+at_once() {
+  local prefix=$1 func=$2 i pids=()
+  shift 2
+  local nodes=("$@")
+  for i in "${!nodes[@]}"; do
+    (
+      trap - ERR
+      status=0
+      "$func" "${nodes[i]}" >"$prefix.$i" 2>&1 || status=$?
+      echo "$status" >"$prefix.$i.rc"
+    ) </dev/null &
+    pids+=("$!")
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[i]}" || true
+  done
+}
+
+# Whether FUNC ended well, in the at_once run that wrote PREFIX, for the node at position I.
+at_once_ok() { [[ $(<"$1.$2.rc") == 0 ]]; }
+
 # Copy every node's container log and state into one folder, every node at once; never fails (nodes
 # may be unreachable).
 collect_logs() {
@@ -799,24 +823,13 @@ declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weig
 # (a node whose answer did not come back is asked again there, so its error is reported as before).
 gather_model_facts() {
   ((DRY_RUN)) && return 0
-  local i dir pids=()
-  dir=$(mktemp -d)
+  local i
+  at_once "$SCRATCH/weights" weights_facts "${NODES[@]}"
   for i in "${!NODES[@]}"; do
-    (
-      trap - ERR
-      status=0
-      on_node "${NODES[i]}" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF" >"$dir/$i" 2>&1 \
-        || status=$?
-      echo "$status" >"$dir/$i.rc"
-    ) </dev/null &
-    pids+=("$!")
+    if at_once_ok "$SCRATCH/weights" "$i"; then MODEL_FACTS_OF[${NODES[i]}]=$(<"$SCRATCH/weights.$i"); fi
   done
-  for i in "${!NODES[@]}"; do
-    wait "${pids[i]}" || true
-    [[ $(cat "$dir/$i.rc" 2>/dev/null) == 0 ]] && MODEL_FACTS_OF[${NODES[i]}]=$(cat "$dir/$i")
-  done
-  rm -rf "$dir"
 }
+weights_facts() { on_node "$1" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"; }
 
 # The node's weights carry the spec's revision (where they say which they are) and no link into nothing;
 # a Hugging Face branch or tag names the same commit on every node.
@@ -1857,31 +1870,16 @@ record_launch() {
 # Find this deployment's containers (by name and label, nothing else) and decide what to do with them.
 clear_old() {
   phase cleanup "containers left by an earlier launch of $DEPLOYMENT"
-  local node i info label state sha running=0 same=0 existing=() pids=()
+  local node i label state sha running=0 same=0 existing=()
   if ((DRY_RUN)); then
     existing=("${NODES[@]}")
   else
-    # Every node asked at once; the answers are judged in node order.
+    at_once "$SCRATCH/old" old_container "${NODES[@]}"
     for i in "${!NODES[@]}"; do
       node=${NODES[i]}
-      (
-        trap - ERR
-        # By its status: for a missing container docker still prints an (empty) line.
-        if info=$(on_node "$node" docker inspect --format \
-          '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
-          "${CONTAINER[$node]}" 2>/dev/null); then
-          printf '%s\n' "$info"
-        else
-          echo "-"
-        fi
-      ) >"$SCRATCH/old.$i" </dev/null &
-      pids+=("$!")
-    done
-    for i in "${!NODES[@]}"; do
-      node=${NODES[i]}
-      wait "${pids[i]}" || true
-      read -r label state sha <"$SCRATCH/old.$i" || label="-"
-      [[ $label == - ]] && continue # no such container (a deployment's name never is '-')
+      # By the status: for a missing container docker still prints an (empty) line.
+      at_once_ok "$SCRATCH/old" "$i" || continue
+      read -r label state sha <"$SCRATCH/old.$i" || label=""
       if [[ $label != "$DEPLOYMENT" ]]; then
         fail "$node" "a container named ${CONTAINER[$node]} exists on $node but was not created by deployment" \
           "$DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
@@ -1913,23 +1911,25 @@ clear_old() {
     phase_done
     return 0
   fi
-  pids=()
-  for i in "${!existing[@]}"; do
-    node=${existing[i]}
+  for node in "${existing[@]}"; do
     log "$node: removing old container ${CONTAINER[$node]}"
-    (
-      trap - ERR
-      on_node "$node" docker rm -f "${CONTAINER[$node]}"
-    ) >"$SCRATCH/rm.$i" 2>&1 </dev/null &
-    pids+=("$!")
   done
+  at_once "$SCRATCH/rm" remove_container "${existing[@]}"
   for i in "${!existing[@]}"; do
     node=${existing[i]}
-    wait "${pids[i]}" || fail "$node" "could not remove the old container ${CONTAINER[$node]} on $node:" \
-      "$(tr '\n' ' ' <"$SCRATCH/rm.$i")"
+    at_once_ok "$SCRATCH/rm" "$i" || fail "$node" "could not remove the old container ${CONTAINER[$node]} on" \
+      "$node: $(tr '\n' ' ' <"$SCRATCH/rm.$i")"
   done
   phase_done
 }
+
+# A node's container of this name: its deployment label, state and spec hash (fails when there is none).
+old_container() {
+  on_node "$1" docker inspect --format \
+    '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
+    "${CONTAINER[$1]}" 2>/dev/null
+}
+remove_container() { on_node "$1" docker rm -f "${CONTAINER[$1]}"; }
 
 # -- phase 3 ---------------------------------------------------------------------------------
 # Something accepts connections on HOST:PORT (bash's /dev/tcp; bounded, an unroutable address must not hang).
@@ -2017,20 +2017,11 @@ start_one() {
 # connection). If some are not, the launch fails naming the one that stopped first (the others may
 # have followed it).
 require_running() {
-  local node i state finished first="" first_at="" first_state="" pids=() nodes=("$@")
-  for i in "${!nodes[@]}"; do
-    node=${nodes[i]}
-    (
-      trap - ERR
-      on_node "$node" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$node]}" \
-        2>/dev/null || echo missing
-    ) >"$SCRATCH/state.$i" </dev/null & # a missing container's empty line reads as not running
-    pids+=("$!")
-  done
-  i=0
+  local node i=0 state finished first="" first_at="" first_state=""
+  at_once "$SCRATCH/state" container_status "$@"
   for node; do
-    wait "${pids[i]}" || true
-    read -r state finished <"$SCRATCH/state.$i" || state=missing
+    state=missing finished=""
+    at_once_ok "$SCRATCH/state" "$i" && { read -r state finished <"$SCRATCH/state.$i" || state=missing; }
     i=$((i + 1))
     [[ $state == running ]] && continue
     if [[ -z $first || (-n $finished && ($first_at == "" || $finished < "$first_at")) ]]; then
@@ -2042,6 +2033,9 @@ require_running() {
   # Steps of optional spec features are defined only in the scripts of specs that use them.
   if declare -F hook_failure >/dev/null; then first_state+=$(hook_failure "$first"); fi
   fail "$first" "container ${CONTAINER[$first]} is $first_state on $first"
+}
+container_status() {
+  on_node "$1" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$1]}" 2>/dev/null
 }
 
 # Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
