@@ -258,30 +258,6 @@ probe_completion() {
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
-# Run `FUNC NODE` for every NODE at once, each in a subshell: its output (stdout and stderr) lands in
-# PREFIX.I and its exit status in PREFIX.I.rc, I being the node's position in the list. Returns when
-# all have ended; the caller judges the answers in node order.
-at_once() {
-  local prefix=$1 func=$2 i pids=()
-  shift 2
-  local nodes=("$@")
-  for i in "${!nodes[@]}"; do
-    (
-      trap - ERR
-      status=0
-      "$func" "${nodes[i]}" >"$prefix.$i" 2>&1 || status=$?
-      echo "$status" >"$prefix.$i.rc"
-    ) </dev/null &
-    pids+=("$!")
-  done
-  for i in "${!pids[@]}"; do
-    wait "${pids[i]}" || true
-  done
-}
-
-# Whether FUNC ended well, in the at_once run that wrote PREFIX, for the node at position I.
-at_once_ok() { [[ $(<"$1.$2.rc") == 0 ]]; }
-
 # Copy every node's container log and state into one folder, every node at once; never fails (nodes
 # may be unreachable).
 collect_logs() {
