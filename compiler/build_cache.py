@@ -19,11 +19,15 @@ import os
 import stat
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compiler.cache import cache_home, file_state, write_quietly
+
+if TYPE_CHECKING:
+    from compiler.pipeline import CompileResult
 
 FORMAT = b"sparkc-build-cache-2\n"
 KEEP = 64  # entries kept; older ones go when a new one is written
@@ -61,6 +65,35 @@ def spec_key(spec: Path, shown: str, recorded: str, strict: bool) -> str | None:
         digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
     digest.update(data)
     return digest.hexdigest()
+
+
+def build_of(result: CompileResult) -> Build:
+    """What a clean compile produced, to remember (its diagnostics formatted as the CLI prints them)."""
+    from compiler.diagnostics import format_json, format_text
+
+    filename, data = result.document.filename, result.document.data
+    return Build(
+        files=result.files,
+        text_report=format_text(result.diagnostics, filename, data) if result.diagnostics else "",
+        json_report=json.loads(format_json(result.diagnostics, filename, data))["diagnostics"],
+        head=result.plan.head if result.plan else "?",
+        consulted=dict(result.consulted),
+    )
+
+
+def lookup_valid(key: str | None) -> Build | None:
+    """A compile or a validation of the spec `key` names: either says the spec is valid, and with which
+    warnings (a compile's diagnostics are a validation's: rendering adds none)."""
+    return lookup(key) or lookup(_validated(key))
+
+
+def store_valid(key: str | None, build: Build) -> None:
+    """A validation, kept under a key of its own and without files: no compile takes it for one."""
+    store(_validated(key), replace(build, files={}))
+
+
+def _validated(key: str | None) -> str | None:
+    return hashlib.sha256(f"validated\0{key}".encode()).hexdigest() if key else None
 
 
 def lookup(key: str | None) -> Build | None:

@@ -185,7 +185,7 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
         if not result.ok or result.plan is None:
             _report(result, fmt)
             sys.exit(EXIT_SPEC)
-        build = _build_of(result)
+        build = build_cache.build_of(result)
         if not check and result.spec_alone:
             build_cache.store(key, build)
     if fmt == "text" and build.text_report:
@@ -194,20 +194,6 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
         _write_or_check(spec, out_dir, check, fmt, build)
     except OutputFolderError as exc:
         raise OutputFolderUnusable(str(exc)) from None
-
-
-def _build_of(result: CompileResult) -> Build:
-    from compiler.build_cache import Build
-    from compiler.diagnostics import format_json, format_text
-
-    filename, data = result.document.filename, result.document.data
-    return Build(
-        files=result.files,
-        text_report=format_text(result.diagnostics, filename, data) if result.diagnostics else "",
-        json_report=json.loads(format_json(result.diagnostics, filename, data))["diagnostics"],
-        head=result.plan.head if result.plan else "?",
-        consulted=dict(result.consulted),
-    )
 
 
 def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Build) -> None:
@@ -262,11 +248,25 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
 @_profiles_option
 def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
     """Check SPEC (schema and cross-field rules) without writing anything."""
+    from compiler import build_cache
+
     _formatted(fmt)
-    result = _compile(spec, strict, profiles_dir, render_files=False)
-    _report(result, fmt)
-    if not result.ok:
-        sys.exit(EXIT_SPEC)
+    # A spec compiled or validated before, unchanged (and sparkc, and what it read), is known valid.
+    key = None
+    if _profiles_folder(spec, profiles_dir) is None:
+        key = build_cache.spec_key(spec, str(spec), _recorded_name(spec), strict)
+    known = build_cache.lookup_valid(key)
+    if known is None:
+        result = _compile(spec, strict, profiles_dir, render_files=False)
+        _report(result, fmt)
+        if not result.ok:
+            sys.exit(EXIT_SPEC)
+        if result.spec_alone:
+            build_cache.store_valid(key, build_cache.build_of(result))
+    elif fmt == "json":
+        _echo_json({"diagnostics": known.json_report})
+    elif known.text_report:
+        click.echo(known.text_report, err=True)
     if fmt == "text":
         click.echo(f"{spec}: valid")
 

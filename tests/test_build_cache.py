@@ -72,6 +72,39 @@ def test_any_change_to_the_spec_or_flags_is_a_miss(
     capsys.readouterr()
 
 
+def test_validate_is_answered_by_an_earlier_compile_or_validate(
+    tmp_path: Path, cache: Path, compiles: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(SEED.read_bytes())
+    assert run("validate", spec) == 0
+    first = capsys.readouterr()
+    assert run("validate", spec) == 0
+    assert run("compile", spec, "-o", tmp_path / "out") == 0  # a validation's entry holds no files: compiles
+    assert (tmp_path / "out" / "launch-cluster.sh").is_file()
+    spec.write_bytes(SEED.read_bytes().replace(b"max_model_len: 4096", b"max_model_len: 4097"))
+    assert run("compile", spec, "-o", tmp_path / "out") == 0
+    capsys.readouterr()
+    assert run("validate", spec) == 0  # answered by that compile
+    assert run("validate", spec, "--format", "json") == 0
+    assert compiles == [str(spec)] * 3
+    out = capsys.readouterr()
+    assert out.err == first.err and "container.image: warning:" in out.err
+    assert out.out.startswith(first.out) and '"severity": "warning"' in out.out
+
+
+def test_an_invalid_spec_is_validated_in_full_every_time(
+    tmp_path: Path, cache: Path, compiles: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(SEED.read_bytes().replace(b"tensor_parallel: 2", b"tensor_parallel: two"))
+    assert run("validate", spec) == 1
+    assert run("validate", spec) == 1
+    assert run("validate", spec, "--strict") == 1
+    assert len(compiles) == 3
+    assert capsys.readouterr().err.count("engine.tensor_parallel") == 3
+
+
 def test_check_stores_nothing(tmp_path: Path, cache: Path, compiles: list[str]) -> None:
     """--check does not lint, so what it compiled must not be handed to a compile as linted."""
     assert run("compile", SEED, "-o", tmp_path / "out", "--check") == 1
