@@ -9,6 +9,9 @@ write gives, for each script:
 - `shape`: the whole script with every value replaced by a placeholder of the same kind (a word, an array):
   the same names, kinds and code as the script, and the same text for every spec of that shape, so that
   its check is done once and remembered.
+- `chunks`: the values cut between top-level statements, each ending with the statement that reads every
+  constant: an edit changes a few of them, and only those are checked again. A chunk is only ever a way to
+  find the values clean sooner: where one has findings, the values are checked whole and that check counts.
 
 The marked render is only used where taking the marks out gives back exactly the script that was rendered
 without them: a value that held a mark's character (or any other surprise) leaves the script unsplit, and
@@ -85,6 +88,7 @@ class Part:
 class Layout:
     values: Part  # ends with a statement that reads every constant (see sentinel)
     shape: Part
+    chunks: tuple[Part, ...]  # the values, cut; each ends with the same statement
 
 
 def split(marked: str, rendered: str) -> Layout | None:
@@ -92,6 +96,7 @@ def split(marked: str, rendered: str) -> Layout | None:
     script: list[str] = []  # the script again, from the marked text: it must be `rendered`
     skeleton: list[str] = []  # the shape without its library code: where the constants are read from
     values, shape = _Builder(), _Builder()
+    inside: set[int] = set()  # lines of the values part that begin within a value: no chunk starts there
     line, at, state, letter = 1, 0, "text", ""
     for mark in _MARK.finditer(marked):
         piece, kind = marked[at : mark.start()], mark.group()
@@ -108,6 +113,7 @@ def split(marked: str, rendered: str) -> Layout | None:
             else:
                 return None
         elif state == "value" and kind == CLOSE:
+            inside.update(range(values.line + 1, values.line + piece.count("\n") + 1))
             values.add(piece, line)
             shape.add(PLACEHOLDERS[letter], line)
             skeleton.append(PLACEHOLDERS[letter])
@@ -128,8 +134,39 @@ def split(marked: str, rendered: str) -> Layout | None:
     values.add(tail, line)
     shape.add(tail, line)
     skeleton.append(tail)
-    values.add("\n" + sentinel(_constants("".join(skeleton))) + "\n", line + tail.count("\n"))
-    return Layout(values.part(), shape.part())
+    body, constants = values.part(), _constants("".join(skeleton))
+    values.add("\n" + sentinel(constants) + "\n", line + tail.count("\n"))
+    return Layout(values.part(), shape.part(), _chunks(body, inside, constants))
+
+
+# Where a chunk may start: a top-level statement of the templates (an assignment, a declaration) or the
+# comment above one, at the start of a line that is not inside a value and does not continue the one before.
+_STATEMENT = re.compile(r"(?:readonly |declare |[A-Za-z_][A-Za-z0-9_]*=|# )")
+CHUNK_LINES = 12  # the fewest lines of a chunk: fewer, smaller files cost more than they save
+
+
+def _chunks(body: Part, inside: set[int], constants: list[tuple[str, bool]]) -> tuple[Part, ...]:
+    """`body` cut before statements, each piece at least CHUNK_LINES long and ending with a statement that
+    reads the constants it assigns (only those: a name read but assigned in another piece would look like a
+    misspelling of one assigned here)."""
+    rows = body.text.split("\n")
+    starts = [0]
+    for i in range(1, len(rows)):
+        if (
+            i - starts[-1] >= CHUNK_LINES
+            and i + 1 not in inside
+            and _STATEMENT.match(rows[i])
+            and not rows[i - 1].endswith("\\")
+            and not rows[i - 1].startswith("#")  # a comment (a shellcheck directive) stays with its statement
+        ):
+            starts.append(i)
+    chunks = []
+    for a, b in zip(starts, [*starts[1:], len(rows)], strict=True):
+        text = "\n".join(rows[a:b])
+        assigned = {m.group(2) for m in _ASSIGNMENT.finditer(text)}
+        end = sentinel((name, array) for name, array in constants if name in assigned)
+        chunks.append(Part(text + "\n" + end + "\n", (*body.lines[a:b], body.lines[b - 1])))
+    return tuple(chunks)
 
 
 def sentinel(constants: Iterable[tuple[str, bool]]) -> str:
@@ -155,6 +192,11 @@ class _Builder:
     def __init__(self) -> None:
         self.pieces: list[str] = []
         self.lines: list[int] = [1]
+
+    @property
+    def line(self) -> int:
+        """The line (1-based) of this text that the next piece begins on."""
+        return len(self.lines)
 
     def add(self, piece: str, line: int) -> None:
         self.pieces.append(piece)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # `exit` slipped in by a value that escaped its quotes goes unnoticed (SC2317, unreachable code).
 SHELLCHECK_FLAGS = ("--format=gcc", "--shell=bash", "--external-sources", "--norc")
 CACHE_FORMAT = "sparkc-lint-cache-1"
+CHUNKS = "chunks"  # the folder of the values' chunks
 # With --external-sources a script's findings can depend on a file it sources: a script that may source
 # anything is keyed on every script's text, not its own alone.
 _SOURCES = re.compile(r"(^|[\s;&|(])(source|\.)\s+\S", re.MULTILINE)
@@ -66,29 +67,44 @@ def lint_scripts(files: dict[str, str], cache: LintCache | None = None, plan: Pl
     if not todo:
         return []
     checks = _checks(files, scripts, todo, tools, plan, keys)
-    run = [c for c in checks if not c.folder or not cache.is_clean(c.key)]  # a whole one is known not clean
-    findings = _check(files, todo, checks, run, shellcheck, bash)
+    pending = [c for c in checks if not c.folder or not cache.is_clean(c.key)]  # a whole one is known not clean
+    first = [c for c in pending if c.folder != "values" or not c.chunks]
+    first += [chunk for c in pending for chunk in c.chunks if not cache.is_clean(chunk.key)]
+    findings, found = _check(files, todo, checks, first, shellcheck, bash)
+    # A chunk with findings proves nothing (it may lack what another chunk defines): its values, checked
+    # whole, decide.
+    again = [c for c in pending if c.folder == "values" and any(found.get(chunk) for chunk in c.chunks)]
+    if again:
+        found.update(_check(files, [], checks, again, shellcheck, bash)[1])
+    findings += [line for check, lines in found.items() if check.folder != CHUNKS for line in lines]
     if not findings:
-        for key in [c.key for c in checks] + [keys[name] for name in todo]:
+        for key in [c.key for c, lines in found.items() if not lines] + [keys[name] for name in todo]:
             cache.mark_clean(key)
     return findings
 
 
 @dataclass(frozen=True)
 class Check:
-    """One shellcheck run: `text` checked as `folder/name`; its line i + 1 is the script's `lines[i]`."""
+    """One shellcheck of `text`, written as `folder/file`; its line i + 1 is the script's `lines[i]`."""
 
-    name: str
-    folder: str  # "" for the script itself
+    name: str  # the script
+    folder: str  # "" for the script itself, "values", "shape", or CHUNKS
     text: str
     lines: tuple[int, ...] | None
     key: str
+    file: str = ""  # the file's name in its folder, where not the script's
+    chunks: tuple[Check, ...] = ()  # of a values check: the same values, cut (compiler/layout.py)
+
+    @property
+    def path(self) -> str:
+        return self.file or self.name
 
 
 # How a finding of a part names what was checked.
 _PARTS = {
     "values": "the spec's values in place, library code left out",
     "shape": "every value replaced by a placeholder",
+    CHUNKS: "a piece of the spec's values",  # never reported: the values are then checked whole
 }
 
 
@@ -111,23 +127,39 @@ def _checks(
             # A part that may source another script is keyed on that part of every script, as a whole is.
             texts = {other: getattr(layouts[other], folder).text for other in scripts if other in layouts}
             texts[name] = part.text
-            key = _key(f"{tools}\0{folder}", name, texts, texts if _SOURCES.search(part.text) else ())
-            checks.append(Check(name, folder, part.text, part.lines, key))
+            sources = _SOURCES.search(part.text)
+            key = _key(f"{tools}\0{folder}", name, texts, texts if sources else ())
+            chunks: tuple[Check, ...] = ()
+            if folder == "values" and not sources:  # a chunk is checked alone: it must not need another file
+                chunks = tuple(
+                    Check(
+                        name,
+                        CHUNKS,
+                        c.text,
+                        c.lines,
+                        _key(f"{tools}\0{CHUNKS}", name, {name: c.text}, ()),
+                        f"{name}.{i}",
+                    )
+                    for i, c in enumerate(layout.chunks)
+                )
+            checks.append(Check(name, folder, part.text, part.lines, key, chunks=chunks))
     return checks
 
 
 def _check(
     files: dict[str, str], todo: list[str], checks: list[Check], run: list[Check], shellcheck: str, bash: str
-) -> list[str]:
-    """`bash -n` on each script in `todo` and shellcheck on each check in `run`, all running at once (one
-    shellcheck per check: it uses one core, and the launch script's takes as long as all the others)."""
+) -> tuple[list[str], dict[Check, list[str]]]:
+    """`bash -n` on each script in `todo` and shellcheck on each check in `run`, all running at once: the
+    syntax findings, and each check's findings. A script, a part, is one shellcheck (it uses one core, and
+    the launch script's takes as long as all the others); the chunks share one per core."""
+    import os
     import subprocess  # here, not at the top: only a compile that misses the cache pays for it
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="sparkc-lint-") as tmp:
-        folders = {check.folder for check in checks} | {""}
-        for folder in folders:  # every script in each folder, so that one sourced by another is there
-            for name, text in _folder_texts(files, checks, folder).items():
+        written = [*checks, *(c for c in run if c.folder == CHUNKS)]
+        for folder in {check.folder for check in written} | {""}:  # each folder whole: one script may source another
+            for name, text in _folder_texts(files, written, folder).items():
                 path = Path(tmp, folder, name)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
@@ -138,22 +170,41 @@ def _check(
             )
 
         syntax = [(name, start([bash, "-n", name])) for name in todo]
-        running = [(c, start([shellcheck, *SHELLCHECK_FLAGS, c.name], c.folder)) for c in run]
+        batches = [[c] for c in run if c.folder != CHUNKS] + _batches(
+            [c for c in run if c.folder == CHUNKS], os.cpu_count()
+        )
+        running = [
+            (batch, start([shellcheck, *SHELLCHECK_FLAGS, *(c.path for c in batch)], batch[0].folder))
+            for batch in batches
+        ]
         findings: list[str] = []
         for name, process in syntax:
             _, err = process.communicate()
             if process.returncode:
                 findings.append(f"{name}: bash -n: {err.strip()}")
-        for check, process in running:
+        found: dict[Check, list[str]] = {}
+        for batch, process in running:
             out, err = process.communicate()
-            if process.returncode:
-                findings += [_placed(line, check) for line in (out + err).splitlines() if line.strip()]
-    return findings
+            lines = [line for line in (out + err).splitlines() if line.strip()] if process.returncode else []
+            named = {check: [line for line in lines if line.startswith(f"{check.path}:")] for check in batch}
+            # Output that names no file of the batch (shellcheck itself failing) counts against each.
+            stray = [line for line in lines if not any(line in mine for mine in named.values())]
+            for check in batch:
+                found[check] = [_placed(line, check) for line in named[check] + stray]
+    return findings, found
+
+
+def _batches(checks: list[Check], cores: int | None) -> list[list[Check]]:
+    """The checks in at most one group per core, of about equal text (longest first, each to the lightest)."""
+    groups: list[list[Check]] = [[] for _ in range(min(len(checks), max(1, cores or 1)))]
+    for check in sorted(checks, key=lambda c: -len(c.text)):
+        min(groups, key=lambda g: sum(len(c.text) for c in g)).append(check)
+    return groups
 
 
 def _folder_texts(files: dict[str, str], checks: list[Check], folder: str) -> dict[str, str]:
     texts = {name: text for name, text in files.items() if name.endswith(".sh")} if not folder else {}
-    texts.update((c.name, c.text) for c in checks if c.folder == folder)
+    texts.update((c.path, c.text) for c in checks if c.folder == folder)
     return texts
 
 
@@ -162,11 +213,11 @@ def _placed(finding: str, check: Check) -> str:
     if check.lines is None:
         return finding
     name, line, rest = [*finding.split(":", 2), "", ""][:3]
-    if name != check.name or not line.isdigit():
+    if name != check.path or not line.isdigit():
         return f"{check.name} ({_PARTS[check.folder]}): {finding}"
     number = int(line)
     at = check.lines[number - 1] if 0 < number <= len(check.lines) else "end"
-    return f"{name}:{at}:{rest} ({_PARTS[check.folder]})"
+    return f"{check.name}:{at}:{rest} ({_PARTS[check.folder]})"
 
 
 def _identity(binary: str) -> str:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from compiler import lint, render
+from compiler import layout, lint, render
 from compiler.layout import split
 from compiler.lint import LintCache, lint_scripts
-from compiler.pipeline import GeneratedScriptError, compile_text
-from tests.specs import dump, example, with_changes
+from compiler.pipeline import Beside, GeneratedScriptError, compile_text
+from tests.specs import EXAMPLES, dump, example, with_changes
 
 SEED = "seed-qwen35-122b-2spark-ray"
 
@@ -66,13 +66,39 @@ def test_an_edit_checks_the_values_and_remembers_the_shape(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     compiled()
-    assert sorted(checked) == sorted(f"{name} ({part})" for name in render.SCRIPTS for part in ("values", "shape"))
+    assert set(checked) == {f"{name} ({part})" for name in render.SCRIPTS for part in ("chunks", "shape")}
+    first = checked.count("launch-cluster.sh (chunks)")
     checked.clear()
-    compiled({"engine.max_model_len": 5000, "name": "another-name"})
-    assert sorted(checked) == sorted(f"{name} (values)" for name in render.SCRIPTS)
+    compiled({"engine.max_model_len": 5000})
+    # The chunks holding the spec's digest and the context length, no shape, no values checked whole.
+    assert set(checked) == {f"{name} (chunks)" for name in render.SCRIPTS}
+    assert 1 < checked.count("launch-cluster.sh (chunks)") < first / 2
     checked.clear()
-    compiled({"engine.max_model_len": 5000, "name": "another-name"})
+    compiled({"engine.max_model_len": 5000})
     assert checked == []  # the same scripts: known clean whole
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
+def test_every_examples_values_are_found_clean_by_their_chunks(name: str, checked: list[str]) -> None:
+    """A chunk that needs another (a name it reads, a statement cut in two) sends its values to a whole
+    check: correct, but slow. The templates must cut cleanly for every example."""
+    spec = example(name)
+    spec["name"] = f"{spec['name']}-chunked"  # scripts the module's cache has not seen
+    result = compile_text(dump(spec), "spec.yaml", beside=Beside(spec_dir=EXAMPLES))
+    assert result.ok, result.diagnostics
+    assert "(chunks)" in " ".join(checked) and not [c for c in checked if c.endswith("(values)")], checked
+
+
+def test_no_chunk_begins_inside_a_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(layout, "CHUNK_LINES", 2)
+    value = "'first line\n" + "readonly SMUGGLED=1\n" * 6 + "last line'"
+    marked = "readonly A=1\nreadonly B=\x01q" + value + "\x02\n" + "readonly C=1\n" * 6
+    found = split(marked, marked.replace("\x01q", "").replace("\x02", ""))
+    assert found is not None and len(found.chunks) > 2
+    for chunk in found.chunks:
+        assert chunk.text.count("'") % 2 == 0, chunk.text  # each piece holds the value whole, or none of it
+        end = chunk.text.rstrip("\n").rpartition("\n")[2]
+        assert end.startswith(": sparkc-values-end") and "SMUGGLED" not in end  # only the templates' names
 
 
 @pytest.mark.parametrize(
@@ -84,6 +110,9 @@ def test_an_edit_checks_the_values_and_remembers_the_shape(
         ("engine.args", "x' ) ; exit ; ( '"),
         ("engine.args", "a' $(id) '"),
         ("model.name", "a'`id`'"),
+        # code that reads, or undoes, a constant another piece of the values assigns
+        ("engine.args", "a' $NODES '"),
+        ("container.env", "a'; unset HEAD; '"),
     ],
 )
 @pytest.mark.parametrize("bug", ["single quotes", "no quotes", "double quotes"])
@@ -102,7 +131,9 @@ def test_a_value_that_escapes_broken_quoting_is_caught_by_the_values_part_alone(
     checked.clear()
     with pytest.raises(GeneratedScriptError) as raised:
         compiled(changes)
-    assert checked and all(c.endswith("(values)") for c in checked), checked  # the shapes were remembered
+    # The shapes were remembered; the chunks found something, so the values were checked whole.
+    assert "launch-cluster.sh (values)" in checked or "stop-cluster.sh (values)" in checked, checked
+    assert all(c.endswith(("(values)", "(chunks)")) for c in checked), checked
     found = shellcheck_findings(raised.value)
     assert found, str(raised.value)  # shellcheck itself, not only bash -n
     assert all(line.endswith("(the spec's values in place, library code left out)") for line in found)
