@@ -2,13 +2,13 @@ usage() {
   cat <<'USAGE'
 Usage: distribute.sh [--dry-run] [--image-only | --model-only] [--star]
 
-Copies the image and the model folder from the head (where this runs) to every node that lacks
-them or has something else, over each node's fabric address; nodes that already match are skipped
-(same image ID; same model file names and sizes).
+Copies the image and the model's folders (the weights, and a draft model's where the spec has one)
+from the head (where this runs) to every node that lacks them or has something else, over each node's
+fabric address; nodes that already match are skipped (same image ID; same file names and sizes).
 
   --dry-run      say what would be copied where, copy nothing
   --image-only   only the image
-  --model-only   only the model folder
+  --model-only   only the model's folders
   --star         send the image from the head to each node at once (default: a chain, each node
                  loading it while passing it on, so the head's link carries one copy; the chain
                  needs every node to reach the next one over ssh with the same options)
@@ -127,25 +127,26 @@ distribute_image() {
   return "$failed"
 }
 
-# A folder's file names and sizes, as one hash ("missing" when there is no such folder).
-model_signature() {
+# A folder's file names and sizes on NODE, as one hash ("missing" when there is no such folder).
+model_signature() { # NODE FOLDER
   # shellcheck disable=SC2016  # expanded by the node's shell
   on_node "$1" sh -c 'cd "$1" 2>/dev/null || { echo missing; exit 0; }
-    find . -type f -printf "%P %s\n" | LC_ALL=C sort | sha256sum' sparkc-model "$MODEL_HOST_PATH" 2>/dev/null || echo unknown
+    find . -type f -printf "%P %s\n" | LC_ALL=C sort | sha256sum' sparkc-model "$2" 2>/dev/null || echo unknown
 }
 
-distribute_model() {
-  local head_sig node sig need=() dir start failed=0 bytes seconds
-  head_sig=$(model_signature "$HEAD")
+# One of the model's folders (ITEM: model, draft) from the head to every node where it differs.
+distribute_model() { # ITEM FOLDER
+  local item=$1 folder=$2 head_sig node sig need=() dir start failed=0 bytes seconds
+  head_sig=$(model_signature "$HEAD" "$folder")
   [[ $head_sig != missing && $head_sig != unknown ]] \
-    || { warn "model folder $MODEL_HOST_PATH is not on the head, $HEAD"; return 1; }
+    || { warn "$item folder $folder is not on the head, $HEAD"; return 1; }
   for node in "${NODES[@]:1}"; do
-    sig=$(model_signature "$node")
+    sig=$(model_signature "$node" "$folder")
     if [[ $sig == "$head_sig" ]]; then
-      log "$node: model folder $MODEL_HOST_PATH already matches (file names and sizes), skipped"
-      ((DRY_RUN)) || record "$node" model skipped 0 0 -
+      log "$node: $item folder $folder already matches (file names and sizes), skipped"
+      ((DRY_RUN)) || record "$node" "$item" skipped 0 0 -
     else
-      log "$node: model folder $MODEL_HOST_PATH ${sig/#missing/is missing}: copy"
+      log "$node: $item folder $folder ${sig/#missing/is missing}: copy"
       [[ $sig == missing ]] || log "$node: (it differs from the head's)"
       need+=("$node")
     fi
@@ -153,7 +154,7 @@ distribute_model() {
   ((${#need[@]})) || return 0
   if ((DRY_RUN)); then
     for node in "${need[@]}"; do
-      printf '[%s] rsync -a %q/ %s:%q/\n' "$HEAD" "$MODEL_HOST_PATH" "${FABRIC_TARGET[$node]}" "$MODEL_HOST_PATH" >&3
+      printf '[%s] rsync -a %q/ %s:%q/\n' "$HEAD" "$folder" "${FABRIC_TARGET[$node]}" "$folder" >&3
     done
     return 0
   fi
@@ -161,22 +162,22 @@ distribute_model() {
   start=$SECONDS
   for node in "${need[@]}"; do
     (
-      fabric_ssh "$node" mkdir -p "$MODEL_HOST_PATH" &&
-        rsync -a -s --delete --stats -e "ssh $(sh_quote "${SSH_OPTS[@]}")" "$MODEL_HOST_PATH/" \
-          "${FABRIC_TARGET[$node]}:$MODEL_HOST_PATH/"
+      fabric_ssh "$node" mkdir -p "$folder" &&
+        rsync -a -s --delete --stats -e "ssh $(sh_quote "${SSH_OPTS[@]}")" "$folder/" \
+          "${FABRIC_TARGET[$node]}:$folder/"
     ) >"$dir/$node.out" 2>&1 &
   done
   wait || true
   seconds=$((SECONDS - start))
   for node in "${need[@]}"; do
-    if [[ $(model_signature "$node") != "$head_sig" ]]; then
-      warn "$node: model copy failed: $(tail -n 3 "$dir/$node.out" | tr '\n' ' ')"
+    if [[ $(model_signature "$node" "$folder") != "$head_sig" ]]; then
+      warn "$node: $item copy failed: $(tail -n 3 "$dir/$node.out" | tr '\n' ' ')"
       failed=1
       continue
     fi
     bytes=$(grep -m1 'Total bytes sent' "$dir/$node.out" | tr -dc 0-9)
-    log "$node: model copied, ${bytes:-0} bytes in ${seconds}s ($(rate "${bytes:-0}" "$seconds")) from $HEAD"
-    record "$node" model copied "${bytes:-0}" "$seconds" "$HEAD"
+    log "$node: $item copied, ${bytes:-0} bytes in ${seconds}s ($(rate "${bytes:-0}" "$seconds")) from $HEAD"
+    record "$node" "$item" copied "${bytes:-0}" "$seconds" "$HEAD"
   done
   rm -rf "$dir"
   return "$failed"
@@ -207,7 +208,11 @@ main() {
   fi
   if ((IMAGE_ONLY == 0)); then
     log "== model folder $MODEL_HOST_PATH"
-    distribute_model || status=1
+    distribute_model model "$MODEL_HOST_PATH" || status=1
+    if [[ -n $DRAFT_FOLDER ]]; then
+      log "== draft model folder $DRAFT_FOLDER"
+      distribute_model draft "$DRAFT_FOLDER" || status=1
+    fi
   fi
   ((DRY_RUN)) || log "report: $REPORT"
   return "$status"

@@ -106,3 +106,42 @@ def test_image_goes_down_a_chain_and_replaces_another_build(
     assert got["spark2", "image"]["bytes"] == got["spark3", "image"]["bytes"]
     assert ("spark2", "model") not in got  # --image-only
     assert d.run("distribute.sh", "--image-only", "--model-only").returncode == 2
+
+
+DRAFT = "/run/sparkc-dist-draft"
+
+
+def test_a_draft_models_folder_is_copied_beside_the_weights(
+    deploy: Deploy, sim_cluster: SimCluster, model_dirs: None
+) -> None:
+    d = deploy(
+        "llama33-70b-draft-2spark.yaml",
+        "distdraft",
+        {
+            "container.image": VLLM_IMAGE,
+            "model.hf_cache": DELETE,
+            "model.repo": DELETE,
+            "model.revision": DELETE,
+            "model.architecture": DELETE,
+            "model.path": MODEL,
+            "model.draft.path": DRAFT,
+        },
+    )
+    make_model(sim_cluster, "spark1")
+    sim_cluster.sh("spark1", f"mkdir -p {DRAFT} && head -c 70000 /dev/urandom > {DRAFT}/draft.safetensors", check=True)
+    try:
+        dry = d.run("distribute.sh", "--model-only", "--dry-run")
+        assert f"rsync -a {DRAFT}/ root@10.78.0.12:{DRAFT}/" in dry.stdout, dry.stdout
+        run = d.run("distribute.sh", "--model-only")
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "== draft model folder " + DRAFT in run.stdout
+        assert sim_cluster.sh("spark2", f"stat -c %s {DRAFT}/draft.safetensors").stdout.strip() == "70000"
+        got = report(d)
+        assert got["spark2", "model"]["action"] == "copied" and got["spark2", "draft"]["action"] == "copied"
+        assert int(got["spark2", "draft"]["bytes"]) > 70_000
+        sim_cluster.sh("spark1", f"rm -rf {DRAFT}", check=True)  # gone from the head: said, and a failure
+        gone = d.run("distribute.sh", "--model-only")
+        assert gone.returncode == 1 and f"draft folder {DRAFT} is not on the head, spark1" in gone.stdout + gone.stderr
+    finally:
+        for node in sim_cluster.nodes:
+            sim_cluster.exec(node.name, ["rm", "-rf", DRAFT])
