@@ -117,9 +117,11 @@ def test_exit_codes_through_main(tmp_path: Path, capsys) -> None:
     assert main(["validate", str(binary)]) == 2
 
 
-def test_a_bug_says_please_report_without_traceback(monkeypatch, capsys) -> None:
+def test_a_bug_says_please_report_without_traceback(monkeypatch, capsys, tmp_path: Path) -> None:
     def broken(*args, **kwargs):
         raise KeyError("oops")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no earlier run of this spec to answer from
 
     monkeypatch.setattr(pipeline, "compile_text", broken)
     assert main(["validate", str(SEED)]) == 3
