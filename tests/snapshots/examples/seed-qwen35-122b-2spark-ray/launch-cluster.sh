@@ -1990,6 +1990,7 @@ start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
   local i port wave nodes
   if ((DRY_RUN == 0)); then
+    watch_pipes
     for i in "${!HEAD_PORTS[@]}"; do
       port=${HEAD_PORTS[i]}
       [[ ${HEAD_PORT_USES[i]} != API ]] || port=$API_PORT  # this launch's, where --port moved it
@@ -2039,10 +2040,17 @@ start_wave() {
     local wave=("$@")
     fail "${wave[failed]}" "docker run failed on ${wave[failed]}: $(cat "$dir/$failed")"
   fi
+  i=0
+  for node; do
+    CONTAINER_ID[$node]=$(tail -n 1 "$dir/$i")
+    watch_start "$node"
+    i=$((i + 1))
+  done
   rm -rf "$dir"
 }
 
-# Start one node's container; on failure print docker's answer and return 1.
+# Start one node's container and print its ID (`docker run -d` prints it last); on failure print
+# docker's answer and return 1.
 start_one() {
   local node=$1 out
   docker_run_argv "$node"
@@ -2061,6 +2069,7 @@ start_one() {
   else
     out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
   fi
+  printf '%s\n' "${out##*$'\n'}"
 }
 
 # Containers must still be running: each node asked at once (a few ms each over the shared ssh
@@ -2088,37 +2097,110 @@ container_status() {
   on_node "$1" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$1]}" 2>/dev/null
 }
 
+# -- the container watch -------------------------------------------------------------------------
+# Once a node's container started, docker itself reports its death as it happens: one `docker events`
+# per node (over the shared ssh connection) writes a line to $SCRATCH/watch.I when the container dies.
+# A look at those files costs nothing, so the waits below look every tenth of a second, and ask
+# docker inspect (require_running: which container stopped first, and how) only when a watch reported
+# a death or ended. --since replays what the container did before its watch began, by its ID (no
+# earlier container of the same name counts). On the node, sh stops docker events once its stdin
+# ends: a pipe that only this script holds open, closed when it exits, however it exits.
+# shellcheck disable=SC2016  # expanded by the node's sh
+readonly WATCH_SH='exec 3<&0
+docker events --since "$1" --filter "container=$2" --filter event=die --format "{{.Action}} {{.Actor.Attributes.exitCode}}" &
+pid=$!
+(read -r _ <&3; kill "$pid") </dev/null >/dev/null 2>&1 &
+wait "$pid"'
+declare -A CONTAINER_ID=() WATCH_START=() WATCH_WARNED=()
+WATCH_IN="" # the watches' stdin, held open by this script
+WAKE=""     # a pipe a background probe writes to when it ends, so a pause ends with it
+
+# The two pipes (made once, before the first container starts).
+watch_pipes() {
+  mkfifo "$SCRATCH/watch.in" "$SCRATCH/wake"
+  exec {WATCH_IN}<>"$SCRATCH/watch.in" {WAKE}<>"$SCRATCH/wake"
+}
+
+# Watch a node's container; its events go to $SCRATCH/watch.I, docker's complaints to watch.I.err,
+# its exit status to watch.I.rc when it ends. The container lives at most this launch's budget.
+watch_start() {
+  local node=$1 i
+  i=$(node_index "$node")
+  WATCH_START[$node]=$SECONDS
+  rm -f "$SCRATCH/watch.$i.rc"
+  (
+    trap - ERR
+    exec {WATCH_IN}>&-  # only this script may hold the watches' stdin open
+    status=0
+    on_node "$node" sh -c "$WATCH_SH" sparkc-watch "${TIMEOUT}s" "${CONTAINER_ID[$node]:-${CONTAINER[$node]}}" \
+      <"$SCRATCH/watch.in" >>"$SCRATCH/watch.$i" 2>"$SCRATCH/watch.$i.err" || status=$?
+    echo "$status" >"$SCRATCH/watch.$i.rc"
+  ) &
+}
+node_index() {
+  local i
+  for i in "${!NODES[@]}"; do
+    [[ ${NODES[i]} != "$1" ]] || { printf '%s' "$i"; return 0; }
+  done
+}
+
+# Every watched container still running? A death fails the launch through require_running, which
+# names the container that stopped first and its state. A watch that ended (node unreachable, docker
+# refused) is replaced, at most once a second, after docker inspect says its container still runs.
+# Under Ray, the engine's exit file is read about once a second.
+ENGINE_LOOKED=0
+watch_check() {
+  local node i
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    [[ -n ${WATCH_START[$node]+x} ]] || continue
+    if [[ -s $SCRATCH/watch.$i ]]; then
+      require_running "${NODES[@]}"
+      fail "$node" "container ${CONTAINER[$node]} died on $node ($(head -n 1 "$SCRATCH/watch.$i"))"
+    fi
+    if [[ -e $SCRATCH/watch.$i.rc ]] && ((SECONDS > WATCH_START[$node])); then
+      require_running "$node"
+      [[ -n ${WATCH_WARNED[$node]+x} ]] || warn "$node: docker events ended ($(tr '\n' ' ' <"$SCRATCH/watch.$i.err"))," \
+        "watching ${CONTAINER[$node]} again"
+      WATCH_WARNED[$node]=1
+      watch_start "$node"
+    fi
+  done
+  if ((ENGINE_STARTED && SECONDS > ENGINE_LOOKED)); then
+    ENGINE_LOOKED=$SECONDS
+    engine_still_running
+  fi
+}
+
+# Up to $1 seconds, less where a background probe ends first (no process started for it).
+pause() { read -rt "$1" -u "$WAKE" _ || true; }
+
 # Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
-# container is watched (about once a second: each look costs every node a docker inspect, and the
-# engines starting on the same machines need the CPU); returns the probe's status. A probe may take
-# long (an HTTP request, Ray's client); a dead container still ends the launch within a second or so.
+# container is watched; returns the probe's status. A probe may take long (an HTTP request, Ray's
+# client); a dead container still ends the launch within a tenth of a second or so.
 watch_probe() {
-  local tick=0
   rm -f "$SCRATCH/probe.rc"
   (
     trap - ERR
     status=0
     "$@" >"$SCRATCH/probe" 2>&1 </dev/null || status=$?
     echo "$status" >"$SCRATCH/probe.rc"
+    echo >&"$WAKE"
   ) &
   BACKGROUND_PID=$!
   while [[ ! -s $SCRATCH/probe.rc ]]; do
-    if ((tick++ % 10 == 9)); then
-      require_running "${NODES[@]}"
-      engine_still_running
-    fi
-    sleep 0.1
+    watch_check
+    pause 0.1
   done
   wait "$BACKGROUND_PID" || true
   BACKGROUND_PID=""
   return "$(cat "$SCRATCH/probe.rc")"
 }
 
-# Between probes: every container still running? Then a short pause.
+# Between probes: every container still running? Then a pause of $1 seconds.
 watch_pause() {
-  require_running "${NODES[@]}"
-  engine_still_running
-  sleep 0.5
+  watch_check
+  pause "$1"
 }
 
 # Once started on the head through Ray, the engine must not have exited (its container stays up).
@@ -2136,7 +2218,7 @@ wait_ray_head() {
   ((DRY_RUN)) && return 0
   log "waiting for the Ray head on $HEAD_FABRIC_IP"
   until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
-    require_running "$HEAD"
+    watch_check
     time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
     sleep 0.3
   done
@@ -2153,7 +2235,7 @@ form_ray() {
   until watch_probe ray_check; do
     out=$(cat "$SCRATCH/probe")
     time_left || fail "$HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
-    watch_pause
+    watch_pause 0.5  # Ray's client is slow to start and costs the engines CPU
   done
   out=$(cat "$SCRATCH/probe")
   log "${out##*$'\n'}"
@@ -2199,7 +2281,7 @@ wait_ready() {
     want=$(cat "$SCRATCH/probe")
     if [[ $want == ready ]]; then
       # The probes took a while: a node that died meanwhile must not be reported ready.
-      require_running "${NODES[@]}"
+      watch_check
       engine_still_running
       break
     fi
@@ -2208,7 +2290,7 @@ wait_ready() {
       log "waiting for $want ($((DEADLINE - SECONDS))s left)"
     fi
     time_left || fail "$HEAD" "not ready within ${TIMEOUT}s: still waiting for $want"
-    watch_pause
+    watch_pause 0.1
   done
   phase_done
 }
