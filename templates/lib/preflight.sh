@@ -98,7 +98,7 @@ check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
 PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
 
@@ -116,6 +116,9 @@ preflight_args() {
     "model=$MODEL_HOST_PATH"
     "netdev=${NETDEV[$node]}"
     "hcas=${hcas[*]}"
+    "weights=$MODEL_FOLDER"
+    "revision=$MODEL_REVISION"
+    "hf=$MODEL_HF"
   )
   if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
 }
@@ -123,6 +126,10 @@ preflight_args() {
 preflight_script() {
   local check
   printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
+  # The weights' revision and dangling links (model.sh), each line marked "weights".
+  # shellcheck disable=SC2016  # for the node's sh
+  printf 'check_weights() {\n  (\n    set -- "$a_weights" "$a_revision" "$a_hf"\n%s\n  ) | sed "s/^/weights /"\n}\n' \
+    "$MODEL_FACTS_SH"
   for check in "${PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done

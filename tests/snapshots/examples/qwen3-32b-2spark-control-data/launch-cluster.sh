@@ -83,7 +83,7 @@ readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
 readonly SECRETS=()
 # --env 'NAME=VALUE' refuses these names (the shell's and these scripts' own) and secret-looking ones.
-readonly RESERVED_NAMES='API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_EXEC ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FUNCNAME GLOBIGNORE GPUS GROUPS HAS_PATCHES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LINENO LINES LOGNAME MAIL MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TMOUT TMPDIR TOTAL_GPUS UID USER'
+readonly RESERVED_NAMES='API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTAINER_ID CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_EXEC ENGINE_LOOKED ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FUNCNAME GLOBIGNORE GPUS GROUPS HAS_PATCHES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LINENO LINES LOGNAME MAIL MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TMOUT TMPDIR TOTAL_GPUS UID USER WAKE WATCH_IN WATCH_SH WATCH_START WATCH_WARNED'
 readonly SECRET_NAME_PATTERN="(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|\$)"
 # Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
 readonly HEAD_FABRIC_IP=10.0.0.10
@@ -799,28 +799,24 @@ fi
 find "$folder" -type l ! -exec test -e {} \; -print 2>/dev/null | head -n 5 | sed "s/^/dangling /"'
 
 declare -A SNAPSHOT_COMMIT=()
-declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weights, asked of all nodes at once
+declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weights, from its preflight
 
-# Ask every node about its weights at once; check_model_revision then judges each answer in node order
-# (a node whose answer did not come back is asked again there, so its error is reported as before).
+# The weights' facts come with each node's preflight answer (check_weights); check_model_revision then
+# judges them in node order (a node without a full answer is asked again there, so its error is
+# reported as before).
 gather_model_facts() {
   ((DRY_RUN)) && return 0
-  local i
-  at_once "$SCRATCH/weights" weights_facts "${NODES[@]}"
-  for i in "${!NODES[@]}"; do
-    if at_once_ok "$SCRATCH/weights" "$i"; then MODEL_FACTS_OF[${NODES[i]}]=$(<"$SCRATCH/weights.$i"); fi
+  local node
+  for node in "${NODES[@]}"; do
+    if [[ -n ${PF[$node,end]+x} ]]; then MODEL_FACTS_OF[$node]=$(pf "$node" weights); fi
   done
 }
-weights_facts() { on_node "$1" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"; }
 
 # The node's weights carry the spec's revision (where they say which they are) and no link into nothing;
 # a Hugging Face branch or tag names the same commit on every node.
 check_model_revision() {
   local node=$1 facts line commit="" ref="" git="" branch="" other
-  if ((DRY_RUN)); then
-    run_on "$node" sh -c '<weights revision and links>' sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"
-    return 0
-  fi
+  ((DRY_RUN)) && return 0 # asked with the preflight checks (weights), printed there
   if [[ -n ${MODEL_FACTS_OF[$node]+x} ]]; then
     facts=${MODEL_FACTS_OF[$node]}
   else
@@ -1024,7 +1020,7 @@ check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
 PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
 
@@ -1042,6 +1038,9 @@ preflight_args() {
     "model=$MODEL_HOST_PATH"
     "netdev=${NETDEV[$node]}"
     "hcas=${hcas[*]}"
+    "weights=$MODEL_FOLDER"
+    "revision=$MODEL_REVISION"
+    "hf=$MODEL_HF"
   )
   if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
 }
@@ -1049,6 +1048,10 @@ preflight_args() {
 preflight_script() {
   local check
   printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
+  # The weights' revision and dangling links (model.sh), each line marked "weights".
+  # shellcheck disable=SC2016  # for the node's sh
+  printf 'check_weights() {\n  (\n    set -- "$a_weights" "$a_revision" "$a_hf"\n%s\n  ) | sed "s/^/weights /"\n}\n' \
+    "$MODEL_FACTS_SH"
   for check in "${PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done
