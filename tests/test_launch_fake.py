@@ -57,7 +57,7 @@ def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> 
     assert (tmp_path / "gathered" / "spark-a.state").read_text().strip().endswith("exit=0")
 
     again = fake.run("launch-cluster.sh")
-    assert again.returncode == 0 and "nothing to do" in again.stdout
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout + again.stderr
 
     stop = fake.run("stop-cluster.sh")
     assert stop.returncode == 0, stop.stderr

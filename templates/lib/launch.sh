@@ -378,12 +378,13 @@ clear_old() {
   if ((DRY_RUN)); then
     existing=("${NODES[@]}")
   else
-    at_once "$SCRATCH/old" old_container "${NODES[@]}"
+    old_containers_from_preflight || at_once "$SCRATCH/old" old_container "${NODES[@]}"
     for i in "${!NODES[@]}"; do
       node=${NODES[i]}
       # By the status: for a missing container docker still prints an (empty) line.
       at_once_ok "$SCRATCH/old" "$i" || continue
-      read -r label state sha <"$SCRATCH/old.$i" || label=""
+      # A container without this deployment's label reads as label=its hash (or empty): not ours.
+      read -r state label sha <"$SCRATCH/old.$i" || label=""
       if [[ $label != "$DEPLOYMENT" ]]; then
         fail "$node" "a container named ${CONTAINER[$node]} exists on $node but was not created by deployment" \
           "$DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
@@ -427,11 +428,26 @@ clear_old() {
   phase_done
 }
 
-# A node's container of this name: its deployment label, state and spec hash (fails when there is none).
-old_container() {
-  on_node "$1" docker inspect --format \
-    '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
-    "${CONTAINER[$1]}" 2>/dev/null
+# A node's container of this name: its state, deployment label and spec hash (fails when there is none).
+readonly OLD_CONTAINER_FORMAT='{{.State.Status}} {{index .Config.Labels "sparkc.deployment"}} {{index .Config.Labels "sparkc.spec-sha256"}}'
+old_container() { on_node "$1" docker inspect --format "$OLD_CONTAINER_FORMAT" "${CONTAINER[$1]}" 2>/dev/null; }
+
+# Preflight, just before, asked every node the same (check_docker): its answers, in the files
+# at_once would leave. Fails where preflight did not run or did not reach every node.
+old_containers_from_preflight() {
+  local i node
+  for node in "${NODES[@]}"; do
+    [[ -n ${PF[$node,end]+x} ]] || return 1
+  done
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    if [[ $(pf_first "$node" container) == missing ]]; then
+      echo 1 >"$SCRATCH/old.$i.rc"
+    else
+      printf '%s\n' "$(pf_first "$node" container)" >"$SCRATCH/old.$i"
+      echo 0 >"$SCRATCH/old.$i.rc"
+    fi
+  done
 }
 remove_container() { on_node "$1" docker rm -f "${CONTAINER[$1]}"; }
 

@@ -26,8 +26,9 @@ check_docker() {
   fi
   id=$(docker image inspect --format "{{.Id}}" "$a_image" 2>/dev/null) || id=-
   echo "image_id $id"
-  state=$(docker inspect --format "{{.State.Status}}" "$a_container" 2>/dev/null) || state=missing
-  echo "container $state"
+  # state, deployment label and spec hash, as cleanup asks without a preflight (container_format)
+  old=$(docker inspect --format "$container_format" "$a_container" 2>/dev/null) || old=missing
+  echo "container $old"
 }
 
 check_model() {
@@ -125,6 +126,7 @@ preflight_args() {
 
 preflight_script() {
   local check
+  printf 'container_format=%s\n' "$(sh_quote "$OLD_CONTAINER_FORMAT")"
   printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
   # The weights' revision and dangling links (model.sh), each line marked "weights".
   # shellcheck disable=SC2016  # for the node's sh
@@ -376,7 +378,7 @@ judge_gpus() {
     pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
   fi
   # A running container of this deployment holds its own GPU; anything else must be stopped first.
-  if ((procs)) && [[ $(pf_first "$node" container) != running ]]; then
+  if ((procs)) && [[ $(pf_first "$node" container) != "running "* ]]; then
     pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
       "Stop that program (another engine?) before launching"
   fi

@@ -629,8 +629,9 @@ check_docker() {
   fi
   id=$(docker image inspect --format "{{.Id}}" "$a_image" 2>/dev/null) || id=-
   echo "image_id $id"
-  state=$(docker inspect --format "{{.State.Status}}" "$a_container" 2>/dev/null) || state=missing
-  echo "container $state"
+  # state, deployment label and spec hash, as cleanup asks without a preflight (container_format)
+  old=$(docker inspect --format "$container_format" "$a_container" 2>/dev/null) || old=missing
+  echo "container $old"
 }
 
 check_model() {
@@ -728,6 +729,7 @@ preflight_args() {
 
 preflight_script() {
   local check
+  printf 'container_format=%s\n' "$(sh_quote "$OLD_CONTAINER_FORMAT")"
   printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
   # The weights' revision and dangling links (model.sh), each line marked "weights".
   # shellcheck disable=SC2016  # for the node's sh
@@ -979,7 +981,7 @@ judge_gpus() {
     pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
   fi
   # A running container of this deployment holds its own GPU; anything else must be stopped first.
-  if ((procs)) && [[ $(pf_first "$node" container) != running ]]; then
+  if ((procs)) && [[ $(pf_first "$node" container) != "running "* ]]; then
     pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
       "Stop that program (another engine?) before launching"
   fi
@@ -1564,12 +1566,13 @@ clear_old() {
   if ((DRY_RUN)); then
     existing=("${NODES[@]}")
   else
-    at_once "$SCRATCH/old" old_container "${NODES[@]}"
+    old_containers_from_preflight || at_once "$SCRATCH/old" old_container "${NODES[@]}"
     for i in "${!NODES[@]}"; do
       node=${NODES[i]}
       # By the status: for a missing container docker still prints an (empty) line.
       at_once_ok "$SCRATCH/old" "$i" || continue
-      read -r label state sha <"$SCRATCH/old.$i" || label=""
+      # A container without this deployment's label reads as label=its hash (or empty): not ours.
+      read -r state label sha <"$SCRATCH/old.$i" || label=""
       if [[ $label != "$DEPLOYMENT" ]]; then
         fail "$node" "a container named ${CONTAINER[$node]} exists on $node but was not created by deployment" \
           "$DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
@@ -1613,11 +1616,26 @@ clear_old() {
   phase_done
 }
 
-# A node's container of this name: its deployment label, state and spec hash (fails when there is none).
-old_container() {
-  on_node "$1" docker inspect --format \
-    '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
-    "${CONTAINER[$1]}" 2>/dev/null
+# A node's container of this name: its state, deployment label and spec hash (fails when there is none).
+readonly OLD_CONTAINER_FORMAT='{{.State.Status}} {{index .Config.Labels "sparkc.deployment"}} {{index .Config.Labels "sparkc.spec-sha256"}}'
+old_container() { on_node "$1" docker inspect --format "$OLD_CONTAINER_FORMAT" "${CONTAINER[$1]}" 2>/dev/null; }
+
+# Preflight, just before, asked every node the same (check_docker): its answers, in the files
+# at_once would leave. Fails where preflight did not run or did not reach every node.
+old_containers_from_preflight() {
+  local i node
+  for node in "${NODES[@]}"; do
+    [[ -n ${PF[$node,end]+x} ]] || return 1
+  done
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    if [[ $(pf_first "$node" container) == missing ]]; then
+      echo 1 >"$SCRATCH/old.$i.rc"
+    else
+      printf '%s\n' "$(pf_first "$node" container)" >"$SCRATCH/old.$i"
+      echo 0 >"$SCRATCH/old.$i.rc"
+    fi
+  done
 }
 remove_container() { on_node "$1" docker rm -f "${CONTAINER[$1]}"; }
 
