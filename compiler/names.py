@@ -126,6 +126,7 @@ SCRIPT_NAMES = frozenset(
         "NCCL_WANT",
         "NETDEV",
         "NODES",
+        "OLD_CONTAINER_FORMAT",
         "PATCHES_AT",
         "PATCHES_DIR",
         "PATCHES_PLACEHOLDER",
