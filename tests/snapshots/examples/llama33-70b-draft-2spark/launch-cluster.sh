@@ -2106,9 +2106,12 @@ watch_pipes() {
 }
 
 # Watch a node's container; its events go to $SCRATCH/watch.I, docker's complaints to watch.I.err,
-# its exit status to watch.I.rc when it ends. The container lives at most this launch's budget.
+# its exit status to watch.I.rc when it ends. Replayed from this launch's budget back, before the
+# container was created. Without an ID from `docker run -d` (never seen), by name and from now on only:
+# an earlier container of that name may have died within the budget.
 watch_start() {
-  local node=$1 i
+  local node=$1 i id=${CONTAINER_ID[$1]} since="${TIMEOUT}s"
+  [[ $id =~ ^[0-9a-f]{12,64}$ ]] || { id=${CONTAINER[$node]}; since=0s; }
   i=$(node_index "$node")
   WATCH_START[$node]=$SECONDS
   rm -f "$SCRATCH/watch.$i.rc"
@@ -2116,7 +2119,7 @@ watch_start() {
     trap - ERR
     exec {WATCH_IN}>&-  # only this script may hold the watches' stdin open
     status=0
-    on_node "$node" sh -c "$WATCH_SH" sparkc-watch "${TIMEOUT}s" "${CONTAINER_ID[$node]:-${CONTAINER[$node]}}" \
+    on_node "$node" sh -c "$WATCH_SH" sparkc-watch "$since" "$id" \
       <"$SCRATCH/watch.in" >>"$SCRATCH/watch.$i" 2>"$SCRATCH/watch.$i.err" || status=$?
     echo "$status" >"$SCRATCH/watch.$i.rc"
   ) &
