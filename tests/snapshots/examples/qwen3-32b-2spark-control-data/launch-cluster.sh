@@ -2166,7 +2166,7 @@ watch_start() {
     on_node "$node" sh -c "$WATCH_SH" sparkc-watch "$since" "$id" \
       <"$SCRATCH/watch.in" >>"$SCRATCH/watch.$i" 2>"$SCRATCH/watch.$i.err" || status=$?
     echo "$status" >"$SCRATCH/watch.$i.rc"
-  ) &
+  ) 2>/dev/null & # a watch that ends with the script finds its scratch folder gone: nothing to tell
 }
 node_index() {
   local i
