@@ -78,6 +78,7 @@ SCRIPT_NAMES = frozenset(
         "BACKGROUND_PID",
         "COMPILED_API_PORT",
         "CONTAINER",
+        "CONTAINER_ID",
         "CONTROL_IP",
         "CONTROL_NETDEV",
         "DATA_NETDEVS",
@@ -91,6 +92,7 @@ SCRIPT_NAMES = frozenset(
         "ENDPOINT_HOST",
         "ENGINE",
         "ENGINE_EXEC",
+        "ENGINE_LOOKED",
         "ENGINE_STARTED",
         "ENGINE_TIMEOUT_FLAG",
         "ENGINE_TIMEOUT_MARGIN",
@@ -124,6 +126,7 @@ SCRIPT_NAMES = frozenset(
         "NCCL_WANT",
         "NETDEV",
         "NODES",
+        "OLD_CONTAINER_FORMAT",
         "PATCHES_AT",
         "PATCHES_DIR",
         "PATCHES_PLACEHOLDER",
@@ -180,6 +183,11 @@ SCRIPT_NAMES = frozenset(
         "TARGET",
         "TIMEOUT",
         "TOTAL_GPUS",
+        "WAKE",
+        "WATCH_IN",
+        "WATCH_SH",
+        "WATCH_START",
+        "WATCH_WARNED",
     ]
 )
 

@@ -57,7 +57,7 @@ def test_ray_seed_launch_status_logs_stop(fake: FakeCluster, tmp_path: Path) -> 
     assert (tmp_path / "gathered" / "spark-a.state").read_text().strip().endswith("exit=0")
 
     again = fake.run("launch-cluster.sh")
-    assert again.returncode == 0 and "nothing to do" in again.stdout
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout + again.stderr
 
     stop = fake.run("stop-cluster.sh")
     assert stop.returncode == 0, stop.stderr
@@ -266,7 +266,7 @@ def test_dry_run_touches_nothing(fake: FakeCluster) -> None:
     assert fake.calls() == []
     assert "[spark-b] docker run \\\n    -d \\\n    --name sparkc-qwen35-122b-spark-b \\\n" in dry.stdout
     assert "[spark-a] docker exec \\\n    -d \\\n    sparkc-qwen35-122b-spark-a \\\n    sh \\\n    -c " in dry.stdout
-    assert "[spark-b] sh -c <preflight: host docker model fabric" in dry.stdout  # preflight shown
+    assert "[spark-b] sh -c <preflight: host docker model weights fabric" in dry.stdout  # preflight shown
     assert "image=hellohal2064/vllm-qwen3.5-gb10:latest" in dry.stdout
 
 

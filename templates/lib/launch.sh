@@ -378,12 +378,13 @@ clear_old() {
   if ((DRY_RUN)); then
     existing=("${NODES[@]}")
   else
-    at_once "$SCRATCH/old" old_container "${NODES[@]}"
+    old_containers_from_preflight || at_once "$SCRATCH/old" old_container "${NODES[@]}"
     for i in "${!NODES[@]}"; do
       node=${NODES[i]}
       # By the status: for a missing container docker still prints an (empty) line.
       at_once_ok "$SCRATCH/old" "$i" || continue
-      read -r label state sha <"$SCRATCH/old.$i" || label=""
+      # A container without this deployment's label reads as label=its hash (or empty): not ours.
+      read -r state label sha <"$SCRATCH/old.$i" || label=""
       if [[ $label != "$DEPLOYMENT" ]]; then
         fail "$node" "a container named ${CONTAINER[$node]} exists on $node but was not created by deployment" \
           "$DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
@@ -427,11 +428,26 @@ clear_old() {
   phase_done
 }
 
-# A node's container of this name: its deployment label, state and spec hash (fails when there is none).
-old_container() {
-  on_node "$1" docker inspect --format \
-    '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
-    "${CONTAINER[$1]}" 2>/dev/null
+# A node's container of this name: its state, deployment label and spec hash (fails when there is none).
+readonly OLD_CONTAINER_FORMAT='{{.State.Status}} {{index .Config.Labels "sparkc.deployment"}} {{index .Config.Labels "sparkc.spec-sha256"}}'
+old_container() { on_node "$1" docker inspect --format "$OLD_CONTAINER_FORMAT" "${CONTAINER[$1]}" 2>/dev/null; }
+
+# Preflight, just before, asked every node the same (check_docker): its answers, in the files
+# at_once would leave. Fails where preflight did not run or did not reach every node.
+old_containers_from_preflight() {
+  local i node
+  for node in "${NODES[@]}"; do
+    [[ -n ${PF[$node,end]+x} ]] || return 1
+  done
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    if [[ $(pf_first "$node" container) == missing ]]; then
+      echo 1 >"$SCRATCH/old.$i.rc"
+    else
+      printf '%s\n' "$(pf_first "$node" container)" >"$SCRATCH/old.$i"
+      echo 0 >"$SCRATCH/old.$i.rc"
+    fi
+  done
 }
 remove_container() { on_node "$1" docker rm -f "${CONTAINER[$1]}"; }
 
@@ -444,6 +460,7 @@ start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
   local i port wave nodes
   if ((DRY_RUN == 0)); then
+    watch_pipes
     for i in "${!HEAD_PORTS[@]}"; do
       port=${HEAD_PORTS[i]}
       [[ ${HEAD_PORT_USES[i]} != API ]] || port=$API_PORT  # this launch's, where --port moved it
@@ -493,10 +510,17 @@ start_wave() {
     local wave=("$@")
     fail "${wave[failed]}" "docker run failed on ${wave[failed]}: $(cat "$dir/$failed")"
   fi
+  i=0
+  for node; do
+    CONTAINER_ID[$node]=$(tail -n 1 "$dir/$i")
+    watch_start "$node"
+    i=$((i + 1))
+  done
   rm -rf "$dir"
 }
 
-# Start one node's container; on failure print docker's answer and return 1.
+# Start one node's container and print its ID (`docker run -d` prints it last); on failure print
+# docker's answer and return 1.
 start_one() {
   local node=$1 out
   docker_run_argv "$node"
@@ -515,6 +539,7 @@ start_one() {
   else
     out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
   fi
+  printf '%s\n' "${out##*$'\n'}"
 }
 
 # Containers must still be running: each node asked at once (a few ms each over the shared ssh
@@ -542,37 +567,113 @@ container_status() {
   on_node "$1" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$1]}" 2>/dev/null
 }
 
+# -- the container watch -------------------------------------------------------------------------
+# Once a node's container started, docker itself reports its death as it happens: one `docker events`
+# per node (over the shared ssh connection) writes a line to $SCRATCH/watch.I when the container dies.
+# A look at those files costs nothing, so the waits below look every tenth of a second, and ask
+# docker inspect (require_running: which container stopped first, and how) only when a watch reported
+# a death or ended. --since replays what the container did before its watch began, by its ID (no
+# earlier container of the same name counts). On the node, sh stops docker events once its stdin
+# ends: a pipe that only this script holds open, closed when it exits, however it exits.
+# shellcheck disable=SC2016  # expanded by the node's sh
+readonly WATCH_SH='exec 3<&0
+docker events --since "$1" --filter "container=$2" --filter event=die --format "{{.Action}} {{.Actor.Attributes.exitCode}}" &
+pid=$!
+(read -r _ <&3; kill "$pid") </dev/null >/dev/null 2>&1 &
+wait "$pid"'
+declare -A CONTAINER_ID=() WATCH_START=() WATCH_WARNED=()
+WATCH_IN="" # the watches' stdin, held open by this script
+WAKE=""     # a pipe a background probe writes to when it ends, so a pause ends with it
+
+# The two pipes (made once, before the first container starts).
+watch_pipes() {
+  mkfifo "$SCRATCH/watch.in" "$SCRATCH/wake"
+  exec {WATCH_IN}<>"$SCRATCH/watch.in" {WAKE}<>"$SCRATCH/wake"
+}
+
+# Watch a node's container; its events go to $SCRATCH/watch.I, docker's complaints to watch.I.err,
+# its exit status to watch.I.rc when it ends. Replayed from this launch's budget back, before the
+# container was created. Without an ID from `docker run -d` (never seen), by name and from now on only:
+# an earlier container of that name may have died within the budget.
+watch_start() {
+  local node=$1 i id=${CONTAINER_ID[$1]} since="${TIMEOUT}s"
+  [[ $id =~ ^[0-9a-f]{12,64}$ ]] || { id=${CONTAINER[$node]}; since=0s; }
+  i=$(node_index "$node")
+  WATCH_START[$node]=$SECONDS
+  rm -f "$SCRATCH/watch.$i.rc"
+  (
+    trap - ERR
+    exec {WATCH_IN}>&-  # only this script may hold the watches' stdin open
+    status=0
+    on_node "$node" sh -c "$WATCH_SH" sparkc-watch "$since" "$id" \
+      <"$SCRATCH/watch.in" >>"$SCRATCH/watch.$i" 2>"$SCRATCH/watch.$i.err" || status=$?
+    echo "$status" >"$SCRATCH/watch.$i.rc"
+  ) 2>/dev/null & # a watch that ends with the script finds its scratch folder gone: nothing to tell
+}
+node_index() {
+  local i
+  for i in "${!NODES[@]}"; do
+    [[ ${NODES[i]} != "$1" ]] || { printf '%s' "$i"; return 0; }
+  done
+}
+
+# Every watched container still running? A death fails the launch through require_running, which
+# names the container that stopped first and its state. A watch that ended (node unreachable, docker
+# refused) is replaced, at most once a second, after docker inspect says its container still runs.
+# Under Ray, the engine's exit file is read about once a second.
+ENGINE_LOOKED=0
+watch_check() {
+  local node i
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    [[ -n ${WATCH_START[$node]+x} ]] || continue
+    if [[ -s $SCRATCH/watch.$i ]]; then
+      require_running "${NODES[@]}"
+      fail "$node" "container ${CONTAINER[$node]} died on $node ($(head -n 1 "$SCRATCH/watch.$i"))"
+    fi
+    if [[ -e $SCRATCH/watch.$i.rc ]] && ((SECONDS > WATCH_START[$node])); then
+      require_running "$node"
+      [[ -n ${WATCH_WARNED[$node]+x} ]] || warn "$node: docker events ended ($(tr '\n' ' ' <"$SCRATCH/watch.$i.err"))," \
+        "watching ${CONTAINER[$node]} again"
+      WATCH_WARNED[$node]=1
+      watch_start "$node"
+    fi
+  done
+  if ((ENGINE_STARTED && SECONDS > ENGINE_LOOKED)); then
+    ENGINE_LOOKED=$SECONDS
+    engine_still_running
+  fi
+}
+
+# Up to $1 seconds, less where a background probe ends first (no process started for it).
+pause() { read -rt "$1" -u "$WAKE" _ || true; }
+
 # Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
-# container is watched (about once a second: each look costs every node a docker inspect, and the
-# engines starting on the same machines need the CPU); returns the probe's status. A probe may take
-# long (an HTTP request, Ray's client); a dead container still ends the launch within a second or so.
+# container is watched; returns the probe's status. A probe may take long (an HTTP request, Ray's
+# client); a dead container still ends the launch within a tenth of a second or so.
 watch_probe() {
-  local tick=0
   rm -f "$SCRATCH/probe.rc"
   (
     trap - ERR
     status=0
     "$@" >"$SCRATCH/probe" 2>&1 </dev/null || status=$?
     echo "$status" >"$SCRATCH/probe.rc"
+    echo >&"$WAKE"
   ) &
   BACKGROUND_PID=$!
   while [[ ! -s $SCRATCH/probe.rc ]]; do
-    if ((tick++ % 10 == 9)); then
-      require_running "${NODES[@]}"
-      engine_still_running
-    fi
-    sleep 0.1
+    watch_check
+    pause 0.1
   done
   wait "$BACKGROUND_PID" || true
   BACKGROUND_PID=""
   return "$(cat "$SCRATCH/probe.rc")"
 }
 
-# Between probes: every container still running? Then a short pause.
+# Between probes: every container still running? Then a pause of $1 seconds.
 watch_pause() {
-  require_running "${NODES[@]}"
-  engine_still_running
-  sleep 0.5
+  watch_check
+  pause "$1"
 }
 
 # Once started on the head through Ray, the engine must not have exited (its container stays up).
@@ -590,7 +691,7 @@ wait_ray_head() {
   ((DRY_RUN)) && return 0
   log "waiting for the Ray head on $HEAD_FABRIC_IP"
   until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
-    require_running "$HEAD"
+    watch_check
     time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
     sleep 0.3
   done
@@ -607,7 +708,7 @@ form_ray() {
   until watch_probe ray_check; do
     out=$(cat "$SCRATCH/probe")
     time_left || fail "$HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
-    watch_pause
+    watch_pause 0.5  # Ray's client is slow to start and costs the engines CPU
   done
   out=$(cat "$SCRATCH/probe")
   log "${out##*$'\n'}"
@@ -653,7 +754,7 @@ wait_ready() {
     want=$(cat "$SCRATCH/probe")
     if [[ $want == ready ]]; then
       # The probes took a while: a node that died meanwhile must not be reported ready.
-      require_running "${NODES[@]}"
+      watch_check
       engine_still_running
       break
     fi
@@ -662,7 +763,7 @@ wait_ready() {
       log "waiting for $want ($((DEADLINE - SECONDS))s left)"
     fi
     time_left || fail "$HEAD" "not ready within ${TIMEOUT}s: still waiting for $want"
-    watch_pause
+    watch_pause 0.1
   done
   phase_done
 }

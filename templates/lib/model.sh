@@ -33,28 +33,24 @@ fi
 find "$folder" -type l ! -exec test -e {} \; -print 2>/dev/null | head -n 5 | sed "s/^/dangling /"'
 
 declare -A SNAPSHOT_COMMIT=()
-declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weights, asked of all nodes at once
+declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weights, from its preflight
 
-# Ask every node about its weights at once; check_model_revision then judges each answer in node order
-# (a node whose answer did not come back is asked again there, so its error is reported as before).
+# The weights' facts come with each node's preflight answer (check_weights); check_model_revision then
+# judges them in node order (a node without a full answer is asked again there, so its error is
+# reported as before).
 gather_model_facts() {
   ((DRY_RUN)) && return 0
-  local i
-  at_once "$SCRATCH/weights" weights_facts "${NODES[@]}"
-  for i in "${!NODES[@]}"; do
-    if at_once_ok "$SCRATCH/weights" "$i"; then MODEL_FACTS_OF[${NODES[i]}]=$(<"$SCRATCH/weights.$i"); fi
+  local node
+  for node in "${NODES[@]}"; do
+    if [[ -n ${PF[$node,end]+x} ]]; then MODEL_FACTS_OF[$node]=$(pf "$node" weights); fi
   done
 }
-weights_facts() { on_node "$1" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"; }
 
 # The node's weights carry the spec's revision (where they say which they are) and no link into nothing;
 # a Hugging Face branch or tag names the same commit on every node.
 check_model_revision() {
   local node=$1 facts line commit="" ref="" git="" branch="" other
-  if ((DRY_RUN)); then
-    run_on "$node" sh -c '<weights revision and links>' sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"
-    return 0
-  fi
+  ((DRY_RUN)) && return 0 # asked with the preflight checks (weights), printed there
   if [[ -n ${MODEL_FACTS_OF[$node]+x} ]]; then
     facts=${MODEL_FACTS_OF[$node]}
   else

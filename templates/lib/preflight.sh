@@ -26,8 +26,9 @@ check_docker() {
   fi
   id=$(docker image inspect --format "{{.Id}}" "$a_image" 2>/dev/null) || id=-
   echo "image_id $id"
-  state=$(docker inspect --format "{{.State.Status}}" "$a_container" 2>/dev/null) || state=missing
-  echo "container $state"
+  # state, deployment label and spec hash, as cleanup asks without a preflight (container_format)
+  old=$(docker inspect --format "$container_format" "$a_container" 2>/dev/null) || old=missing
+  echo "container $old"
 }
 
 check_model() {
@@ -98,7 +99,7 @@ check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
 PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
 
@@ -116,13 +117,21 @@ preflight_args() {
     "model=$MODEL_HOST_PATH"
     "netdev=${NETDEV[$node]}"
     "hcas=${hcas[*]}"
+    "weights=$MODEL_FOLDER"
+    "revision=$MODEL_REVISION"
+    "hf=$MODEL_HF"
   )
   if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
 }
 
 preflight_script() {
   local check
+  printf 'container_format=%s\n' "$(sh_quote "$OLD_CONTAINER_FORMAT")"
   printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
+  # The weights' revision and dangling links (model.sh), each line marked "weights".
+  # shellcheck disable=SC2016  # for the node's sh
+  printf 'check_weights() {\n  (\n    set -- "$a_weights" "$a_revision" "$a_hf"\n%s\n  ) | sed "s/^/weights /"\n}\n' \
+    "$MODEL_FACTS_SH"
   for check in "${PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done
@@ -369,7 +378,7 @@ judge_gpus() {
     pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
   fi
   # A running container of this deployment holds its own GPU; anything else must be stopped first.
-  if ((procs)) && [[ $(pf_first "$node" container) != running ]]; then
+  if ((procs)) && [[ $(pf_first "$node" container) != "running "* ]]; then
     pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
       "Stop that program (another engine?) before launching"
   fi

@@ -83,7 +83,7 @@ readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
 readonly SECRETS=()
 # --env 'NAME=VALUE' refuses these names (the shell's and these scripts' own) and secret-looking ones.
-readonly RESERVED_NAMES='API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_EXEC ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FUNCNAME GLOBIGNORE GPUS GROUPS HAS_PATCHES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LINENO LINES LOGNAME MAIL MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TMOUT TMPDIR TOTAL_GPUS UID USER'
+readonly RESERVED_NAMES='API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTAINER_ID CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_EXEC ENGINE_LOOKED ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FUNCNAME GLOBIGNORE GPUS GROUPS HAS_PATCHES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LINENO LINES LOGNAME MAIL MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OLD_CONTAINER_FORMAT OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TMOUT TMPDIR TOTAL_GPUS UID USER WAKE WATCH_IN WATCH_SH WATCH_START WATCH_WARNED'
 readonly SECRET_NAME_PATTERN="(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|\$)"
 # Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
 readonly HEAD_FABRIC_IP=192.168.100.10
@@ -793,28 +793,24 @@ fi
 find "$folder" -type l ! -exec test -e {} \; -print 2>/dev/null | head -n 5 | sed "s/^/dangling /"'
 
 declare -A SNAPSHOT_COMMIT=()
-declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weights, asked of all nodes at once
+declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weights, from its preflight
 
-# Ask every node about its weights at once; check_model_revision then judges each answer in node order
-# (a node whose answer did not come back is asked again there, so its error is reported as before).
+# The weights' facts come with each node's preflight answer (check_weights); check_model_revision then
+# judges them in node order (a node without a full answer is asked again there, so its error is
+# reported as before).
 gather_model_facts() {
   ((DRY_RUN)) && return 0
-  local i
-  at_once "$SCRATCH/weights" weights_facts "${NODES[@]}"
-  for i in "${!NODES[@]}"; do
-    if at_once_ok "$SCRATCH/weights" "$i"; then MODEL_FACTS_OF[${NODES[i]}]=$(<"$SCRATCH/weights.$i"); fi
+  local node
+  for node in "${NODES[@]}"; do
+    if [[ -n ${PF[$node,end]+x} ]]; then MODEL_FACTS_OF[$node]=$(pf "$node" weights); fi
   done
 }
-weights_facts() { on_node "$1" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"; }
 
 # The node's weights carry the spec's revision (where they say which they are) and no link into nothing;
 # a Hugging Face branch or tag names the same commit on every node.
 check_model_revision() {
   local node=$1 facts line commit="" ref="" git="" branch="" other
-  if ((DRY_RUN)); then
-    run_on "$node" sh -c '<weights revision and links>' sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF"
-    return 0
-  fi
+  ((DRY_RUN)) && return 0 # asked with the preflight checks (weights), printed there
   if [[ -n ${MODEL_FACTS_OF[$node]+x} ]]; then
     facts=${MODEL_FACTS_OF[$node]}
   else
@@ -946,8 +942,9 @@ check_docker() {
   fi
   id=$(docker image inspect --format "{{.Id}}" "$a_image" 2>/dev/null) || id=-
   echo "image_id $id"
-  state=$(docker inspect --format "{{.State.Status}}" "$a_container" 2>/dev/null) || state=missing
-  echo "container $state"
+  # state, deployment label and spec hash, as cleanup asks without a preflight (container_format)
+  old=$(docker inspect --format "$container_format" "$a_container" 2>/dev/null) || old=missing
+  echo "container $old"
 }
 
 check_model() {
@@ -1018,7 +1015,7 @@ check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
 PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
 
@@ -1036,13 +1033,21 @@ preflight_args() {
     "model=$MODEL_HOST_PATH"
     "netdev=${NETDEV[$node]}"
     "hcas=${hcas[*]}"
+    "weights=$MODEL_FOLDER"
+    "revision=$MODEL_REVISION"
+    "hf=$MODEL_HF"
   )
   if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
 }
 
 preflight_script() {
   local check
+  printf 'container_format=%s\n' "$(sh_quote "$OLD_CONTAINER_FORMAT")"
   printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
+  # The weights' revision and dangling links (model.sh), each line marked "weights".
+  # shellcheck disable=SC2016  # for the node's sh
+  printf 'check_weights() {\n  (\n    set -- "$a_weights" "$a_revision" "$a_hf"\n%s\n  ) | sed "s/^/weights /"\n}\n' \
+    "$MODEL_FACTS_SH"
   for check in "${PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done
@@ -1289,7 +1294,7 @@ judge_gpus() {
     pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
   fi
   # A running container of this deployment holds its own GPU; anything else must be stopped first.
-  if ((procs)) && [[ $(pf_first "$node" container) != running ]]; then
+  if ((procs)) && [[ $(pf_first "$node" container) != "running "* ]]; then
     pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
       "Stop that program (another engine?) before launching"
   fi
@@ -1874,12 +1879,13 @@ clear_old() {
   if ((DRY_RUN)); then
     existing=("${NODES[@]}")
   else
-    at_once "$SCRATCH/old" old_container "${NODES[@]}"
+    old_containers_from_preflight || at_once "$SCRATCH/old" old_container "${NODES[@]}"
     for i in "${!NODES[@]}"; do
       node=${NODES[i]}
       # By the status: for a missing container docker still prints an (empty) line.
       at_once_ok "$SCRATCH/old" "$i" || continue
-      read -r label state sha <"$SCRATCH/old.$i" || label=""
+      # A container without this deployment's label reads as label=its hash (or empty): not ours.
+      read -r state label sha <"$SCRATCH/old.$i" || label=""
       if [[ $label != "$DEPLOYMENT" ]]; then
         fail "$node" "a container named ${CONTAINER[$node]} exists on $node but was not created by deployment" \
           "$DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
@@ -1923,11 +1929,26 @@ clear_old() {
   phase_done
 }
 
-# A node's container of this name: its deployment label, state and spec hash (fails when there is none).
-old_container() {
-  on_node "$1" docker inspect --format \
-    '{{index .Config.Labels "sparkc.deployment"}} {{.State.Status}} {{index .Config.Labels "sparkc.spec-sha256"}}' \
-    "${CONTAINER[$1]}" 2>/dev/null
+# A node's container of this name: its state, deployment label and spec hash (fails when there is none).
+readonly OLD_CONTAINER_FORMAT='{{.State.Status}} {{index .Config.Labels "sparkc.deployment"}} {{index .Config.Labels "sparkc.spec-sha256"}}'
+old_container() { on_node "$1" docker inspect --format "$OLD_CONTAINER_FORMAT" "${CONTAINER[$1]}" 2>/dev/null; }
+
+# Preflight, just before, asked every node the same (check_docker): its answers, in the files
+# at_once would leave. Fails where preflight did not run or did not reach every node.
+old_containers_from_preflight() {
+  local i node
+  for node in "${NODES[@]}"; do
+    [[ -n ${PF[$node,end]+x} ]] || return 1
+  done
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    if [[ $(pf_first "$node" container) == missing ]]; then
+      echo 1 >"$SCRATCH/old.$i.rc"
+    else
+      printf '%s\n' "$(pf_first "$node" container)" >"$SCRATCH/old.$i"
+      echo 0 >"$SCRATCH/old.$i.rc"
+    fi
+  done
 }
 remove_container() { on_node "$1" docker rm -f "${CONTAINER[$1]}"; }
 
@@ -1940,6 +1961,7 @@ start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
   local i port wave nodes
   if ((DRY_RUN == 0)); then
+    watch_pipes
     for i in "${!HEAD_PORTS[@]}"; do
       port=${HEAD_PORTS[i]}
       [[ ${HEAD_PORT_USES[i]} != API ]] || port=$API_PORT  # this launch's, where --port moved it
@@ -1989,10 +2011,17 @@ start_wave() {
     local wave=("$@")
     fail "${wave[failed]}" "docker run failed on ${wave[failed]}: $(cat "$dir/$failed")"
   fi
+  i=0
+  for node; do
+    CONTAINER_ID[$node]=$(tail -n 1 "$dir/$i")
+    watch_start "$node"
+    i=$((i + 1))
+  done
   rm -rf "$dir"
 }
 
-# Start one node's container; on failure print docker's answer and return 1.
+# Start one node's container and print its ID (`docker run -d` prints it last); on failure print
+# docker's answer and return 1.
 start_one() {
   local node=$1 out
   docker_run_argv "$node"
@@ -2011,6 +2040,7 @@ start_one() {
   else
     out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
   fi
+  printf '%s\n' "${out##*$'\n'}"
 }
 
 # Containers must still be running: each node asked at once (a few ms each over the shared ssh
@@ -2038,37 +2068,113 @@ container_status() {
   on_node "$1" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$1]}" 2>/dev/null
 }
 
+# -- the container watch -------------------------------------------------------------------------
+# Once a node's container started, docker itself reports its death as it happens: one `docker events`
+# per node (over the shared ssh connection) writes a line to $SCRATCH/watch.I when the container dies.
+# A look at those files costs nothing, so the waits below look every tenth of a second, and ask
+# docker inspect (require_running: which container stopped first, and how) only when a watch reported
+# a death or ended. --since replays what the container did before its watch began, by its ID (no
+# earlier container of the same name counts). On the node, sh stops docker events once its stdin
+# ends: a pipe that only this script holds open, closed when it exits, however it exits.
+# shellcheck disable=SC2016  # expanded by the node's sh
+readonly WATCH_SH='exec 3<&0
+docker events --since "$1" --filter "container=$2" --filter event=die --format "{{.Action}} {{.Actor.Attributes.exitCode}}" &
+pid=$!
+(read -r _ <&3; kill "$pid") </dev/null >/dev/null 2>&1 &
+wait "$pid"'
+declare -A CONTAINER_ID=() WATCH_START=() WATCH_WARNED=()
+WATCH_IN="" # the watches' stdin, held open by this script
+WAKE=""     # a pipe a background probe writes to when it ends, so a pause ends with it
+
+# The two pipes (made once, before the first container starts).
+watch_pipes() {
+  mkfifo "$SCRATCH/watch.in" "$SCRATCH/wake"
+  exec {WATCH_IN}<>"$SCRATCH/watch.in" {WAKE}<>"$SCRATCH/wake"
+}
+
+# Watch a node's container; its events go to $SCRATCH/watch.I, docker's complaints to watch.I.err,
+# its exit status to watch.I.rc when it ends. Replayed from this launch's budget back, before the
+# container was created. Without an ID from `docker run -d` (never seen), by name and from now on only:
+# an earlier container of that name may have died within the budget.
+watch_start() {
+  local node=$1 i id=${CONTAINER_ID[$1]} since="${TIMEOUT}s"
+  [[ $id =~ ^[0-9a-f]{12,64}$ ]] || { id=${CONTAINER[$node]}; since=0s; }
+  i=$(node_index "$node")
+  WATCH_START[$node]=$SECONDS
+  rm -f "$SCRATCH/watch.$i.rc"
+  (
+    trap - ERR
+    exec {WATCH_IN}>&-  # only this script may hold the watches' stdin open
+    status=0
+    on_node "$node" sh -c "$WATCH_SH" sparkc-watch "$since" "$id" \
+      <"$SCRATCH/watch.in" >>"$SCRATCH/watch.$i" 2>"$SCRATCH/watch.$i.err" || status=$?
+    echo "$status" >"$SCRATCH/watch.$i.rc"
+  ) 2>/dev/null & # a watch that ends with the script finds its scratch folder gone: nothing to tell
+}
+node_index() {
+  local i
+  for i in "${!NODES[@]}"; do
+    [[ ${NODES[i]} != "$1" ]] || { printf '%s' "$i"; return 0; }
+  done
+}
+
+# Every watched container still running? A death fails the launch through require_running, which
+# names the container that stopped first and its state. A watch that ended (node unreachable, docker
+# refused) is replaced, at most once a second, after docker inspect says its container still runs.
+# Under Ray, the engine's exit file is read about once a second.
+ENGINE_LOOKED=0
+watch_check() {
+  local node i
+  for i in "${!NODES[@]}"; do
+    node=${NODES[i]}
+    [[ -n ${WATCH_START[$node]+x} ]] || continue
+    if [[ -s $SCRATCH/watch.$i ]]; then
+      require_running "${NODES[@]}"
+      fail "$node" "container ${CONTAINER[$node]} died on $node ($(head -n 1 "$SCRATCH/watch.$i"))"
+    fi
+    if [[ -e $SCRATCH/watch.$i.rc ]] && ((SECONDS > WATCH_START[$node])); then
+      require_running "$node"
+      [[ -n ${WATCH_WARNED[$node]+x} ]] || warn "$node: docker events ended ($(tr '\n' ' ' <"$SCRATCH/watch.$i.err"))," \
+        "watching ${CONTAINER[$node]} again"
+      WATCH_WARNED[$node]=1
+      watch_start "$node"
+    fi
+  done
+  if ((ENGINE_STARTED && SECONDS > ENGINE_LOOKED)); then
+    ENGINE_LOOKED=$SECONDS
+    engine_still_running
+  fi
+}
+
+# Up to $1 seconds, less where a background probe ends first (no process started for it).
+pause() { read -rt "$1" -u "$WAKE" _ || true; }
+
 # Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
-# container is watched (about once a second: each look costs every node a docker inspect, and the
-# engines starting on the same machines need the CPU); returns the probe's status. A probe may take
-# long (an HTTP request, Ray's client); a dead container still ends the launch within a second or so.
+# container is watched; returns the probe's status. A probe may take long (an HTTP request, Ray's
+# client); a dead container still ends the launch within a tenth of a second or so.
 watch_probe() {
-  local tick=0
   rm -f "$SCRATCH/probe.rc"
   (
     trap - ERR
     status=0
     "$@" >"$SCRATCH/probe" 2>&1 </dev/null || status=$?
     echo "$status" >"$SCRATCH/probe.rc"
+    echo >&"$WAKE"
   ) &
   BACKGROUND_PID=$!
   while [[ ! -s $SCRATCH/probe.rc ]]; do
-    if ((tick++ % 10 == 9)); then
-      require_running "${NODES[@]}"
-      engine_still_running
-    fi
-    sleep 0.1
+    watch_check
+    pause 0.1
   done
   wait "$BACKGROUND_PID" || true
   BACKGROUND_PID=""
   return "$(cat "$SCRATCH/probe.rc")"
 }
 
-# Between probes: every container still running? Then a short pause.
+# Between probes: every container still running? Then a pause of $1 seconds.
 watch_pause() {
-  require_running "${NODES[@]}"
-  engine_still_running
-  sleep 0.5
+  watch_check
+  pause "$1"
 }
 
 # Once started on the head through Ray, the engine must not have exited (its container stays up).
@@ -2086,7 +2192,7 @@ wait_ray_head() {
   ((DRY_RUN)) && return 0
   log "waiting for the Ray head on $HEAD_FABRIC_IP"
   until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
-    require_running "$HEAD"
+    watch_check
     time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
     sleep 0.3
   done
@@ -2103,7 +2209,7 @@ form_ray() {
   until watch_probe ray_check; do
     out=$(cat "$SCRATCH/probe")
     time_left || fail "$HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
-    watch_pause
+    watch_pause 0.5  # Ray's client is slow to start and costs the engines CPU
   done
   out=$(cat "$SCRATCH/probe")
   log "${out##*$'\n'}"
@@ -2149,7 +2255,7 @@ wait_ready() {
     want=$(cat "$SCRATCH/probe")
     if [[ $want == ready ]]; then
       # The probes took a while: a node that died meanwhile must not be reported ready.
-      require_running "${NODES[@]}"
+      watch_check
       engine_still_running
       break
     fi
@@ -2158,7 +2264,7 @@ wait_ready() {
       log "waiting for $want ($((DEADLINE - SECONDS))s left)"
     fi
     time_left || fail "$HEAD" "not ready within ${TIMEOUT}s: still waiting for $want"
-    watch_pause
+    watch_pause 0.1
   done
   phase_done
 }

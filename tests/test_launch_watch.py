@@ -1,0 +1,75 @@
+"""The launcher's watch over the containers (docker events, one per node), against the fakes: a death
+during the wait is reported naming its container, one before the watch began is replayed, a node
+whose watch cannot run is inspected instead, and no watch outlives the launcher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fakes.cluster import FakeCluster
+
+NATIVE = "llama33-70b-2spark-native.yaml"
+
+
+def watches_left(fake: FakeCluster) -> list[str]:
+    """`docker events` processes of this fake cluster still running (found by their FAKE_STATE)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"events" in argv and f"FAKE_STATE={fake.state}".encode() in env:
+            found.append(proc.name)
+    return found
+
+
+def test_a_container_dying_while_the_engine_loads_fails_the_launch_naming_it(fake: FakeCluster) -> None:
+    fake.prepare(NATIVE)
+    fake.set("dies-while-loading", "spark-a")
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 1
+    container = fake.container("spark-a", next(iter(fake.containers("spark-a"))))
+    assert container is not None
+    assert f"FAILED in phase readiness on node spark-a: container {container['name']} is exited on spark-a" in (
+        launch.stderr
+    )
+    assert "died while loading (fake)" in launch.stderr  # the node's last log lines
+    # Seen through the watch: the containers were not inspected while the engine loaded.
+    state = "{{.State.Status}} {{.State.FinishedAt}}"
+    inspections = [argv for _, argv in fake.docker_calls() if argv[:3] == ["inspect", "--format", state]]
+    assert len(inspections) == 2  # once per node, when the death was reported
+    assert not watches_left(fake)
+
+
+def test_a_container_dead_before_its_watch_began_is_replayed(fake: FakeCluster) -> None:
+    fake.prepare(NATIVE)
+    fake.set("crash", "spark-a")  # dies inside `docker run`, before its watch starts
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 1
+    assert "FAILED in phase readiness on node spark-a: container sparkc-" in launch.stderr
+    assert "is exited on spark-a" in launch.stderr
+    assert not watches_left(fake)
+
+
+def test_without_docker_events_the_containers_are_inspected_instead(fake: FakeCluster) -> None:
+    fake.prepare(NATIVE)
+    fake.set("events-fail")
+    fake.set("dies-while-loading", "spark-a")
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 1
+    assert "docker events ended (Error response from daemon: events are not available (fake)" in launch.stderr
+    assert "FAILED in phase readiness on node spark-a: container sparkc-" in launch.stderr
+    assert "is exited on spark-a" in launch.stderr
+
+
+def test_watches_end_with_a_launch_that_succeeds(fake: FakeCluster) -> None:
+    fake.prepare(NATIVE)
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 0, launch.stderr
+    assert "No such file" not in launch.stderr  # the watches end quietly after the launcher
+    watched = [argv for _, argv in fake.docker_calls() if argv[:1] == ["events"]]
+    ids = {fake.container(node, fake.containers(node)[0])["id"] for node in ("spark-a", "spark-b")}  # type: ignore[index]
+    assert {argv[argv.index("--filter") + 1] for argv in watched} == {f"container={i}" for i in ids}
+    assert not watches_left(fake)
