@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -342,7 +343,7 @@ INTERRUPT_DURING_IMPORTS = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("how", ["console-script", "-m"])
-def test_ctrl_c_while_modules_import_is_a_clean_interrupt(how: str) -> None:
+def test_ctrl_c_while_modules_import_is_a_clean_interrupt(how: str, tmp_path: Path) -> None:
     entry = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["sparkc"]
     script = INTERRUPT_DURING_IMPORTS.format(entry=entry)
     result = subprocess.run(
@@ -350,5 +351,6 @@ def test_ctrl_c_while_modules_import_is_a_clean_interrupt(how: str) -> None:
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},  # no earlier validation answers: it imports
     )
     assert (result.returncode, result.stderr, result.stdout) == (130, "interrupted\n", "")
