@@ -63,6 +63,7 @@ def test_the_launch_records_the_image_each_node_ran(fake: FakeCluster) -> None:
     assert fake.run("launch-cluster.sh").returncode == 0
     record = (fake.build / "last-launch.txt").read_text()
     assert "image_id.spark-a=sha256:" in record and "image_id.spark-b=sha256:" in record
+    assert "\nstate=ready\n" in record
 
 
 def test_an_unknown_image_with_an_explicit_bypass_is_not_warned_about() -> None:

@@ -195,3 +195,22 @@ def test_status_reads_the_record_as_data(fake: FakeCluster) -> None:
     assert "override.port is not a port number" in status.stderr
     assert f":{spec['engine']['port']}: healthy" in status.stdout
     assert not canary.exists()
+
+
+def test_status_follows_a_failed_launch_to_its_port(fake: FakeCluster) -> None:
+    """A launch that started its containers at another port and failed leaves them on the nodes: status.sh
+    must look at that port and say the launch failed, not at the port of the launch before."""
+    fake.prepare("llama33-70b-2spark-native.yaml")
+    first = str(free_port())
+    assert fake.run("launch-cluster.sh", "--port", first).returncode == 0
+    second = str(free_port())
+    fake.set("dies-while-loading", "spark-a")
+    failed = fake.run("launch-cluster.sh", "--port", second, "--yes", "--timeout", "60")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    record = (fake.build / "last-launch.txt").read_text()
+    assert "state=failed\n" in record and f"override.port={second}\n" in record
+    status = fake.run("status.sh")
+    assert status.returncode == 1
+    assert f"API port {second}, from the last launch" in status.stdout + status.stderr
+    assert "the last launch (" in status.stderr and ") failed; its containers are kept" in status.stderr
+    assert f":{first}" not in status.stdout + status.stderr

@@ -200,6 +200,7 @@ fail() {
   dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
   collect_logs "$dir" 500
   { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } >"$dir/failure.txt"
+  [[ -z $LAUNCHED_AT ]] || record_launch failed
   if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
     printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
     tail -n 30 "$dir/$FAILED_NODE.log" >&2
@@ -333,17 +334,22 @@ check_profile() {
 }
 
 # What ran, for the next person to ask: when, from which spec, and each node's image ID (a tag such
-# as :latest can name another build on the next pull).
-record_launch() {
+# as :latest can name another build on the next pull). Written once the containers start (state
+# starting), again when the endpoint is ready, or failed: status.sh and the next launch read the
+# port of the containers that are on the nodes now, even when that launch failed.
+LAUNCHED_AT=""
+record_launch() { # STATE
   local node
+  ((DRY_RUN)) && return 0
+  LAUNCHED_AT=${LAUNCHED_AT:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
   {
-    printf 'launched=%s\nspec_sha256=%s\nimage=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$SPEC_SHA256" "$IMAGE"
+    printf 'launched=%s\nstate=%s\nspec_sha256=%s\nimage=%s\n' "$LAUNCHED_AT" "$1" "$SPEC_SHA256" "$IMAGE"
     for node in "${NODES[@]}"; do
       printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
     describe_overrides
   } >"$SCRIPT_DIR/last-launch.txt"
-  log "recorded in $SCRIPT_DIR/last-launch.txt"
+  [[ $1 != ready ]] || log "recorded in $SCRIPT_DIR/last-launch.txt"
 }
 
 # Run `FUNC NODE` for every NODE at once, each in a subshell: its output (stdout and stderr) lands in
@@ -859,6 +865,7 @@ main() {
   drop_page_caches
   if declare -F stage_patches >/dev/null; then stage_patches; fi
   probe_fabric
+  record_launch starting
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray
@@ -870,7 +877,7 @@ main() {
   fi
   ((DRY_RUN)) && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SERVED_MODEL at $ENDPOINT/v1"
-  record_launch
+  record_launch ready
   local auth=""
   if [[ -n $API_KEY_VAR ]]; then
     auth=" -H \"Authorization: Bearer \$$API_KEY_VAR\""  # the key stays in the variable: not printed

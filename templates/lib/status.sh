@@ -3,7 +3,8 @@ usage() {
 Usage: status.sh
 
 Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health,
-on the API port of the last launch (launch-cluster.sh --port, as last-launch.txt records it).
+on the API port of the last launch that started containers, even one that failed
+(launch-cluster.sh --port, as last-launch.txt records it), and whether that launch failed.
 Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 usage.
 USAGE
 }
@@ -18,6 +19,12 @@ main() {
   local node state healthy=1 out
   use_api_port "$(last_launch_port)"
   ((API_PORT == COMPILED_API_PORT)) || log "API port $API_PORT, from the last launch (launch-cluster.sh --port)"
+  local last
+  last=$(last_launch_field state)
+  case $last in
+    failed) warn "the last launch ($(last_launch_field launched)) failed; its containers are kept for inspection" ;;
+    starting) log "the last launch ($(last_launch_field launched)) has started its containers and not (yet) reported ready" ;;
+  esac
   for node in "${NODES[@]}"; do
     if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
       printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "UNREACHABLE (${TARGET[$node]})"

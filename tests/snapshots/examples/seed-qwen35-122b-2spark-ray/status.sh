@@ -295,22 +295,27 @@ use_api_port() {
   ENDPOINT="http://$ENDPOINT_HOST:$1"
 }
 
-# The API's port of the last launch: the override.port line of last-launch.txt (read as data, never
-# run; a line that is no port is ignored with a warning), else the compiled port.
+# A field of last-launch.txt (KEY=VALUE lines), read as data and never run; the last line for KEY
+# counts; nothing when there is no record or no such line.
+last_launch_field() { # KEY
+  local file=$SCRIPT_DIR/last-launch.txt line value=""
+  [[ -f $file ]] || return 0
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line == "$1="* ]] && value=${line#"$1="}
+  done <"$file"
+  printf '%s\n' "$value"
+}
+
+# The API's port of the last launch that started containers: its override.port (a value that is no
+# port is ignored with a warning), else the compiled port.
 last_launch_port() {
-  local file=$SCRIPT_DIR/last-launch.txt line port=$COMPILED_API_PORT
-  if [[ -f $file ]]; then
-    while IFS= read -r line || [[ -n $line ]]; do
-      [[ $line == override.port=* ]] || continue
-      line=${line#override.port=}
-      if valid_port "$line"; then
-        port=$((10#$line))
-      else
-        warn "last-launch.txt: override.port is not a port number; using the compiled port $COMPILED_API_PORT"
-      fi
-    done <"$file"
+  local port
+  port=$(last_launch_field override.port)
+  if [[ -n $port ]] && ! valid_port "$port"; then
+    warn "last-launch.txt: override.port is not a port number; using the compiled port $COMPILED_API_PORT"
+    port=""
   fi
-  printf '%s\n' "$port"
+  printf '%s\n' "$((10#${port:-$COMPILED_API_PORT}))"
 }
 
 usage() {
@@ -318,7 +323,8 @@ usage() {
 Usage: status.sh
 
 Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health,
-on the API port of the last launch (launch-cluster.sh --port, as last-launch.txt records it).
+on the API port of the last launch that started containers, even one that failed
+(launch-cluster.sh --port, as last-launch.txt records it), and whether that launch failed.
 Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 usage.
 USAGE
 }
@@ -333,6 +339,12 @@ main() {
   local node state healthy=1 out
   use_api_port "$(last_launch_port)"
   ((API_PORT == COMPILED_API_PORT)) || log "API port $API_PORT, from the last launch (launch-cluster.sh --port)"
+  local last
+  last=$(last_launch_field state)
+  case $last in
+    failed) warn "the last launch ($(last_launch_field launched)) failed; its containers are kept for inspection" ;;
+    starting) log "the last launch ($(last_launch_field launched)) has started its containers and not (yet) reported ready" ;;
+  esac
   for node in "${NODES[@]}"; do
     if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
       printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "UNREACHABLE (${TARGET[$node]})"

@@ -429,22 +429,27 @@ use_api_port() {
   ENDPOINT="http://$ENDPOINT_HOST:$1"
 }
 
-# The API's port of the last launch: the override.port line of last-launch.txt (read as data, never
-# run; a line that is no port is ignored with a warning), else the compiled port.
+# A field of last-launch.txt (KEY=VALUE lines), read as data and never run; the last line for KEY
+# counts; nothing when there is no record or no such line.
+last_launch_field() { # KEY
+  local file=$SCRIPT_DIR/last-launch.txt line value=""
+  [[ -f $file ]] || return 0
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line == "$1="* ]] && value=${line#"$1="}
+  done <"$file"
+  printf '%s\n' "$value"
+}
+
+# The API's port of the last launch that started containers: its override.port (a value that is no
+# port is ignored with a warning), else the compiled port.
 last_launch_port() {
-  local file=$SCRIPT_DIR/last-launch.txt line port=$COMPILED_API_PORT
-  if [[ -f $file ]]; then
-    while IFS= read -r line || [[ -n $line ]]; do
-      [[ $line == override.port=* ]] || continue
-      line=${line#override.port=}
-      if valid_port "$line"; then
-        port=$((10#$line))
-      else
-        warn "last-launch.txt: override.port is not a port number; using the compiled port $COMPILED_API_PORT"
-      fi
-    done <"$file"
+  local port
+  port=$(last_launch_field override.port)
+  if [[ -n $port ]] && ! valid_port "$port"; then
+    warn "last-launch.txt: override.port is not a port number; using the compiled port $COMPILED_API_PORT"
+    port=""
   fi
-  printf '%s\n' "$port"
+  printf '%s\n' "$((10#${port:-$COMPILED_API_PORT}))"
 }
 
 # The weights on each node: revision, Hugging Face snapshot, links that lead nowhere; and the page cache.
@@ -1390,6 +1395,7 @@ fail() {
   dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
   collect_logs "$dir" 500
   { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } >"$dir/failure.txt"
+  [[ -z $LAUNCHED_AT ]] || record_launch failed
   if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
     printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
     tail -n 30 "$dir/$FAILED_NODE.log" >&2
@@ -1523,17 +1529,22 @@ check_profile() {
 }
 
 # What ran, for the next person to ask: when, from which spec, and each node's image ID (a tag such
-# as :latest can name another build on the next pull).
-record_launch() {
+# as :latest can name another build on the next pull). Written once the containers start (state
+# starting), again when the endpoint is ready, or failed: status.sh and the next launch read the
+# port of the containers that are on the nodes now, even when that launch failed.
+LAUNCHED_AT=""
+record_launch() { # STATE
   local node
+  ((DRY_RUN)) && return 0
+  LAUNCHED_AT=${LAUNCHED_AT:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
   {
-    printf 'launched=%s\nspec_sha256=%s\nimage=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$SPEC_SHA256" "$IMAGE"
+    printf 'launched=%s\nstate=%s\nspec_sha256=%s\nimage=%s\n' "$LAUNCHED_AT" "$1" "$SPEC_SHA256" "$IMAGE"
     for node in "${NODES[@]}"; do
       printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
     describe_overrides
   } >"$SCRIPT_DIR/last-launch.txt"
-  log "recorded in $SCRIPT_DIR/last-launch.txt"
+  [[ $1 != ready ]] || log "recorded in $SCRIPT_DIR/last-launch.txt"
 }
 
 # Run `FUNC NODE` for every NODE at once, each in a subshell: its output (stdout and stderr) lands in
@@ -2049,6 +2060,7 @@ main() {
   drop_page_caches
   if declare -F stage_patches >/dev/null; then stage_patches; fi
   probe_fabric
+  record_launch starting
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray
@@ -2060,7 +2072,7 @@ main() {
   fi
   ((DRY_RUN)) && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SERVED_MODEL at $ENDPOINT/v1"
-  record_launch
+  record_launch ready
   local auth=""
   if [[ -n $API_KEY_VAR ]]; then
     auth=" -H \"Authorization: Bearer \$$API_KEY_VAR\""  # the key stays in the variable: not printed
