@@ -9,8 +9,8 @@ write gives, for each script:
 - `shape`: the whole script with every value replaced by a placeholder of the same kind (a word, an array):
   the same names, kinds and code as the script, and the same text for every spec of that shape, so that
   its check is done once and remembered.
-- `chunks`: the values cut between top-level statements, each ending with the statement that reads every
-  constant: an edit changes a few of them, and only those are checked again. A chunk is only ever a way to
+- `chunks`: the values cut between top-level statements, each ending with a statement that reads the
+  constants it assigns: an edit changes a few of them, and only those are checked again. A chunk is only ever a way to
   find the values clean sooner: where one has findings, the values are checked whole and that check counts.
 
 The marked render is only used where taking the marks out gives back exactly the script that was rendered
@@ -88,7 +88,7 @@ class Part:
 class Layout:
     values: Part  # ends with a statement that reads every constant (see sentinel)
     shape: Part
-    chunks: tuple[Part, ...]  # the values, cut; each ends with the same statement
+    chunks: tuple[Part, ...]  # the values, cut; each ends reading the constants it assigns
 
 
 def split(marked: str, rendered: str) -> Layout | None:
