@@ -114,6 +114,7 @@ SCRIPT_NAMES = frozenset(
         "IMAGE",
         "IMAGE_IDS",
         "IMAGE_ONLY",
+        "LAUNCHED_AT",
         "MODEL_FACTS_OF",
         "MODEL_FACTS_SH",
         "MODEL_FILES",
