@@ -9,15 +9,15 @@ import json
 import math
 from collections.abc import Iterator
 from functools import cache
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
-from jsonschema.validators import extend
+from typing import TYPE_CHECKING, Any
 
 from compiler.diagnostics import Diagnostic, error, show_key
 from compiler.loader import load_text
 from compiler.resources import data_dir
+from compiler.schema_fast import surely_valid
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 
 @cache
@@ -48,14 +48,21 @@ def _is_number(checker: Any, instance: Any) -> bool:
     return not isinstance(instance, float) or math.isfinite(instance)
 
 
-_Validator = extend(
-    Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number}),
-)
+@cache
+def _validator_class() -> Any:
+    # Imported only for a spec that may be invalid: jsonschema takes longer to import than a valid spec
+    # takes to load, check, resolve and render.
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
+    return extend(Draft202012Validator, type_checker=checker)
 
 
 def validate(data: Any, schema: dict[str, Any]) -> list[Diagnostic]:
-    errors = list(_Validator(schema).iter_errors(data))
+    if surely_valid(data, schema):
+        return []
+    errors = list(_validator_class()(schema).iter_errors(data))
     # A value of the wrong type is one problem: `timeout: 10.0` is not also "less than the minimum of 120".
     mistyped = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
     errors = [e for e in errors if e.validator == "type" or tuple(e.absolute_path) not in mistyped]
@@ -81,6 +88,8 @@ def _explain(err: ValidationError) -> Iterator[Diagnostic]:
             yield error(path, number or f"{_show(err.instance)} {custom}")
             return
     if err.validator in ("anyOf", "oneOf") and err.context:
+        from jsonschema.exceptions import best_match
+
         best = best_match(err.context)
         others = len(err.context) - 1
         yield error(path, f"{_message(best)} ({others} other error{'s' if others != 1 else ''})")

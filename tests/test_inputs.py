@@ -327,7 +327,7 @@ INTERRUPT_DURING_IMPORTS = textwrap.dedent("""
 
     class Interrupt(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            if name == "jsonschema":
+            if name == "ruamel.yaml":
                 sys.meta_path.remove(self)
                 os.kill(os.getpid(), signal.SIGINT)
             return None
