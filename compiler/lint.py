@@ -67,7 +67,9 @@ def lint_scripts(files: dict[str, str], cache: LintCache | None = None, plan: Pl
     if not todo:
         return []
     checks = _checks(files, scripts, todo, tools, plan, keys)
-    pending = [c for c in checks if not c.folder or not cache.is_clean(c.key)]  # a whole one is known not clean
+    known = {c.key for c in checks if c.folder and cache.is_clean(c.key)}
+    shipped = {c.key for c in checks if c.key not in known and cache.shipped(c, shellcheck)}
+    pending = [c for c in checks if c.key not in known | shipped]  # a whole one is known not clean
     first = [c for c in pending if c.folder != "values" or not c.chunks]
     first += [chunk for c in pending for chunk in c.chunks if not cache.is_clean(chunk.key)]
     findings, found = _check(files, todo, checks, first, shellcheck, bash)
@@ -78,7 +80,8 @@ def lint_scripts(files: dict[str, str], cache: LintCache | None = None, plan: Pl
         found.update(_check(files, [], checks, again, shellcheck, bash)[1])
     findings += [line for check, lines in found.items() if check.folder != CHUNKS for line in lines]
     if not findings:
-        for key in [c.key for c, lines in found.items() if not lines] + [keys[name] for name in todo]:
+        clean = [c.key for c, lines in found.items() if not lines] + sorted(shipped)
+        for key in clean + [keys[name] for name in todo]:
             cache.mark_clean(key)
     return findings
 
@@ -94,6 +97,7 @@ class Check:
     key: str
     file: str = ""  # the file's name in its folder, where not the script's
     chunks: tuple[Check, ...] = ()  # of a values check: the same values, cut (compiler/layout.py)
+    shipped_key: str = ""  # of a shape: its key in compiler/shipped_shapes.py's list (no tool's identity)
 
     @property
     def path(self) -> str:
@@ -129,6 +133,7 @@ def _checks(
             texts[name] = part.text
             sources = _SOURCES.search(part.text)
             key = _key(f"{tools}\0{folder}", name, texts, texts if sources else ())
+            shipped = _key(f"{' '.join(SHELLCHECK_FLAGS)}\0{folder}", name, texts, texts if sources else ())
             chunks: tuple[Check, ...] = ()
             if folder == "values" and not sources:  # a chunk is checked alone: it must not need another file
                 chunks = tuple(
@@ -142,8 +147,22 @@ def _checks(
                     )
                     for i, c in enumerate(layout.chunks)
                 )
-            checks.append(Check(name, folder, part.text, part.lines, key, chunks=chunks))
+            shipped = shipped if folder == "shape" else ""
+            checks.append(Check(name, folder, part.text, part.lines, key, chunks=chunks, shipped_key=shipped))
     return checks
+
+
+def shape_checks(files: dict[str, str], plan: Plan) -> list[Check]:
+    """The shape checks of the scripts rendered from `plan` (for compiler/shipped_shapes.py)."""
+    scripts = sorted(name for name in files if name.endswith(".sh"))
+    keys = dict.fromkeys(scripts, "")
+    return [c for c in _checks(files, scripts, scripts, "", plan, keys) if c.folder == "shape"]
+
+
+def unclean(checks: list[Check], files: dict[str, str]) -> list[str]:
+    """shellcheck's findings on `checks`, none of them taken from a cache."""
+    _, found = _check(files, [], checks, checks, shellcheck_binary(), bash_binary())
+    return [line for lines in found.values() for line in lines]
 
 
 def _check(
@@ -246,13 +265,22 @@ class LintCache:
     truncated, garbled, a folder, or a copy of another key's entry, all read as "not known clean".
     """
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, *, use_shipped: bool = False) -> None:
         self.folder = folder
+        self.use_shipped = use_shipped
 
     @classmethod
     def default(cls) -> LintCache:
         home = cache_home()
-        return cls(home / "lint" if home else None)
+        return cls(home / "lint" if home else None, use_shipped=True)
+
+    def shipped(self, check: Check, shellcheck: str) -> bool:
+        """A shape sparkc was shipped knowing clean (compiler/shipped_shapes.py), with this shellcheck."""
+        if not (self.use_shipped and check.shipped_key):
+            return False
+        from compiler.shipped_shapes import known_clean
+
+        return known_clean(check.shipped_key, shellcheck)
 
     def _entry(self, key: str) -> tuple[Path, bytes] | None:
         if self.folder is None:
