@@ -266,7 +266,7 @@ def test_dry_run_touches_nothing(fake: FakeCluster) -> None:
     assert fake.calls() == []
     assert "[spark-b] docker run \\\n    -d \\\n    --name sparkc-qwen35-122b-spark-b \\\n" in dry.stdout
     assert "[spark-a] docker exec \\\n    -d \\\n    sparkc-qwen35-122b-spark-a \\\n    sh \\\n    -c " in dry.stdout
-    assert "[spark-b] sh -c <preflight: host docker model weights fabric" in dry.stdout  # preflight shown
+    assert "[spark-b] sh -c <preflight: host docker model weights draft fabric" in dry.stdout  # preflight shown
     assert "image=hellohal2064/vllm-qwen3.5-gb10:latest" in dry.stdout
 
 
@@ -327,3 +327,34 @@ def test_usage_errors_exit_2(fake: FakeCluster) -> None:
         result = fake.run(script, *args)
         assert result.returncode == 2, (script, args, result.stderr)
     assert "Usage: launch-cluster.sh" in fake.run("launch-cluster.sh", "--help").stdout
+
+
+def test_the_draft_model_is_judged_from_the_one_preflight_round_trip(fake: FakeCluster, tmp_path: Path) -> None:
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text("{}")
+    spec = fake.adapt("llama33-70b-2spark-native.yaml")
+    fake.compile(
+        with_changes(spec, {"model.draft": {"path": str(draft), "mount": "/models/draft", "num_speculative_tokens": 3}})
+    )
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    before_run = fake.calls()[: next(i for i, c in enumerate(fake.calls()) if '"run", "-d"' in c)]
+    to_worker = [c for c in before_run if c.startswith("ssh") and "spark-b" in c.split()[1]]
+    # The preflight script only (it starts by setting container_format): nothing asked of the draft apart.
+    assert len(to_worker) == 1 and to_worker[0].startswith("ssh aurora@spark-b.local sh -c container_format=")
+    assert fake.run("stop-cluster.sh").returncode == 0
+
+    runs = len(docker_runs(fake))
+    (draft / "w.safetensors").symlink_to(draft / "never-copied")
+    dangling = fake.run("launch-cluster.sh")
+    assert dangling.returncode == 1 and "FAILED in phase preflight on node spark-a" in dangling.stderr
+    assert f"{draft}/w.safetensors on spark-a is a link to a file that does not exist" in dangling.stderr
+    assert f"also on spark-b: {draft}/w.safetensors on spark-b" in dangling.stderr
+
+    shutil.rmtree(draft)
+    missing = fake.run("launch-cluster.sh")
+    assert missing.returncode == 1
+    assert f"draft model directory {draft} does not exist on spark-a" in missing.stderr
+    assert f"also on spark-b: draft model directory {draft} does not exist on spark-b" in missing.stderr
+    assert len(docker_runs(fake)) == runs  # both stopped at preflight: nothing started

@@ -222,8 +222,8 @@ time_left() { ((SECONDS < DEADLINE)); }
 
 # -- phase 1 ---------------------------------------------------------------------------------
 # The checks themselves are in the preflight part above: one round trip per node, all at once.
-# The weights' revision and links, and the draft model: their own round trips (they read folders the
-# one-round-trip preflight does not know about).
+# The weights' revision and links, and the draft model, judged from each node's preflight answer (asked
+# again, node by node, only where a node gave none).
 model_checks() {
   FAILED_NODE=$1
   check_model_revision "$1"

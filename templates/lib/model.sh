@@ -102,10 +102,12 @@ revision_matches() {
   [[ -n $name && $name == "$commit" ]]
 }
 
-# The draft model's folder exists on the node and holds no link into nothing.
+# The draft model's folder exists on the node and holds no link into nothing: judged from the node's
+# preflight answer (judge_draft); asked here only where there was none (a dry run prints the commands).
 check_draft_model() {
   local node=$1 facts
   [[ -n $DRAFT_FOLDER ]] || return 0
+  [[ -z ${PF[$node,end]+x} ]] || return 0
   run_on "$node" test -d "$DRAFT_FOLDER" \
     || fail "$node" "draft model directory $DRAFT_FOLDER does not exist on $node: copy it to the same path" \
       "on every node"

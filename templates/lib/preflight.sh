@@ -99,9 +99,9 @@ check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights draft fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
+PREFLIGHT_JUDGES=(fabric docker image model draft hcas gpus memory)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -120,6 +120,7 @@ preflight_args() {
     "weights=$MODEL_FOLDER"
     "revision=$MODEL_REVISION"
     "hf=$MODEL_HF"
+    "draft=$DRAFT_FOLDER"
   )
   if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
 }
@@ -132,6 +133,10 @@ preflight_script() {
   # shellcheck disable=SC2016  # for the node's sh
   printf 'check_weights() {\n  (\n    set -- "$a_weights" "$a_revision" "$a_hf"\n%s\n  ) | sed "s/^/weights /"\n}\n' \
     "$MODEL_FACTS_SH"
+  # The draft model's folder: "draft_dir yes" or "draft_dir no", and its dangling links, marked "draft".
+  # shellcheck disable=SC2016  # for the node's sh
+  printf 'check_draft() {\n  [ -n "$a_draft" ] || return 0\n  [ -d "$a_draft" ] || { echo "draft_dir no"; return 0; }
+  echo "draft_dir yes"\n  (\n    set -- "$a_draft" "" ""\n%s\n  ) | sed "s/^/draft /"\n}\n' "$MODEL_FACTS_SH"
   for check in "${PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done
@@ -277,6 +282,20 @@ judge_model() {
   files=$(pf "$node" model_file | sort -k2)
   MODEL_FILES[$node]=$files
   pf_note "$node" model "$(model_summary "$files")"
+}
+
+# The draft model's folder (speculative decoding) is on the node and holds no link into nothing.
+judge_draft() {
+  local node=$1 dangling
+  [[ -n $DRAFT_FOLDER ]] || return 0
+  if [[ $(pf_first "$node" draft_dir) != yes ]]; then
+    pf_problem "$node" "draft model directory $DRAFT_FOLDER does not exist on $node: copy it to the same path" \
+      "on every node"
+    return 0
+  fi
+  dangling=$(pf "$node" draft | sed -n 's/^dangling //p' | head -n 1)
+  [[ -z $dangling ]] || pf_problem "$node" "$dangling on $node is a link to a file that does not exist: copy the" \
+    "draft model again"
 }
 
 # "N files, SIZE" of lines "SIZE PATH".

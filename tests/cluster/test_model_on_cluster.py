@@ -103,3 +103,29 @@ def test_weights_fault_fails_preflight_naming_the_node(deploy: Deploy, weights: 
     else:
         assert "model.safetensors on spark1 is a link to a file that does not exist" in result.stderr
     assert d.containers_on("spark1") == []
+
+
+@pytest.mark.parametrize("fault", ["missing", "dangling"])
+def test_draft_fault_fails_preflight_naming_every_node(deploy: Deploy, weights: dict[str, Path], fault: str) -> None:
+    draft = weights["draft"]
+    if fault == "dangling":
+        (draft / "model.safetensors").symlink_to("never-copied")
+    path = draft if fault == "dangling" else draft.parent / "no-such-draft"
+    changes: dict[str, object] = {
+        "container.image": VLLM_IMAGE,
+        "model.path": DELETE,
+        "model.hf_cache": str(weights["hub"]),
+        "model.repo": "org/tiny",
+        "model.revision": COMMIT,
+        "model.architecture": {"attention_heads": 6, "kv_heads": 6},
+        "model.draft.path": str(path),
+    }
+    d = deploy(EXAMPLE, f"d-{fault}", changes)
+    result = d.run("launch-cluster.sh")
+    assert_failed(result, "spark1", "preflight", 60)
+    for node in d.nodes:
+        if fault == "missing":
+            assert f"draft model directory {path} does not exist on {node}" in result.stderr
+        else:
+            assert f"{draft}/model.safetensors on {node} is a link to a file that does not exist" in result.stderr
+    assert d.containers_on("spark1") == []

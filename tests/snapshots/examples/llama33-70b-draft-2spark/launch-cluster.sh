@@ -880,10 +880,12 @@ revision_matches() {
   [[ -n $name && $name == "$commit" ]]
 }
 
-# The draft model's folder exists on the node and holds no link into nothing.
+# The draft model's folder exists on the node and holds no link into nothing: judged from the node's
+# preflight answer (judge_draft); asked here only where there was none (a dry run prints the commands).
 check_draft_model() {
   local node=$1 facts
   [[ -n $DRAFT_FOLDER ]] || return 0
+  [[ -z ${PF[$node,end]+x} ]] || return 0
   run_on "$node" test -d "$DRAFT_FOLDER" \
     || fail "$node" "draft model directory $DRAFT_FOLDER does not exist on $node: copy it to the same path" \
       "on every node"
@@ -1033,9 +1035,9 @@ check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights draft fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model hcas gpus memory)
+PREFLIGHT_JUDGES=(fabric docker image model draft hcas gpus memory)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -1054,6 +1056,7 @@ preflight_args() {
     "weights=$MODEL_FOLDER"
     "revision=$MODEL_REVISION"
     "hf=$MODEL_HF"
+    "draft=$DRAFT_FOLDER"
   )
   if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
 }
@@ -1066,6 +1069,10 @@ preflight_script() {
   # shellcheck disable=SC2016  # for the node's sh
   printf 'check_weights() {\n  (\n    set -- "$a_weights" "$a_revision" "$a_hf"\n%s\n  ) | sed "s/^/weights /"\n}\n' \
     "$MODEL_FACTS_SH"
+  # The draft model's folder: "draft_dir yes" or "draft_dir no", and its dangling links, marked "draft".
+  # shellcheck disable=SC2016  # for the node's sh
+  printf 'check_draft() {\n  [ -n "$a_draft" ] || return 0\n  [ -d "$a_draft" ] || { echo "draft_dir no"; return 0; }
+  echo "draft_dir yes"\n  (\n    set -- "$a_draft" "" ""\n%s\n  ) | sed "s/^/draft /"\n}\n' "$MODEL_FACTS_SH"
   for check in "${PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done
@@ -1211,6 +1218,20 @@ judge_model() {
   files=$(pf "$node" model_file | sort -k2)
   MODEL_FILES[$node]=$files
   pf_note "$node" model "$(model_summary "$files")"
+}
+
+# The draft model's folder (speculative decoding) is on the node and holds no link into nothing.
+judge_draft() {
+  local node=$1 dangling
+  [[ -n $DRAFT_FOLDER ]] || return 0
+  if [[ $(pf_first "$node" draft_dir) != yes ]]; then
+    pf_problem "$node" "draft model directory $DRAFT_FOLDER does not exist on $node: copy it to the same path" \
+      "on every node"
+    return 0
+  fi
+  dangling=$(pf "$node" draft | sed -n 's/^dangling //p' | head -n 1)
+  [[ -z $dangling ]] || pf_problem "$node" "$dangling on $node is a link to a file that does not exist: copy the" \
+    "draft model again"
 }
 
 # "N files, SIZE" of lines "SIZE PATH".
@@ -1741,8 +1762,8 @@ time_left() { ((SECONDS < DEADLINE)); }
 
 # -- phase 1 ---------------------------------------------------------------------------------
 # The checks themselves are in the preflight part above: one round trip per node, all at once.
-# The weights' revision and links, and the draft model: their own round trips (they read folders the
-# one-round-trip preflight does not know about).
+# The weights' revision and links, and the draft model, judged from each node's preflight answer (asked
+# again, node by node, only where a node gave none).
 model_checks() {
   FAILED_NODE=$1
   check_model_revision "$1"
