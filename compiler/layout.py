@@ -38,6 +38,17 @@ PLACEHOLDERS: dict[str, str] = {"q": "v", "w": "(v)", "l": "  v", "c": "v", "j":
 # A top-level assignment of the template's own text: `readonly X=`, `declare -rA X=(`, `X=`.
 _ASSIGNMENT = re.compile(r"^(?:readonly\s+|declare\s+-([A-Za-z]+)\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\()?", re.M)
 
+# The spec's digest (in a comment and in a constant) changes with every edit. 64 hex digits, bare or in single
+# quotes, are one literal word to the shell wherever a filter writes them, so the values are checked with a
+# fixed digest in their place, and an edit changes no piece for them.
+_DIGEST = re.compile(r"('?)[0-9a-f]{64}\1")
+
+
+def _fixed_digest(value: str) -> str:
+    quote = _DIGEST.fullmatch(value)
+    return f"{quote[1]}{'0' * 64}{quote[1]}" if quote else value
+
+
 _marking: ContextVar[bool] = ContextVar("sparkc_layout_marking", default=False)
 
 
@@ -114,7 +125,7 @@ def split(marked: str, rendered: str) -> Layout | None:
                 return None
         elif state == "value" and kind == CLOSE:
             inside.update(range(values.line + 1, values.line + piece.count("\n") + 1))
-            values.add(piece, line)
+            values.add(_fixed_digest(piece), line)
             shape.add(PLACEHOLDERS[letter], line)
             skeleton.append(PLACEHOLDERS[letter])
             state = "text"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compiler import layout, lint, render, shipped_shapes
-from compiler.layout import split
+from compiler.layout import CLOSE, OPEN, split
 from compiler.lint import LintCache, lint_scripts
 from compiler.pipeline import Beside, GeneratedScriptError, compile_text
 from tests.specs import EXAMPLES, dump, example, with_changes
@@ -71,8 +71,9 @@ def test_an_edit_checks_the_values_and_remembers_the_shape(
     first = checked.count("launch-cluster.sh (chunks)")
     checked.clear()
     compiled({"engine.max_model_len": 5000})
-    # The chunks holding the spec's digest and the context length, no shape, no values checked whole.
-    assert set(checked) == {f"{name} (chunks)" for name in render.SCRIPTS}
+    # The chunks holding the context length (in each node's docker run and probe arrays); not those holding
+    # the spec's digest, which the values hold as a fixed one; no shape, no values checked whole.
+    assert set(checked) == {"launch-cluster.sh (chunks)"}
     assert 1 < checked.count("launch-cluster.sh (chunks)") < first / 2
     checked.clear()
     compiled({"engine.max_model_len": 5000})
@@ -212,3 +213,15 @@ def test_marks_are_trusted_only_where_they_give_back_the_rendered_script() -> No
     assert split("a\x02b", "ab") is None  # a close with no open
     assert split("a\x01xb\x02c", "abc") is None  # no filter writes `x`
     assert split("a\x03b\x01qc\x02\x04", "abc") is None  # no value inside library code
+
+
+def test_the_values_hold_a_fixed_digest_and_every_other_value_as_written() -> None:
+    digest = "0123456789abcdef" * 4
+    marked = (
+        f"# spec {OPEN}c{digest}{CLOSE}\nreadonly A={OPEN}q'{digest}'{CLOSE}\n"
+        f"readonly B={OPEN}q'{digest}x'{CLOSE}\nreadonly C={OPEN}q'{digest}{CLOSE}\n"
+    )
+    layout = split(marked, re.sub("\x01.|\x02", "", marked))
+    assert layout is not None
+    fixed = "0" * 64
+    assert f"# spec {fixed}\nreadonly A='{fixed}'\nreadonly B='{digest}x'\nreadonly C='{digest}\n" in layout.values.text
