@@ -9,10 +9,13 @@ from pathlib import Path
 from tests.fakes.cluster import FakeCluster
 
 NATIVE = "llama33-70b-2spark-native.yaml"
+RAY = "seed-qwen35-122b-2spark-ray.yaml"
+EXIT_FILE = ["exec", "sparkc-qwen35-122b-spark-a", "cat", "/tmp/sparkc-engine.exit"]
 
 
 def watches_left(fake: FakeCluster) -> list[str]:
-    """`docker events` processes of this fake cluster still running (found by their FAKE_STATE)."""
+    """`docker events`, `docker logs` and grep processes of this fake cluster still running (by their
+    FAKE_STATE)."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
@@ -20,7 +23,8 @@ def watches_left(fake: FakeCluster) -> list[str]:
             env = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"events" in argv and f"FAKE_STATE={fake.state}".encode() in env:
+        watching = b"events" in argv or b"logs" in argv or any(b"engine exited" in a for a in argv)
+        if watching and f"FAKE_STATE={fake.state}".encode() in env:
             found.append(proc.name)
     return found
 
@@ -72,4 +76,36 @@ def test_watches_end_with_a_launch_that_succeeds(fake: FakeCluster) -> None:
     watched = [argv for _, argv in fake.docker_calls() if argv[:1] == ["events"]]
     ids = {fake.container(node, fake.containers(node)[0])["id"] for node in ("spark-a", "spark-b")}  # type: ignore[index]
     assert {argv[argv.index("--filter") + 1] for argv in watched} == {f"container={i}" for i in ids}
+    assert not watches_left(fake)
+
+
+def test_a_ray_engine_that_exits_is_seen_in_its_log(fake: FakeCluster) -> None:
+    fake.prepare(RAY)
+    fake.set("crash", "spark-a")  # the engine, exec'd under Ray, exits; its container runs on
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 1
+    assert "FAILED in phase readiness on node spark-a: the engine exited with status 1" in launch.stderr
+    assert ["logs", "-f", "sparkc-qwen35-122b-spark-a"] in [argv for _, argv in fake.docker_calls("spark-a")]
+    assert EXIT_FILE not in [argv for _, argv in fake.docker_calls("spark-a")]  # told by the log, not polled
+    assert not watches_left(fake)
+
+
+def test_without_docker_logs_the_exit_file_is_read_instead(fake: FakeCluster) -> None:
+    fake.prepare(RAY)
+    fake.set("logs-fail")
+    fake.set("crash", "spark-a")
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 1
+    assert "the engine's log watch ended (docker logs -f ended with status 1 before the engine did" in launch.stderr
+    assert "FAILED in phase readiness on node spark-a: the engine exited with status 1" in launch.stderr
+    assert EXIT_FILE in [argv for _, argv in fake.docker_calls("spark-a")]
+
+
+def test_the_engine_watch_ends_with_a_ray_launch_that_succeeds(fake: FakeCluster) -> None:
+    fake.prepare(RAY)
+    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    assert launch.returncode == 0, launch.stderr
+    assert "log watch ended" not in launch.stderr
+    # One look at the exit file, when the endpoint answered; none while it loaded.
+    assert [argv for _, argv in fake.docker_calls("spark-a")].count(EXIT_FILE) == 1
     assert not watches_left(fake)

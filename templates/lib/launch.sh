@@ -587,6 +587,25 @@ docker events --since "$1" --filter "container=$2" --filter event=die --format "
 pid=$!
 (read -r _ <&3; kill "$pid") </dev/null >/dev/null 2>&1 &
 wait "$pid"'
+# Under Ray the engine is started by docker exec, and its container outlives it: no die event tells of its
+# end. Its wrapper writes "sparkc: engine exited with status N" to the container's log; one `docker logs -f`
+# on the head, filtered there, brings that line alone. It ends as the watches do (its stdin closed), its
+# docker logs stopped with it. The head's container is this launch's, so its whole log counts.
+# shellcheck disable=SC2016  # expanded by the node's sh
+readonly ENGINE_WATCH_SH='exec 3<&0
+dir=$(mktemp -d) || exit 1
+mkfifo "$dir/log" || { rm -rf "$dir"; exit 1; }
+docker logs -f "$1" >"$dir/log" 2>&1 &
+logs=$!
+grep -m 1 "^sparkc: engine exited with status " <"$dir/log" &
+found=$!
+(read -r _ <&3; kill "$logs" "$found") </dev/null >/dev/null 2>&1 &
+if ! wait "$found"; then
+  wait "$logs"
+  echo "docker logs -f ended with status $? before the engine did" >&2
+fi
+kill "$logs" 2>/dev/null
+rm -rf "$dir"'
 declare -A CONTAINER_ID=() WATCH_START=() WATCH_WARNED=()
 WATCH_IN="" # the watches' stdin, held open by this script
 WAKE=""     # a pipe a background probe writes to when it ends, so a pause ends with it
@@ -626,7 +645,7 @@ node_index() {
 # Every watched container still running? A death fails the launch through require_running, which
 # names the container that stopped first and its state. A watch that ended (node unreachable, docker
 # refused) is replaced, at most once a second, after docker inspect says its container still runs.
-# Under Ray, the engine's exit file is read about once a second.
+# Under Ray, the engine's log watch tells when the engine ended.
 ENGINE_LOOKED=0
 watch_check() {
   local node i
@@ -645,10 +664,31 @@ watch_check() {
       watch_start "$node"
     fi
   done
-  if ((ENGINE_STARTED && SECONDS > ENGINE_LOOKED)); then
+  ((ENGINE_STARTED)) || return 0
+  if [[ -s $SCRATCH/engine.watch ]]; then
+    local line
+    line=$(head -n 1 "$SCRATCH/engine.watch")
+    fail "$HEAD" "the engine exited with status ${line##* }"
+  fi
+  # The watch ended without that line (docker logs refused, ssh lost): the exit file, once a second.
+  if [[ -e $SCRATCH/engine.watch.rc ]] && ((SECONDS > ENGINE_LOOKED)); then
+    ((ENGINE_LOOKED)) || warn "$HEAD: the engine's log watch ended ($(tr '\n' ' ' <"$SCRATCH/engine.watch.err"))," \
+      "looking at its exit file once a second"
     ENGINE_LOOKED=$SECONDS
     engine_still_running
   fi
+}
+
+# Watch the engine's log on the head for its end (see ENGINE_WATCH_SH): the line to $SCRATCH/engine.watch.
+engine_watch_start() {
+  (
+    trap - ERR
+    exec {WATCH_IN}>&-  # only this script may hold the watches' stdin open
+    status=0
+    on_node "$HEAD" sh -c "$ENGINE_WATCH_SH" sparkc-engine-watch "${CONTAINER[$HEAD]}" \
+      <"$SCRATCH/watch.in" >>"$SCRATCH/engine.watch" 2>"$SCRATCH/engine.watch.err" || status=$?
+    echo "$status" >"$SCRATCH/engine.watch.rc"
+  ) 2>/dev/null &
 }
 
 # Up to $1 seconds, less where a background probe ends first (no process started for it).
@@ -734,6 +774,7 @@ start_engine() {
   with_api_port
   run_on "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
   ENGINE_STARTED=$((DRY_RUN == 0))
+  ((DRY_RUN)) || engine_watch_start
   FAILED_NODE=""
   phase_done
 }
