@@ -97,6 +97,7 @@ SCRIPT_NAMES = frozenset(
         "ENGINE_TIMEOUT_FLAG",
         "ENGINE_TIMEOUT_MARGIN",
         "ENGINE_TIMEOUT_VARIABLE",
+        "ENGINE_WATCH_SH",
         "ENGINE_WRAPPER",
         "EXPECTED_ENTRYPOINT",
         "EXTRA_ENV",

@@ -2,10 +2,10 @@
 not shellcheck them (the launch script's shape alone is about 1.7 s of one core).
 
 A shape (compiler/layout.py) is the same text for every spec of the same nodes and options. The shapes of
-the examples, as written and with 3 and 4 nodes, were checked with the shellcheck named in the file's first line, with lint's flags, and the
-file lists the digest of each clean one. A shape whose digest is listed counts as clean only under that same
-shellcheck version; any other shape, or another version, is checked as before. The tests check every listed
-shape again and refuse a list that is out of date.
+the examples, as written and with 3 and 4 nodes, were checked with the shellcheck named in the file's first
+line, with lint's flags, and the file lists the digest of each clean one. A shape whose digest is listed
+counts as clean only under that same shellcheck version; any other shape, or another version, is checked as
+before. The tests check every listed shape again and refuse a list that is out of date.
 
 Regenerate after changing a template or the library (about a minute):
 
