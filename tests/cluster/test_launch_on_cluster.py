@@ -270,6 +270,7 @@ def test_ray_engine_crash_on_the_head(deploy: Deploy) -> None:
     result = d.run("launch-cluster.sh")
     assert_failed(result, "spark1", "readiness", 120)
     assert "engine exited with status" in result.stderr
+    assert "log watch ended" not in result.stderr  # told by real docker logs -f, not by the exit file
 
 
 def test_rendezvous_never_completes_on_a_wrong_interface(deploy: Deploy) -> None:
