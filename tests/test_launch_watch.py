@@ -4,9 +4,12 @@ whose watch cannot run is inspected instead, and no watch outlives the launcher.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from tests.fakes.cluster import FakeCluster
+from tests.security.harness import launcher_functions
+from tests.specs import compile_spec, example
 
 NATIVE = "llama33-70b-2spark-native.yaml"
 RAY = "seed-qwen35-122b-2spark-ray.yaml"
@@ -109,3 +112,21 @@ def test_the_engine_watch_ends_with_a_ray_launch_that_succeeds(fake: FakeCluster
     # One look at the exit file, when the endpoint answered; none while it loaded.
     assert [argv for _, argv in fake.docker_calls("spark-a")].count(EXIT_FILE) == 1
     assert not watches_left(fake)
+
+
+def test_the_container_that_stopped_first_is_told_by_its_time_not_by_how_docker_wrote_it(tmp_path: Path) -> None:
+    """docker leaves trailing zeros out of FinishedAt: as text, 12:44:03.5Z sorts after 12:44:03.51Z."""
+    launch = compile_spec(example("llama33-70b-2spark-native")).files["launch-cluster.sh"]
+    functions = tmp_path / "launch-functions.sh"
+    functions.write_text(launcher_functions(launch), encoding="utf-8")
+    times = ["2026-12-01T12:44:03.51Z", "2026-12-01T12:44:03.5Z", "2026-12-01T12:44:03Z", "2026-12-01T12:44:02.999Z"]
+    script = 'source "$1"; shift; for t; do sortable_time "$t"; echo; done'
+    done = subprocess.run(["bash", "-c", script, "bash", str(functions), *times], capture_output=True, text=True)
+    sortable = done.stdout.split()
+    assert sortable == [
+        "2026-12-01T12:44:03.510000000Z",
+        "2026-12-01T12:44:03.500000000Z",
+        "2026-12-01T12:44:03.000000000Z",
+        "2026-12-01T12:44:02.999000000Z",
+    ], done.stderr
+    assert sorted(sortable) == [sortable[i] for i in (3, 2, 1, 0)]

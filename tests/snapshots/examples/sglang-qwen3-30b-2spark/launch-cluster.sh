@@ -2086,6 +2086,7 @@ require_running() {
     at_once_ok "$SCRATCH/state" "$i" && { read -r state finished <"$SCRATCH/state.$i" || state=missing; }
     i=$((i + 1))
     [[ $state == running ]] && continue
+    finished=$(sortable_time "$finished")
     if [[ -z $first || (-n $finished && ($first_at == "" || $finished < "$first_at")) ]]; then
       first=$node first_at=$finished first_state=$state
     fi
@@ -2095,6 +2096,16 @@ require_running() {
   # Steps of optional spec features are defined only in the scripts of specs that use them.
   if declare -F hook_failure >/dev/null; then first_state+=$(hook_failure "$first"); fi
   fail "$first" "container ${CONTAINER[$first]} is $first_state on $first"
+}
+# docker's FinishedAt (RFC 3339, its nanoseconds without trailing zeros: 12:44:03.5Z, 12:44:03Z) with a
+# fraction of 9 digits, so that times compare as text: as given, 12:44:03.5Z sorts after 12:44:03.51Z.
+sortable_time() {
+  if [[ $1 =~ ^([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(\.([0-9]+))?(.*)$ ]]; then
+    local fraction=${BASH_REMATCH[3]}000000000
+    printf '%s.%s%s' "${BASH_REMATCH[1]}" "${fraction:0:9}" "${BASH_REMATCH[4]}"
+  else
+    printf '%s' "$1"
+  fi
 }
 container_status() {
   on_node "$1" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$1]}" 2>/dev/null
