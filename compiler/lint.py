@@ -133,7 +133,12 @@ def _checks(
             texts[name] = part.text
             sources = _SOURCES.search(part.text)
             key = _key(f"{tools}\0{folder}", name, texts, texts if sources else ())
-            shipped = _key(f"{' '.join(SHELLCHECK_FLAGS)}\0{folder}", name, texts, texts if sources else ())
+            # A shape's key in compiler/shipped_shapes.py's list: no tool's identity (the list names the version).
+            shipped = (
+                _key(f"{' '.join(SHELLCHECK_FLAGS)}\0shape", name, texts, texts if sources else ())
+                if folder == "shape"
+                else ""
+            )
             chunks: tuple[Check, ...] = ()
             if folder == "values" and not sources:  # a chunk is checked alone: it must not need another file
                 chunks = tuple(
@@ -147,7 +152,6 @@ def _checks(
                     )
                     for i, c in enumerate(layout.chunks)
                 )
-            shipped = shipped if folder == "shape" else ""
             checks.append(Check(name, folder, part.text, part.lines, key, chunks=chunks, shipped_key=shipped))
     return checks
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from compiler.diagnostics import Diagnostic, error, show_key
 from compiler.loader import load_text
 from compiler.resources import data_dir
-from compiler.schema_fast import surely_valid
+from compiler.schema_fast import is_integer, is_number, surely_valid
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -36,18 +36,6 @@ def editor_schema(name: str = "spec.schema.json") -> dict[str, Any]:
     return schema
 
 
-def _is_integer(checker: Any, instance: Any) -> bool:
-    # What YAML calls an integer: jsonschema's own "integer" takes 8000.0, which reaches a script as "8000.0".
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-def _is_number(checker: Any, instance: Any) -> bool:
-    # .nan and .inf compare false with every bound, so minimum and maximum would let them through.
-    if isinstance(instance, bool) or not isinstance(instance, (int, float)):
-        return False
-    return not isinstance(instance, float) or math.isfinite(instance)
-
-
 @cache
 def _validator_class() -> Any:
     # Imported only for a spec that may be invalid: jsonschema takes longer to import than a valid spec
@@ -55,7 +43,9 @@ def _validator_class() -> Any:
     from jsonschema import Draft202012Validator
     from jsonschema.validators import extend
 
-    checker = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
+    checker = Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": lambda _, value: is_integer(value), "number": lambda _, value: is_number(value)}
+    )
     return extend(Draft202012Validator, type_checker=checker)
 
 
@@ -190,7 +180,7 @@ def _type_message(instance: Any, names: list[str]) -> str:
 def _is_type(value: Any, name: str) -> bool:
     if name == "boolean":
         return isinstance(value, bool)
-    return (name == "integer" and _is_integer(None, value)) or (name == "number" and _is_number(None, value))
+    return (name == "integer" and is_integer(value)) or (name == "number" and is_number(value))
 
 
 def to_plain_scalar(text: str) -> Any:

@@ -34,19 +34,21 @@ def surely_valid(data: Any, schema: dict[str, Any]) -> bool:
         return False
 
 
-def _is_integer(value: Any) -> bool:
+def is_integer(value: Any) -> bool:
+    """What YAML calls an integer: jsonschema's own "integer" takes 8000.0, which reaches a script as "8000.0"."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A finite number: .nan and .inf compare false with every bound, so minimum and maximum would pass them."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return not isinstance(value, float) or math.isfinite(value)
 
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
-    "integer": _is_integer,
-    "number": _is_number,
+    "integer": is_integer,
+    "number": is_number,
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),
     "object": lambda v: isinstance(v, dict),
@@ -167,7 +169,7 @@ def _string(check: Callable[[Any, Any], bool]) -> Rule:
 
 
 def _number(check: Callable[[Any, Any], bool]) -> Rule:
-    return lambda value, rule, schema, root: not _is_number(value) or check(value, rule)
+    return lambda value, rule, schema, root: not is_number(value) or check(value, rule)
 
 
 def _array(check: Callable[[Any, Any], bool]) -> Rule:
