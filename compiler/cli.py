@@ -2,13 +2,14 @@
 
 Exit codes: 0 success; 1 the spec has errors (or --check found differences); 2 usage error, or a
 spec or output folder the user must fix (unreadable, not writable, disk full); 3 a bug in sparkc
-(please report it); 130 interrupted.
+(it names the command and version); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -24,7 +25,6 @@ if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads cl
     from compiler.profiles import Profile
 
 EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-ISSUES_URL = "https://github.com/sparkc/sparkc/issues"
 
 _format_option = click.option(
     "--format",
@@ -326,16 +326,38 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("interrupted", err=True)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug in sparkc: one clear paragraph, the traceback only on request
-        if _json_errors:
-            _error_json("bug", f"sparkc {__version__} hit a bug: {type(exc).__name__}: {exc}", EXIT_BUG)
-        click.echo(f"sparkc {__version__} hit a bug: {type(exc).__name__}: {exc}", err=True)
-        click.echo(f"Please report it at {ISSUES_URL} with the spec and this message.", err=True)
-        if os.environ.get("SPARKC_DEBUG"):
-            traceback.print_exc()
-        else:
-            click.echo("(set SPARKC_DEBUG=1 to see the traceback)", err=True)
+        _report_bug(exc, sys.argv[1:] if argv is None else argv)
         return EXIT_BUG
     return EXIT_OK
+
+
+def _report_bug(exc: Exception, argv: list[str]) -> None:
+    """A bug in sparkc: the command, the version and the error in one paragraph; the traceback on request."""
+    message = f"sparkc {__version__} hit a bug: {type(exc).__name__}: {exc}"
+    if _json_errors:
+        _error_json("bug", message, EXIT_BUG)
+    click.echo(f"{message}\n  command: {shlex.join(['sparkc', *argv])}", err=True)
+    if os.environ.get("SPARKC_DEBUG"):
+        traceback.print_exc()
+    else:
+        click.echo("  set SPARKC_DEBUG=1 and run it again for the traceback", err=True)
+    if url := _issues_url():
+        click.echo(f"  please report it at {url} with the command, the spec and the traceback", err=True)
+
+
+def _issues_url() -> str | None:
+    """Where the installed package's metadata says bugs go (a `[project.urls]` entry), if it names one."""
+    from importlib import metadata
+
+    try:
+        entries = metadata.metadata("sparkc").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in entries:
+        label, _, url = entry.partition(",")
+        if label.strip().lower().replace(" ", "") in {"issues", "bugtracker", "bugs", "tracker"}:
+            return str(url).strip()
+    return None
 
 
 def _register_setup_commands() -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,22 @@ from tests.fakes.cluster import FakeCluster
 # The simulated cluster's fixtures, registered here once for tests/cluster and tests/simcluster/tests:
 # a session fixture defined in two conftests would make two clusters.
 from tests.simcluster.fixtures import run_container, sim_cluster, sim_model_dir  # noqa: F401
+from tests.product import COMPILER_DIR, INSTALLED
 from tests.specs import ROOT
+
+
+def pytest_report_header() -> str:
+    return f"sparkc under test: {COMPILER_DIR} ({'installed' if INSTALLED else 'the source checkout'})"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under CI the suite proves what users install: a `compiler` imported from the checkout fails the run."""
+    if os.environ.get("CI") and not INSTALLED:
+        pytest.exit(
+            f"CI must test the installed sparkc, but `compiler` was imported from the checkout ({COMPILER_DIR}): "
+            "install the wheel (pip install '.[test]', not -e) and run pytest with --import-mode=append",
+            returncode=4,
+        )
 
 
 @pytest.fixture(autouse=True, scope="session")

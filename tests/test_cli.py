@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compiler import pipeline
+from compiler import __version__, pipeline
 from compiler.cli import cli, main
+from tests.product import PACKAGE_HOME
 from tests.specs import EXAMPLES, dump, example, with_changes
 
 SEED = EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml"
@@ -103,7 +104,7 @@ def test_explain_shows_sources_per_node(runner: CliRunner) -> None:
 def test_schema_and_version(runner: CliRunner) -> None:
     schema = json.loads(runner.invoke(cli, ["schema"]).output)
     assert schema["title"] == "sparkc deployment spec"
-    assert "0.1.0" in runner.invoke(cli, ["--version"]).output
+    assert __version__ in runner.invoke(cli, ["--version"]).output
 
 
 def test_exit_codes_through_main(tmp_path: Path, capsys) -> None:
@@ -117,7 +118,7 @@ def test_exit_codes_through_main(tmp_path: Path, capsys) -> None:
     assert main(["validate", str(binary)]) == 2
 
 
-def test_a_bug_says_please_report_without_traceback(monkeypatch, capsys, tmp_path: Path) -> None:
+def test_a_bug_names_the_command_and_version_without_traceback(monkeypatch, capsys, tmp_path: Path) -> None:
     def broken(*args, **kwargs):
         raise KeyError("oops")
 
@@ -126,7 +127,13 @@ def test_a_bug_says_please_report_without_traceback(monkeypatch, capsys, tmp_pat
     monkeypatch.setattr(pipeline, "compile_text", broken)
     assert main(["validate", str(SEED)]) == 3
     err = capsys.readouterr().err
-    assert "hit a bug" in err and "Please report" in err and "Traceback" not in err
+    assert f"sparkc {__version__} hit a bug: KeyError" in err and "Traceback" not in err
+    assert f"command: sparkc validate {SEED}" in err and "SPARKC_DEBUG=1" in err
+    assert "http" not in err  # pyproject.toml names no address for bug reports, so none is made up
+    monkeypatch.setenv("SPARKC_DEBUG", "1")
+    assert main(["validate", str(SEED)]) == 3
+    assert "Traceback" in capsys.readouterr().err
+    monkeypatch.delenv("SPARKC_DEBUG")
     assert main(["validate", str(SEED), "--format", "json"]) == 3
     error = json.loads(capsys.readouterr().out)["error"]
     assert error["kind"] == "bug" and error["exit_code"] == 3 and "KeyError" in error["message"]
@@ -136,7 +143,9 @@ def test_python_dash_m_works(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", "compiler", "validate", str(SEED)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "compiler", "validate", str(SEED)], cwd=PACKAGE_HOME, capture_output=True, text=True
+    )
     assert result.returncode == 0 and "valid" in result.stdout
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
-from tests.specs import EXAMPLES, ROOT
+from tests.product import PACKAGE_HOME
+from tests.specs import EXAMPLES
 
 SEED = EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml"
 
@@ -128,7 +129,7 @@ def test_help_and_the_check_of_an_unchanged_build_import_no_heavy_library(tmp_pa
     """`sparkc --help` loads click and no more; a --check the build cache answers loads no YAML, schema or
     template library either."""
     out = tmp_path / "out"
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(PACKAGE_HOME)}
     probe = (
         "import sys, runpy\n"
         "sys.argv = ['sparkc', *sys.argv[1:]]\n"

@@ -30,7 +30,8 @@ import compiler.pipeline as pipeline
 from compiler.cli import main
 from compiler.emit import differences, emit
 from compiler.pipeline import CompileResult, compile_text
-from tests.specs import EXAMPLES, ROOT
+from tests.product import PACKAGE_HOME
+from tests.specs import EXAMPLES
 
 OLD_SPEC = EXAMPLES / "solo-qwen3-32b.yaml"
 NEW_SPEC = EXAMPLES / "llama33-70b-2spark-native.yaml"
@@ -102,7 +103,7 @@ def child_env(slow: float = 0, drop_root: bool = False) -> dict[str, str]:
 
 def run_child(*argv: str | Path, slow: float = 0, drop_root: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        child(*argv), cwd=ROOT, env=child_env(slow, drop_root), capture_output=True, text=True, timeout=60
+        child(*argv), cwd=PACKAGE_HOME, env=child_env(slow, drop_root), capture_output=True, text=True, timeout=60
     )
 
 
@@ -192,7 +193,7 @@ def test_folder_on_another_file_system_compiles(tmp_path: Path) -> None:
     env = child_env() | {"OLD": str(OLD_SPEC), "NEW": str(NEW_SPEC), "OUT": str(out)}
     result = subprocess.run(
         ["unshare", "--mount", "sh", "-c", script, "sh", str(out), *child()],
-        cwd=ROOT,
+        cwd=PACKAGE_HOME,
         env=env,
         capture_output=True,
         text=True,
@@ -308,7 +309,7 @@ def test_many_compiles_into_one_folder_leave_one_complete_compile(
     env = child_env(slow=0.01) | {"GATE": "1", "ROUNDS": str(rounds)}
     procs = [
         subprocess.Popen(
-            child("compile", spec, "-o", out), cwd=ROOT, env=env, stdin=PIPE, stdout=PIPE, bufsize=0, text=True
+            child("compile", spec, "-o", out), cwd=PACKAGE_HOME, env=env, stdin=PIPE, stdout=PIPE, bufsize=0, text=True
         )
         for spec in specs
     ]
@@ -359,7 +360,7 @@ def test_sigint_or_sigterm_at_any_point_leave_the_old_or_the_new_compile(
         shutil.copytree(pristine, out)
         proc = subprocess.Popen(
             child("compile", NEW_SPEC, "-o", out),
-            cwd=ROOT,
+            cwd=PACKAGE_HOME,
             env=child_env(slow=0.03),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -412,7 +413,11 @@ def test_a_switch_killed_outright_is_finished_by_the_next_compile(
     _old_folder(expected, old)
     emit(new.files, expected)
     proc = subprocess.Popen(
-        child("compile", NEW_SPEC, "-o", out), cwd=ROOT, env=child_env(slow=0.03), stdout=subprocess.PIPE, text=True
+        child("compile", NEW_SPEC, "-o", out),
+        cwd=PACKAGE_HOME,
+        env=child_env(slow=0.03),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     replaced = 0

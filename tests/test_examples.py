@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from compiler.diagnostics import Severity, format_text
 from compiler.pipeline import Beside, CompileResult
 from compiler.plan import PATCHES_DIR
+from tests.product import SPARKC
 from tests.specs import EXAMPLES, ROOT, compile_spec
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
@@ -56,18 +56,17 @@ PROCESS_ENVS = (
 
 
 def compile_in_process(example: Path, workdir: Path, env: dict[str, str]) -> dict[str, tuple[bytes, bool]]:
-    """`python -m compiler compile` of a copy of the example at the same relative path, run in `workdir`;
+    """`sparkc compile` of a copy of the example at the same relative path, run in `workdir`;
     returns each written file's bytes and whether it is executable."""
     spec = workdir / example.relative_to(ROOT)
     spec.parent.mkdir(parents=True)
     shutil.copyfile(example, spec)
     if (example.parent / PATCHES_DIR).is_dir():  # hooks' patch folders, beside the examples
         shutil.copytree(example.parent / PATCHES_DIR, spec.parent / PATCHES_DIR)
-    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     run = subprocess.run(
-        [sys.executable, "-m", "compiler", "compile", str(example.relative_to(ROOT)), "-o", "out"],
+        [*SPARKC, "compile", str(example.relative_to(ROOT)), "-o", "out"],
         cwd=workdir,
-        env={**os.environ, "PYTHONPATH": pythonpath, **env},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=120,

@@ -13,7 +13,6 @@ import os
 import re
 import resource
 import subprocess
-import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from tests.fuzzing import (
     spec_file,
     valid_leaning_examples,
 )
+from tests.product import SPARKC
 from tests.specs import ROOT, diagnostics_text
 
 pytestmark = pytest.mark.fuzz
@@ -97,8 +97,7 @@ def test_any_yaml_in_a_process_with_bounded_time_and_memory(workdir: Path, text:
     spec = spec_file(workdir, text)
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "compiler", "validate", str(spec)],
-            cwd=ROOT,
+            [*SPARKC, "validate", str(spec)],
             env={**os.environ, "SPARKC_DEBUG": "1"},
             capture_output=True,
             text=True,
@@ -193,7 +192,7 @@ def test_valid_specs_compile_to_clean_scripts_the_same_every_time(
 
 def _sparkc(args: list[str], hash_seed: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    return subprocess.run([sys.executable, "-m", "compiler", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    return subprocess.run([*SPARKC, *args], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
 @examples(3)

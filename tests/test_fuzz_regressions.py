@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fuzzing import cpu_budget, run_cli
-from tests.specs import ROOT, compile_spec, diagnostics_text, dump, example, with_changes
+from tests.product import SPARKC
+from tests.specs import compile_spec, diagnostics_text, dump, example, with_changes
 
 pytestmark = pytest.mark.fuzz  # `pytest -m fuzz` runs them with the fuzz tests (plain `pytest` runs them too)
 
@@ -129,8 +129,7 @@ def test_nested_aliases_are_refused_within_bounded_time_and_memory(tmp_path: Pat
     spec = tmp_path / "spec.yaml"
     spec.write_text("\n".join(levels) + "\n", encoding="utf-8")
     run = subprocess.run(
-        [sys.executable, "-m", "compiler", "validate", str(spec)],
-        cwd=ROOT,
+        [*SPARKC, "validate", str(spec)],
         capture_output=True,
         text=True,
         preexec_fn=_small_limits,

@@ -6,13 +6,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 
 from compiler.precommit import run
+from tests.product import SPARKC
 from tests.specs import EXAMPLES, ROOT
 
 
@@ -44,7 +44,7 @@ def test_compile_check_hook_finds_stale_output(tmp_path: Path) -> None:
     out = tmp_path / "{stem}"
     assert run(["compile-check", "-o", str(out), str(spec)]) == 1  # nothing compiled yet
     subprocess.run(
-        [sys.executable, "-m", "compiler", "compile", str(spec), "-o", str(tmp_path / spec.stem)],
+        [*SPARKC, "compile", str(spec), "-o", str(tmp_path / spec.stem)],
         check=True,
         capture_output=True,
         cwd=ROOT,
@@ -58,18 +58,14 @@ def test_compile_check_hook_finds_stale_output(tmp_path: Path) -> None:
 )
 def test_click_produces_a_completion_script(shell: str, marker: str) -> None:
     env = {**os.environ, "_SPARKC_COMPLETE": f"{shell}_source"}
-    done = subprocess.run(
-        [sys.executable, "-m", "compiler"], env=env, capture_output=True, text=True, cwd=ROOT, check=False
-    )
+    done = subprocess.run(SPARKC, env=env, capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     assert marker in done.stdout and "_SPARKC_COMPLETE" in done.stdout
 
 
 def test_completion_offers_the_commands() -> None:
     env = {**os.environ, "_SPARKC_COMPLETE": "bash_complete", "COMP_WORDS": "sparkc co", "COMP_CWORD": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "compiler"], env=env, capture_output=True, text=True, cwd=ROOT, check=False
-    )
+    done = subprocess.run(SPARKC, env=env, capture_output=True, text=True, cwd=ROOT, check=False)
     assert "plain,compile" in done.stdout.splitlines()
 
 
@@ -77,7 +73,5 @@ def test_bash_accepts_the_completion_script() -> None:
     bash = shutil.which("bash")
     assert bash
     env = {**os.environ, "_SPARKC_COMPLETE": "bash_source"}
-    script = subprocess.run(
-        [sys.executable, "-m", "compiler"], env=env, capture_output=True, text=True, cwd=ROOT, check=True
-    ).stdout
+    script = subprocess.run(SPARKC, env=env, capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert subprocess.run([bash, "-n"], input=script, text=True, check=False).returncode == 0

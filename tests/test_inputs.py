@@ -17,6 +17,7 @@ from compiler.diagnostics import Diagnostic, Severity
 from compiler.loader import MAX_ALIAS_EXPANSION, MAX_DEPTH, MAX_SPEC_BYTES, to_plain
 from compiler.pipeline import compile_text
 from compiler.schema import load_schema, validate
+from tests.product import PACKAGE_HOME
 from tests.specs import EXAMPLES, ROOT
 
 SOLO = (EXAMPLES / "solo-qwen3-32b.yaml").read_text(encoding="utf-8")
@@ -350,7 +351,7 @@ def test_ctrl_c_while_modules_import_is_a_clean_interrupt(how: str, tmp_path: Pa
         [sys.executable, "-c", script, how, str(EXAMPLES / "solo-qwen3-32b.yaml")],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=PACKAGE_HOME,
         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},  # no earlier validation answers: it imports
     )
     assert (result.returncode, result.stderr, result.stdout) == (130, "interrupted\n", "")

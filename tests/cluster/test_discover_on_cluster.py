@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from compiler.pipeline import compile_text
+from tests.product import SPARKC
 from tests.simcluster import SimCluster
 from tests.specs import ROOT, dump, example
 
@@ -93,7 +93,7 @@ def test_discover_reads_every_node_and_its_section_compiles(sim_cluster: SimClus
                 stack.enter_context(twin_on_the_fabric_subnet(sim_cluster, n.name, twin_ip))
             stack.enter_context(fake_infiniband(sim_cluster, n.name, devices, tmp_path))
         unreachable = "10.77.0.99"  # no node has it
-        argv = [sys.executable, "-m", "compiler", "discover", "--connect-timeout", "5"]
+        argv = [*SPARKC, "discover", "--connect-timeout", "5"]
         done = sim_cluster.exec(
             nodes[0].name, [*argv, *(n.mgmt_ip for n in nodes), unreachable], cwd=str(ROOT), timeout=120
         )
