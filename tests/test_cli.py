@@ -147,21 +147,3 @@ def test_python_dash_m_works(tmp_path: Path) -> None:
         [sys.executable, "-m", "compiler", "validate", str(SEED)], cwd=PACKAGE_HOME, capture_output=True, text=True
     )
     assert result.returncode == 0 and "valid" in result.stdout
-
-
-def test_wheel_carries_templates_schemas_and_profiles(tmp_path: Path, root: Path) -> None:
-    """`pip install .` must give a working sparkc: the data folders travel inside the package."""
-    import subprocess
-    import sys
-    import zipfile
-
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
-        check=True,
-        capture_output=True,
-    )
-    (wheel,) = tmp_path.glob("sparkc-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    for folder, suffix in (("templates", ".j2"), ("schemas", ".json"), ("profiles", ".yaml")):
-        expected = {f"compiler/{folder}/{p.name}" for p in (root / folder).glob(f"*{suffix}")}
-        assert expected and expected <= names, folder
