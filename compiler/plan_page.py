@@ -157,7 +157,8 @@ def _diagram(plan: Plan, view: RunsWhere) -> str:
     if split:
         lines.append('  control(["control plane"])')
     for n in view.nodes:
-        lines.append(f'  n{n.rank}["{mermaid_text(n.name)} ({n.role}, rank {n.rank}, {n.gpus} GPU)"]')
+        gpus = f"{n.gpus} GPU" + ("" if n.gpus == 1 else "s")
+        lines.append(f'  n{n.rank}["{mermaid_text(n.name)} ({n.role}, rank {n.rank}, {gpus})"]')
     for n in view.nodes:
         link = " ".join([n.fabric_netdev, n.fabric_ip, *n.hcas])
         lines.append(f'  n{n.rank} ---|"{mermaid_text(link)}"| fabric')
@@ -176,7 +177,7 @@ def _per_node_env(view: RunsWhere) -> str:
         rows = [(code(r.name), *(code(v) if v else "(unset)" for v in r.values)) for r in view.differing_env]
         differing = _table(header, rows)
     else:
-        differing = "Every node's environment is the same."
+        differing = "One node: nothing differs." if len(view.nodes) == 1 else "Every node's environment is the same."
     shared = ""
     if view.shared_env:
         rows = [
