@@ -232,7 +232,7 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
         _echo_json({"diagnostics": build.json_report, "out": str(out_dir), "written": written, "removed": stale})
         return
     scripts = ", ".join(sorted(n for n in build.files if n.endswith(".sh")))
-    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, manifest.json)")
+    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, PLAN.md, manifest.json)")
     if stale:
         click.echo(f"removed files an earlier compile wrote: {', '.join(stale)}")
     click.echo(
@@ -276,19 +276,17 @@ def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | No
 @_format_option
 @_profiles_option
 def explain_command(spec: Path, fmt: str, profiles_dir: Path | None) -> None:
-    """Show every resolved setting, per node, and where it came from (spec, default, profile, derived)."""
-    from dataclasses import asdict
-
+    """Show each resolved setting per node with where it came from, and what runs where (each node's command)."""
     _formatted(fmt)
     result = _compile(spec, False, profiles_dir, render_files=False)
     if not result.ok or result.plan is None:
         _report(result, fmt)
         sys.exit(EXIT_SPEC)
-    if fmt == "json":
-        click.echo(json.dumps(asdict(result.plan), indent=2, sort_keys=True))
-        return
-    from compiler.explain_view import explain_text
+    from compiler.explain_view import explain_json, explain_text
 
+    if fmt == "json":
+        click.echo(json.dumps(explain_json(result.plan), indent=2, sort_keys=True))
+        return
     _report(result, "text")
     click.echo(explain_text(result.plan))
 

@@ -1,8 +1,17 @@
-"""`sparkc explain` as text: every resolved setting, per node, with where it came from."""
+"""`sparkc explain`: every resolved setting, per node, with where it came from, and what runs where."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from typing import Any
+
 from compiler.plan import Plan
+from compiler.runs_where import RunsWhere, runs_where, shown
+
+
+def explain_json(plan: Plan) -> dict[str, Any]:
+    """The plan's own keys, and under `runs_where` the same rows as the text's last part and PLAN.md."""
+    return {**asdict(plan), "runs_where": asdict(runs_where(plan))}
 
 
 def explain_text(plan: Plan) -> str:
@@ -41,4 +50,34 @@ def explain_text(plan: Plan) -> str:
             )
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *runs_where_lines(plan, runs_where(plan))])
+
+
+def runs_where_lines(plan: Plan, view: RunsWhere) -> list[str]:
+    """The command lines per node, as PLAN.md shows them: the head's once, each other node's differences."""
+    waves = "; then ".join(", ".join(wave) for wave in plan.start_waves)
+    lines = [
+        f"what runs where (containers started in waves: {waves}):",
+        f"  {view.head} (head) runs, besides an -e NAME=VALUE for each variable of its environment:",
+        *(f"    {shown(group)}" for group in view.container),
+    ]
+    for node in view.nodes:
+        if node.name == view.head:
+            continue
+        lines.append(f"  {node.name} ({node.role}, rank {node.rank}, over ssh {node.ssh}) runs the same but for:")
+        for c in node.changes:
+            if c.head and c.node:
+                lines.append(f"    {shown(c.head)} -> {shown(c.node)}")
+            else:
+                lines.append(f"    {'+ ' + shown(c.node) if c.node else '- ' + shown(c.head)}")
+    if view.engine:
+        lines.append(
+            f"  then, once Ray reports every node, docker exec in {plan.head_node.container_name} runs the engine:"
+        )
+        lines += [f"    {shown(group)}" for group in view.engine]
+    if view.differing_env:
+        lines.append("  environment that differs per node:")
+        for row in view.differing_env:
+            values = "  ".join(f"{n.name}={v or '(unset)'}" for n, v in zip(view.nodes, row.values, strict=True))
+            lines.append(f"    {row.name:<30} {values}")
+    return lines

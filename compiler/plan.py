@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from compiler.patches import PatchFile
-from compiler.spec import Backend, EngineKind, EntrypointMode, Source
+from compiler.spec import Backend, EngineKind, EntrypointMode, Source, Topology
 
 # A command line as groups of words: a flag with its value, or one word alone. The words are what
 # runs; the groups only decide how a reviewer sees them (one group per line).
@@ -174,6 +174,7 @@ class Plan:
     name: str
     engine_kind: EngineKind
     backend: Backend  # single-node runs are native with one node
+    topology: Topology  # how the fabric is cabled, as the spec says or its default for the node count
     image: str
     profile: str  # profile id, "" when unknown
     entrypoint_mode: EntrypointMode  # never auto: already decided

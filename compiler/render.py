@@ -16,6 +16,7 @@ from compiler.emit import MANIFEST
 from compiler.layout import Layout, library, marking, split, value_filter
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.plan import PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
+from compiler.plan_page import PAGE, plan_page
 from compiler.resources import data_dir
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ def environment() -> jinja2.Environment:
 
 def render(plan: Plan) -> dict[str, str]:
     files = {name: environment().get_template(name + ".j2").render(plan=plan) for name in SCRIPTS}
+    files[PAGE] = plan_page(plan)
     files[MANIFEST] = manifest(plan, files)
     return files
 

@@ -26,12 +26,18 @@ def test_compile_writes_scripts_and_check_passes(runner: CliRunner, tmp_path: Pa
     result = runner.invoke(cli, ["compile", str(SEED), "-o", str(out)])
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["distribute.sh", "launch-cluster.sh", "logs.sh", "manifest.json", "status.sh", "stop-cluster.sh"]
+    scripts = ["distribute.sh", "launch-cluster.sh", "logs.sh", "manifest.json", "status.sh", "stop-cluster.sh"]
+    assert names == ["PLAN.md", *scripts]
     assert (out / "launch-cluster.sh").stat().st_mode & 0o111
+    assert not (out / "PLAN.md").stat().st_mode & 0o111
     assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out), "--check"]).exit_code == 0
     (out / "status.sh").write_text("#!/bin/sh\n")
     check = runner.invoke(cli, ["compile", str(SEED), "-o", str(out), "--check"])
     assert check.exit_code == 1 and "status.sh" in check.output
+    assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out)]).exit_code == 0
+    (out / "PLAN.md").write_text("# edited by hand\n")  # the page is checked like the scripts
+    check = runner.invoke(cli, ["compile", str(SEED), "-o", str(out), "--check"])
+    assert check.exit_code == 1 and "PLAN.md" in check.output
 
 
 def test_recompiling_another_spec_removes_only_files_sparkc_wrote(runner: CliRunner, tmp_path: Path) -> None:

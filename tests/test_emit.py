@@ -170,6 +170,7 @@ def test_writable_folder_under_a_read_only_parent_compiles(open_tmp: Path) -> No
     result = run_child("compile", OLD_SPEC, "-o", out, drop_root=True)
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
+        "PLAN.md",
         "distribute.sh",
         "launch-cluster.sh",
         "logs.sh",
@@ -202,7 +203,8 @@ def test_folder_on_another_file_system_compiles(tmp_path: Path) -> None:
     if result.returncode == 99:
         pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [
+    assert sorted(result.stdout.split()) == [  # sorted: ls orders by the locale
+        "PLAN.md",
         "distribute.sh",
         "launch-cluster.sh",
         "logs.sh",

@@ -48,6 +48,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         name=d.spec.name,
         engine_kind=d.engine.kind,
         backend=d.backend,
+        topology=d.topology,
         image=d.spec.container.image,
         profile=d.profile.id if d.profile else "",
         entrypoint_mode=d.entrypoint.mode,
