@@ -88,15 +88,22 @@ def init_command(nodes: int | None, from_discover: Path | None, name: str, out: 
     if not checked.ok:  # a name or a discovered value the spec refuses: say which, write nothing
         problems = "; ".join(f"line {d.line}: {d.message}" for d in checked.diagnostics if d.severity == "error")
         raise UsageProblem(f"the starter spec would not validate ({problems}); write nothing")
+    _write_new(out, text, "init")
+    marked = text.count(init_spec.CHANGE)
+    click.echo(f"wrote {out}: replace the {marked} value(s) marked CHANGE, then: sparkc compile {out} -o build/")
+
+
+def _write_new(out: Path, text: str, command: str) -> None:
+    """Write a new file `out`: never over an existing file, nor through a link (exclusive create: a name
+    that exists, even as a dangling link, is refused)."""
     try:
         with out.open("x", encoding="utf-8") as stream:
             stream.write(text)
     except FileExistsError:
-        raise UsageProblem(f"{out} exists; sparkc init never overwrites a file: choose another name with -o") from None
+        message = f"{out} exists; sparkc {command} never overwrites a file: choose another name with -o"
+        raise UsageProblem(message) from None
     except OSError as exc:
         raise UsageProblem(f"{out}: cannot write: {exc.strerror}") from None
-    marked = text.count(init_spec.CHANGE)
-    click.echo(f"wrote {out}: replace the {marked} value(s) marked CHANGE, then: sparkc compile {out} -o build/")
 
 
 @click.command("setup-fabric")
@@ -186,10 +193,7 @@ def import_command(recipe: Path, out_file: Path | None) -> None:
     if out_file is None:
         click.echo(imported.spec_text, nl=False)
         return
-    try:
-        out_file.write_text(imported.spec_text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageProblem(f"{out_file}: cannot write: {exc.strerror}") from None
+    _write_new(out_file, imported.spec_text, "import")
     click.echo(f"wrote {out_file}; replace every PLACEHOLDER, then: sparkc validate {out_file}", err=True)
 
 

@@ -18,6 +18,10 @@ class UnreadableFile(Exception):
     """Why a file cannot be read; the message names the path and says what to do."""
 
 
+class TooLarge(UnreadableFile):
+    """The file is larger than the limit it was read with."""
+
+
 def read_bytes(path: Path, limit: int, *, follow_symlinks: bool = True) -> bytes:
     """The bytes of the regular file `path`; UnreadableFile if it is missing, not a regular file, not
     readable or over `limit` bytes. With `follow_symlinks=False` a symbolic link is refused too."""
@@ -50,7 +54,7 @@ def read_bytes(path: Path, limit: int, *, follow_symlinks: bool = True) -> bytes
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > limit:
-        raise UnreadableFile(f"{path}: larger than {_size(limit)}; is this the right file?")
+        raise TooLarge(f"{path}: larger than {_size(limit)}; is this the right file?")
     return data
 
 
