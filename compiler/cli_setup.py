@@ -143,6 +143,9 @@ def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
     click.echo(f"wrote {out_dir / SCRIPT}: review it, then run it with --dry-run, then without")
 
 
+MAX_INSPECT_CHARS = 16 * 1024 * 1024  # `docker image inspect` of one image: a few KiB
+
+
 @click.command("profile")
 @click.argument("image")
 @click.option(
@@ -159,7 +162,13 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
     from compiler.profile_draft import InspectError, draft, parse_inspect
 
     if inspect_file is not None:
-        text = inspect_file.read()
+        # A pipe is fine here ('-', or <(docker image inspect ...)); an endless one is cut at the limit.
+        try:
+            text = inspect_file.read(MAX_INSPECT_CHARS + 1)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageProblem(f"cannot read the inspect output {inspect_file.name}: {exc}") from None
+        if len(text) > MAX_INSPECT_CHARS:
+            raise UsageProblem(f"the inspect output {inspect_file.name} is over {MAX_INSPECT_CHARS} characters")
     else:
         try:
             run = subprocess.run(

@@ -249,3 +249,14 @@ def test_import_never_overwrites_a_file_nor_writes_through_a_link(
     assert not elsewhere.exists()
     assert main(["import", str(recipe), "-o", str(tmp_path / "new.yaml")]) == 0
     assert "PLACEHOLDER" in (tmp_path / "new.yaml").read_text()
+
+
+@pytest.mark.parametrize(("data", "message"), [(None, "is over"), (b"\xff\xfe{}", "cannot read the inspect output")])
+def test_profile_inspect_output_is_bounded_and_decoded(
+    tmp_path: Path, data: bytes | None, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = Path("/dev/zero") if data is None else tmp_path / "inspect.json"
+    if data is not None:
+        path.write_bytes(data)
+    assert main(["profile", "example/image:1", "--inspect", str(path)]) == 2
+    assert message in capsys.readouterr().err
