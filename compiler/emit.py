@@ -56,7 +56,17 @@ from compiler.folder_guard import (
     signals_held,
     sigterm_interrupts,
 )
-from compiler.out_records import JOURNAL, MANIFEST, foreign, journal, patch_files, previous_files, sha256_of, stale
+from compiler.out_records import (
+    JOURNAL,
+    MANIFEST,
+    MAX_OUTPUT_BYTES,
+    foreign,
+    journal,
+    patch_files,
+    previous_files,
+    sha256_of,
+    stale,
+)
 
 __all__ = ["MANIFEST", "Difference", "Emitted", "OutputFolderError", "compare", "differences", "emit"]
 
@@ -257,8 +267,13 @@ def _sync_folder(folder: Path) -> None:
 
 
 def _read(path: Path) -> bytes | None:
+    """A file of OUT as --check compares it: None where no regular file is (a pipe is never waited on), and
+    no more than sparkc ever writes (a larger file differs anyway: its first bytes show how)."""
     try:
-        return path.read_bytes()
+        if not stat.S_ISREG(path.stat().st_mode):
+            return None
+        with path.open("rb") as stream:
+            return stream.read(MAX_OUTPUT_BYTES)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from compiler.cli import main
-from tests.specs import EXAMPLES
+from tests.specs import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.security
 
@@ -264,3 +267,17 @@ def test_a_linked_out_patches_sends_no_write_outside_out(
     assert compile_into(hooks_spec, out) == 2
     assert "is a symbolic link, not a folder" in capsys.readouterr().err
     assert files_of(home) == before
+
+
+def test_check_never_waits_on_a_pipe_in_out(tmp_path: Path) -> None:
+    out = tmp_path / "build"
+    assert compile_into(SEED, out) == 0
+    (out / "status.sh").unlink()
+    os.mkfifo(out / "status.sh")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "compiler", "compile", str(SEED), "-o", str(out), "--check"]
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("compile --check hung on a FIFO in the output folder")
+    assert done.returncode == 1 and "status.sh: missing" in done.stderr
