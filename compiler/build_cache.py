@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compiler.cache import cache_home, file_state, write_quietly
+from compiler.user_files import UnreadableFile, read_bytes
 
 if TYPE_CHECKING:
     from compiler.pipeline import CompileResult
@@ -54,11 +55,8 @@ def spec_key(spec: Path, shown: str, recorded: str, strict: bool) -> str | None:
     if installation is None:
         return None
     try:
-        with spec.open("rb") as stream:
-            data = stream.read(MAX_SPEC_BYTES + 1)
-    except (OSError, ValueError):
-        return None
-    if len(data) > MAX_SPEC_BYTES:
+        data = read_bytes(spec, MAX_SPEC_BYTES)  # a FIFO or device: no key (the compile then says why)
+    except UnreadableFile:
         return None
     digest = hashlib.sha256(FORMAT + installation)
     for part in (shown, recorded, "strict" if strict else "plain"):

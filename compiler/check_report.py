@@ -14,7 +14,7 @@ MAX_WIDTH = 160
 
 _WHAT = {
     "missing": "missing from the output folder",
-    "stale": "written by an earlier compile; this spec no longer produces it",
+    "stale": "this spec does not produce it (an earlier compile wrote it, or it was put there by hand)",
     "unfinished": "a compile was killed while writing; compile again to finish",
 }
 

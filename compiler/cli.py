@@ -224,17 +224,19 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
             sys.exit(EXIT_SPEC)
         return
     try:
-        stale = emit(build.files, out_dir)
+        done = emit(build.files, out_dir, spare=(spec,))
     except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
         raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
     if fmt == "json":
         written = sorted(build.files)
-        _echo_json({"diagnostics": build.json_report, "out": str(out_dir), "written": written, "removed": stale})
+        _echo_json({"diagnostics": build.json_report, "out": str(out_dir), "written": written, **done.as_json()})
         return
     scripts = ", ".join(sorted(n for n in build.files if n.endswith(".sh")))
     click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, PLAN.md, manifest.json)")
-    if stale:
-        click.echo(f"removed files an earlier compile wrote: {', '.join(stale)}")
+    if done.removed:
+        click.echo(f"removed files an earlier compile wrote: {', '.join(done.removed)}")
+    if done.kept:
+        click.echo(done.kept_warning(out_dir), err=True)
     click.echo(
         f"next: copy {out_dir}/ to the head node ({build.head}) "
         f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"

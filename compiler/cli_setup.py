@@ -88,15 +88,22 @@ def init_command(nodes: int | None, from_discover: Path | None, name: str, out: 
     if not checked.ok:  # a name or a discovered value the spec refuses: say which, write nothing
         problems = "; ".join(f"line {d.line}: {d.message}" for d in checked.diagnostics if d.severity == "error")
         raise UsageProblem(f"the starter spec would not validate ({problems}); write nothing")
+    _write_new(out, text, "init")
+    marked = text.count(init_spec.CHANGE)
+    click.echo(f"wrote {out}: replace the {marked} value(s) marked CHANGE, then: sparkc compile {out} -o build/")
+
+
+def _write_new(out: Path, text: str, command: str) -> None:
+    """Write a new file `out`: never over an existing file, nor through a link (exclusive create: a name
+    that exists, even as a dangling link, is refused)."""
     try:
         with out.open("x", encoding="utf-8") as stream:
             stream.write(text)
     except FileExistsError:
-        raise UsageProblem(f"{out} exists; sparkc init never overwrites a file: choose another name with -o") from None
+        message = f"{out} exists; sparkc {command} never overwrites a file: choose another name with -o"
+        raise UsageProblem(message) from None
     except OSError as exc:
         raise UsageProblem(f"{out}: cannot write: {exc.strerror}") from None
-    marked = text.count(init_spec.CHANGE)
-    click.echo(f"wrote {out}: replace the {marked} value(s) marked CHANGE, then: sparkc compile {out} -o build/")
 
 
 @click.command("setup-fabric")
@@ -136,6 +143,9 @@ def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
     click.echo(f"wrote {out_dir / SCRIPT}: review it, then run it with --dry-run, then without")
 
 
+MAX_INSPECT_CHARS = 16 * 1024 * 1024  # `docker image inspect` of one image: a few KiB
+
+
 @click.command("profile")
 @click.argument("image")
 @click.option(
@@ -152,7 +162,13 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
     from compiler.profile_draft import InspectError, draft, parse_inspect
 
     if inspect_file is not None:
-        text = inspect_file.read()
+        # A pipe is fine here ('-', or <(docker image inspect ...)); an endless one is cut at the limit.
+        try:
+            text = inspect_file.read(MAX_INSPECT_CHARS + 1)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageProblem(f"cannot read the inspect output {inspect_file.name}: {exc}") from None
+        if len(text) > MAX_INSPECT_CHARS:
+            raise UsageProblem(f"the inspect output {inspect_file.name} is over {MAX_INSPECT_CHARS} characters")
     else:
         try:
             run = subprocess.run(
@@ -186,10 +202,7 @@ def import_command(recipe: Path, out_file: Path | None) -> None:
     if out_file is None:
         click.echo(imported.spec_text, nl=False)
         return
-    try:
-        out_file.write_text(imported.spec_text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageProblem(f"{out_file}: cannot write: {exc.strerror}") from None
+    _write_new(out_file, imported.spec_text, "import")
     click.echo(f"wrote {out_file}; replace every PLACEHOLDER, then: sparkc validate {out_file}", err=True)
 
 

@@ -1,5 +1,5 @@
-"""The output folder's guards: one compile at a time (a lock file), and SIGINT/SIGTERM held while
-files move in, so the folder is never left half switched."""
+"""The output folder's guards: one compile at a time (a lock file), SIGINT/SIGTERM held while files
+move in, so the folder is never left half switched, and the names and paths sparkc may write to."""
 
 from __future__ import annotations
 
@@ -7,12 +7,82 @@ import contextlib
 import fcntl
 import os
 import signal
+import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 LOCK = ".sparkc.lock"
+PATCHES = "patches"  # the folder a hooks patch folder is copied to (compiler.plan.PATCHES_DIR)
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+class OutputFolderError(Exception):
+    """The output folder cannot be written or read: the user's to fix (permissions, space, a file in the way)."""
+
+
+def own_name(name: object) -> bool:
+    """A name sparkc may have written into OUT: relative, '/'-separated, no part empty or hidden (so no
+    `..` and none of sparkc's own dot names), top level or inside the patches folder."""
+    if not isinstance(name, str) or not name or "\x00" in name or name.startswith("/"):
+        return False
+    parts = name.split("/")
+    return all(part and not part.startswith(".") for part in parts) and (len(parts) == 1 or parts[0] == PATCHES)
+
+
+def check_inside(base: Path, name: str) -> None:
+    """Every folder between `base` and `base/name` is a real folder (or missing): none is a symbolic link,
+    so a write or delete there stays inside `base`."""
+    folder = base
+    for part in name.split("/")[:-1]:
+        folder = folder / part
+        try:
+            mode = folder.lstat().st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(mode):
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "a file"
+            raise OutputFolderError(
+                f"{folder} is {what}, not a folder: sparkc writes only inside {base}; remove it and compile again"
+            )
+
+
+def plain_file(path: Path) -> bool:
+    """`path` is a regular file itself, not a link to one."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file `path` leads to, or None where there is none."""
+    try:
+        found = path.stat()
+    except (OSError, ValueError):
+        return None
+    return found.st_dev, found.st_ino
+
+
+def check_out_dir(out_dir: Path, names: Iterable[str], spare: tuple[Path, ...]) -> None:
+    """Refuse `/` and the home folder as OUT (sparkc's files would mix with everything else there), and an
+    OUT where a file sparkc writes is one of `spare` (the spec: the compile would overwrite it)."""
+    real = Path(os.path.realpath(out_dir))
+    if real == Path("/"):
+        raise OutputFolderError(f"{out_dir} is the root folder: {_OWN_FOLDER}")
+    with contextlib.suppress(RuntimeError, KeyError):
+        if real == Path(os.path.realpath(Path.home())):
+            raise OutputFolderError(f"{out_dir} is your home folder: {_OWN_FOLDER}")
+    spared = {identity(path) for path in spare} - {None}
+    for name in names:
+        if identity(out_dir / name) in spared:
+            raise OutputFolderError(
+                f"{out_dir / name} is the spec itself, and the compile writes a file of that name there; "
+                "rename the spec or choose another folder with -o"
+            )
+
+
+_OWN_FOLDER = "sparkc writes its files into a folder of their own; choose one with -o, for example -o build"
 
 
 def same_file(fd: int, path: Path) -> bool:

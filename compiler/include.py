@@ -54,10 +54,8 @@ def include(spec: Document) -> tuple[ClusterFile | None, list[Diagnostic]]:
         return None, [*problems, _at_spec(spec, where, message)]
     shown = name if FilePath(name).is_absolute() else os.path.normpath(FilePath(spec.filename).parent / name)
     try:
-        if not FilePath(shown).is_file():  # a folder or a pipe: reading would fail or wait for ever
-            raise SpecReadError(f"{shown}: no such file" if not FilePath(shown).exists() else f"{shown}: not a file")
-        text = read_spec(FilePath(shown))
-    except (SpecReadError, OSError) as exc:
+        text = read_spec(FilePath(shown))  # a regular file only: a folder, pipe or device is refused
+    except SpecReadError as exc:
         message = f"cannot read the cluster file: {exc}" + (
             f" (it is '{name}' relative to this spec)" if name != shown else ""
         )

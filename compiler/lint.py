@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compiler.cache import cache_home, write_quietly
+from compiler.user_files import UnreadableFile, read_bytes
 
 if TYPE_CHECKING:
     from compiler.layout import Layout
@@ -297,9 +298,8 @@ class LintCache:
             return False
         path, expected = entry
         try:
-            with path.open("rb") as f:
-                return f.read(len(expected) + 1) == expected
-        except (OSError, ValueError):
+            return read_bytes(path, len(expected)) == expected
+        except UnreadableFile:
             return False
 
     def mark_clean(self, key: str) -> None:

@@ -7,6 +7,7 @@ expand to more than MAX_ALIAS_EXPANSION values, characters YAML forbids, lone su
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from compiler.diagnostics import Diagnostic, Path, Severity
+from compiler.user_files import TooLarge, UnreadableFile, read_bytes
 from compiler.yaml_errors import plain_message
 
 MAX_SPEC_BYTES = 1024 * 1024
@@ -56,14 +58,16 @@ class SpecReadError(Exception):
 def read_spec(path: FilePath) -> str:
     """The text of a spec file; reads at most MAX_SPEC_BYTES + 1 bytes, so /dev/zero or a huge file ends fast."""
     try:
-        with path.open("rb") as stream:
-            raw = stream.read(MAX_SPEC_BYTES + 1)
-    except FileNotFoundError:
-        raise SpecReadError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise SpecReadError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecReadError(f"{path}: {_too_large()}")
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # the generated files and the manifest record the name, as UTF-8 text
+        shown = str(os.fsencode(path))[2:-1]
+        raise SpecReadError(f"{shown}: the file name is not UTF-8 (shown escaped); rename the file") from None
+    try:
+        raw = read_bytes(path, MAX_SPEC_BYTES)  # a regular file only: a FIFO or a device is refused at once
+    except TooLarge:
+        raise SpecReadError(f"{path}: {_too_large()}") from None
+    except UnreadableFile as exc:
+        raise SpecReadError(str(exc)) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

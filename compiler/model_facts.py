@@ -13,9 +13,11 @@ from pathlib import Path
 
 from compiler.cache import file_state
 from compiler.spec import Spec
+from compiler.user_files import UnreadableFile, read_text
 
 INDEX = "model.safetensors.index.json"
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # an index lists tensors by name: a few MB for the largest models
+MAX_REF_BYTES = 4096  # a Hugging Face cache ref holds one commit hash
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,8 @@ def _state(path: str) -> tuple[str, str]:
 
 def _resolved_snapshot(repo_folder: str, revision: str) -> str | None:
     try:
-        commit = (Path(repo_folder) / "refs" / revision).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError, ValueError):
+        commit = read_text(Path(repo_folder) / "refs" / revision, MAX_REF_BYTES).strip()
+    except (UnreadableFile, ValueError):
         return None
     return f"{repo_folder}/snapshots/{commit}" if commit else None
 
@@ -62,10 +64,8 @@ def _resolved_snapshot(repo_folder: str, revision: str) -> str | None:
 def _total_size(path: Path) -> int | None:
     """metadata.total_size of a safetensors index, or None where it is absent, unreadable or not a count."""
     try:
-        if path.stat().st_size > MAX_INDEX_BYTES:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        data = json.loads(read_text(path, MAX_INDEX_BYTES))  # a FIFO or /dev/zero: no facts, no wait
+    except (UnreadableFile, ValueError, RecursionError):
         return None
     meta = data.get("metadata") if isinstance(data, dict) else None
     total = meta.get("total_size") if isinstance(meta, dict) else None

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from compiler.diagnostics import display_path
-from compiler.loader import load_text, locate, to_plain
+from compiler.loader import MAX_SPEC_BYTES, load_text, locate, to_plain
 from compiler.resources import data_dir
 from compiler.schema import load_schema, validate
 from compiler.spec import EngineKind, EntrypointMode
+from compiler.user_files import UnreadableFile, read_text
 
 
 class ArgsStyle(StrEnum):
@@ -84,9 +85,9 @@ def load_user_profiles(folder: Path) -> tuple[Profile, ...]:
     profiles, errors = [], []
     for path in sorted(folder.glob("*.yaml")):
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            errors.append(f"{path}: cannot read: {exc}")
+            text = read_text(path, MAX_SPEC_BYTES)  # a FIFO among them must not hang the compile
+        except UnreadableFile as exc:
+            errors.append(str(exc))
             continue
         profile, problems = _load(text, str(path), path.stem)
         errors += problems

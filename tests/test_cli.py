@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def test_recompiling_another_spec_removes_only_files_sparkc_wrote(runner: CliRun
     (out / "notes.txt").write_text("mine")
     assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out)]).exit_code == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"]["old-script.sh"] = "0"
+    manifest["files"]["old-script.sh"] = hashlib.sha256(b"").hexdigest()  # as a compile records it
     (out / "manifest.json").write_text(json.dumps(manifest))
     (out / "old-script.sh").write_text("")
     result = runner.invoke(cli, ["compile", str(SEED), "-o", str(out)])

@@ -3,6 +3,7 @@ explained, results and errors as JSON; `--help` without the heavy libraries."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -98,11 +99,14 @@ def test_compile_as_json_lists_what_it_wrote_and_removed(tmp_path: Path, capsys:
     assert report["written"] == sorted(p.name for p in out.iterdir())
     assert report["removed"] == [] and report["out"] == str(out)
     manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"]["old.sh"] = "0"
+    manifest["files"]["old.sh"] = hashlib.sha256(b"").hexdigest()  # as a compile records it
+    manifest["files"]["edited.sh"] = hashlib.sha256(b"").hexdigest()
     (out / "manifest.json").write_text(json.dumps(manifest))
     (out / "old.sh").write_text("")
+    (out / "edited.sh").write_text("changed by hand\n")
     assert main(["compile", str(SEED), "-o", str(out), "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["removed"] == ["old.sh"]
+    report = json.loads(capsys.readouterr().out)
+    assert report["removed"] == ["old.sh"] and report["kept"] == ["edited.sh"]
 
 
 @pytest.mark.parametrize("command", ["compile", "validate", "explain"])

@@ -102,7 +102,7 @@ def test_a_cluster_file_holds_only_a_cluster_section(tmp_path: Path, text: str, 
     ("reference", "words"),
     [
         ("../missing.yaml", "cannot read the cluster file: {tmp}/missing.yaml: no such file"),
-        ("..", "cannot read the cluster file: {tmp}: not a file"),
+        ("..", "cannot read the cluster file: {tmp}: a folder, not a plain file"),
         ("~/cluster.yaml", "'~' is not expanded here"),
         ("", "must be the path of a cluster file"),
     ],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import random
@@ -339,7 +340,7 @@ def _old_folder(out: Path, old: CompileResult) -> None:
     emit(old.files, out)
     (out / "notes.txt").write_text("mine")
     manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"]["old-script.sh"] = "0"
+    manifest["files"]["old-script.sh"] = hashlib.sha256(b"echo old\n").hexdigest()  # as a compile records it
     (out / "manifest.json").write_text(json.dumps(manifest))
     (out / "old-script.sh").write_text("echo old\n")
 

@@ -1,0 +1,87 @@
+"""The one way sparkc reads a file a user (or whoever wrote a folder it reads) controls: a regular file
+only, at most a given number of bytes.
+
+A FIFO must not hang a compile and /dev/zero must not fill the memory: the file is opened with
+O_NONBLOCK (opening a FIFO for reading waits for a writer otherwise), checked with fstat to be a
+regular file, and read up to its limit plus one byte, so that a larger file is told apart without
+reading it whole.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+class UnreadableFile(Exception):
+    """Why a file cannot be read; the message names the path and says what to do."""
+
+
+class TooLarge(UnreadableFile):
+    """The file is larger than the limit it was read with."""
+
+
+def read_bytes(path: Path, limit: int, *, follow_symlinks: bool = True) -> bytes:
+    """The bytes of the regular file `path`; UnreadableFile if it is missing, not a regular file, not
+    readable or over `limit` bytes. With `follow_symlinks=False` a symbolic link is refused too."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise UnreadableFile(f"{path}: no such file") from None
+    except OSError as exc:
+        if not follow_symlinks and path.is_symlink():
+            raise UnreadableFile(f"{path}: a symbolic link, not a plain file; put the file itself there") from None
+        raise UnreadableFile(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL byte in the name
+        raise UnreadableFile(f"{path!r}: not a usable file name") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnreadableFile(f"{path}: {_kind(mode)}, not a plain file; name a regular file")
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise UnreadableFile(f"{path}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise TooLarge(f"{path}: larger than {_size(limit)}; is this the right file?")
+    return data
+
+
+def read_text(path: Path, limit: int, *, follow_symlinks: bool = True) -> str:
+    """As read_bytes, decoded as UTF-8 (UnreadableFile if it is not)."""
+    data = read_bytes(path, limit, follow_symlinks=follow_symlinks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UnreadableFile(f"{path}:{line}: not UTF-8 text (at byte {exc.start}); save it as UTF-8") from None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _size(limit: int) -> str:
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if limit >= size:
+            return f"{limit / size:g} {unit}"
+    return f"{limit} bytes"
