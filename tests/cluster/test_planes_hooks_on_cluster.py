@@ -3,6 +3,7 @@ with, the hooks' output in the container logs, a failing hook named by the launc
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,13 @@ def test_control_ip_not_on_the_control_netdev_fails_preflight(deploy: Deploy, si
     assert "is not an address of mgmt0" in launch.stderr
 
 
+def patches_beside_the_spec(spec_folder: Path) -> str:
+    """The example's patch folder copied beside the spec (deploy writes it into tmp_path): a spec names
+    its patches by a path inside its own folder."""
+    shutil.copytree(EXAMPLES / "patches" / "qwen3-fix", spec_folder / "patches" / "qwen3-fix", dirs_exist_ok=True)
+    return "patches/qwen3-fix"
+
+
 def test_hooks_example_runs_hooks_in_every_container(deploy: Deploy, sim_cluster: SimCluster, tmp_path: Path) -> None:
     hooks = ['echo "hook saw $(cat /sparkc/patches/gb10-tuning.patch | wc -l) line(s) on $(hostname)"']
     d = deploy(
@@ -58,7 +66,7 @@ def test_hooks_example_runs_hooks_in_every_container(deploy: Deploy, sim_cluster
         {
             "container.image": VLLM_IMAGE,
             "container.hooks.pre_engine": hooks,
-            "container.hooks.patches": str(EXAMPLES / "patches" / "qwen3-fix"),
+            "container.hooks.patches": patches_beside_the_spec(tmp_path),
         },
     )
     launch = d.run("launch-cluster.sh")
@@ -71,7 +79,9 @@ def test_hooks_example_runs_hooks_in_every_container(deploy: Deploy, sim_cluster
     assert d.run("stop-cluster.sh").returncode == 0
 
 
-def test_a_failing_hook_fails_the_launch_naming_node_and_hook(deploy: Deploy, sim_cluster: SimCluster) -> None:
+def test_a_failing_hook_fails_the_launch_naming_node_and_hook(
+    deploy: Deploy, sim_cluster: SimCluster, tmp_path: Path
+) -> None:
     failing = '[ "$(hostname)" != spark2 ]'
     d = deploy(
         "qwen3-32b-2spark-hooks.yaml",
@@ -79,7 +89,7 @@ def test_a_failing_hook_fails_the_launch_naming_node_and_hook(deploy: Deploy, si
         {
             "container.image": VLLM_IMAGE,
             "container.hooks.pre_engine": ["true", failing],
-            "container.hooks.patches": str(EXAMPLES / "patches" / "qwen3-fix"),
+            "container.hooks.patches": patches_beside_the_spec(tmp_path),
         },
     )
     launch = d.run("launch-cluster.sh")
