@@ -112,7 +112,7 @@ def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
     from compiler.pipeline import GeneratedScriptError
     from compiler.schema import load_schema, with_defaults
     from compiler.setup_fabric import SCRIPT, fabric_plan, render_setup
-    from compiler.spec import build_spec
+    from compiler.spec_build import build_spec
 
     result = _compile(spec, strict=False, profiles_dir=None, render_files=False)
     if not result.ok or result.plan is None:
