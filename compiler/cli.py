@@ -1,4 +1,4 @@
-"""The command line: a thin face over compiler.pipeline. The only module that knows click and exit codes.
+"""The command line: a thin face over compiler.pipeline. Only it, cli_setup and cli_spec know click and exit codes.
 
 Exit codes: 0 success; 1 the spec has errors (or --check found differences); 2 usage error, or a
 spec or output folder the user must fix (unreadable, not writable, disk full); 3 a bug in sparkc
@@ -18,13 +18,22 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from compiler import __version__
+from compiler.cli_spec import (
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SPEC,
+    EXIT_USAGE,
+    compile_spec,
+    echo_json,
+    profiles_folder,
+    recorded_name,
+    report,
+)
 
 if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads click and no more
     from compiler.build_cache import Build
-    from compiler.pipeline import CompileResult
-    from compiler.profiles import Profile
 
-EXIT_OK, EXIT_SPEC, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 _format_option = click.option(
     "--format",
@@ -46,10 +55,6 @@ _profiles_option = click.option(
 )
 
 
-class SpecUnreadable(click.ClickException):
-    exit_code = EXIT_USAGE
-
-
 class OutputFolderUnusable(click.ClickException):
     exit_code = EXIT_USAGE
 
@@ -57,76 +62,6 @@ class OutputFolderUnusable(click.ClickException):
 def _formatted(fmt: str) -> None:
     global _json_errors
     _json_errors = fmt == "json"
-
-
-def _echo_json(document: dict[str, Any]) -> None:
-    click.echo(json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False))
-
-
-def _recorded_name(spec: Path) -> str:
-    """How the generated files name the spec: the name of the file itself (a symlink followed), so that
-    any spelling of its path, from any folder, compiles to the same bytes."""
-    try:
-        return Path(os.path.realpath(spec)).name or spec.name
-    except (OSError, ValueError):
-        return spec.name
-
-
-def _compile(
-    spec: Path, strict: bool, profiles_dir: Path | None, render_files: bool = True, lint: bool = True
-) -> CompileResult:
-    from compiler.loader import SpecReadError, read_spec
-    from compiler.pipeline import Beside, compile_text
-
-    try:
-        text = read_spec(spec)
-    except SpecReadError as exc:
-        raise SpecUnreadable(str(exc)) from None
-    beside = Beside(_own_profiles(spec, profiles_dir), spec.parent)
-    record_as = _recorded_name(spec)
-    return compile_text(
-        text, str(spec), render_files=render_files, strict=strict, lint=lint, record_as=record_as, beside=beside
-    )
-
-
-def _profiles_folder(spec: Path, profiles_dir: Path | None) -> Path | None:
-    """The operator's own profiles folder for this compile: --profiles, or profiles/ beside the spec."""
-    from compiler.resources import data_dir
-
-    folder = profiles_dir or spec.parent / "profiles"
-    # A spec at the top of a sparkc checkout sits beside the built-in profiles: not its own.
-    builtin = profiles_dir is None and (not folder.is_dir() or folder.resolve() == data_dir("profiles").resolve())
-    return None if builtin else folder
-
-
-def _own_profiles(spec: Path, profiles_dir: Path | None) -> tuple[Profile, ...]:
-    from compiler.profiles import UserProfileError, load_user_profiles
-
-    folder = _profiles_folder(spec, profiles_dir)
-    if folder is None:
-        return ()
-    if not folder.is_dir():
-        raise SpecUnreadable(f"{folder}: no such profiles folder")
-    try:
-        return load_user_profiles(folder)
-    except UserProfileError as exc:
-        click.echo(str(exc), err=True)
-        click.echo(f"the image profiles in {folder} have errors; fix them first", err=True)
-        sys.exit(EXIT_SPEC)
-
-
-def _report(result: CompileResult, fmt: str, extra: dict[str, Any] | None = None) -> None:
-    from compiler.diagnostics import Severity, format_json, format_text
-
-    document = result.document.data
-    if fmt == "json":
-        items = json.loads(format_json(result.diagnostics, result.document.filename, document))
-        _echo_json({**items, **(extra or {})})
-    elif result.diagnostics:
-        click.echo(format_text(result.diagnostics, result.document.filename, document), err=True)
-    if fmt == "text" and not result.ok:
-        errors = sum(d.severity is Severity.ERROR for d in result.diagnostics)
-        click.echo(f"{errors} error{'s' if errors != 1 else ''} in {result.document.filename}", err=True)
 
 
 class _Interrupted(Exception):
@@ -175,15 +110,15 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
     _formatted(fmt)
     # Own profiles are read beside the spec: such a compile is never remembered, nor looked up.
     key = None
-    if _profiles_folder(spec, profiles_dir) is None:
-        key = build_cache.spec_key(spec, str(spec), _recorded_name(spec), strict)
+    if profiles_folder(spec, profiles_dir) is None:
+        key = build_cache.spec_key(spec, str(spec), recorded_name(spec), strict)
     build = build_cache.lookup(key)
     if build is None:
         # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
         # compile that wrote them; a compile that writes lints (or finds the text in its caches).
-        result = _compile(spec, strict, profiles_dir, lint=not check)
+        result = compile_spec(spec, strict, profiles_dir, lint=not check)
         if not result.ok or result.plan is None:
-            _report(result, fmt)
+            report(result, fmt)
             sys.exit(EXIT_SPEC)
         build = build_cache.build_of(result)
         if not check and result.spec_alone:
@@ -207,7 +142,7 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
         except OSError as exc:
             raise OutputFolderUnusable(f"{out_dir}: cannot read: {exc.strerror}") from None
         if fmt == "json":
-            _echo_json(
+            echo_json(
                 {
                     "diagnostics": build.json_report,
                     "out": str(out_dir),
@@ -229,7 +164,7 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
         raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
     if fmt == "json":
         written = sorted(build.files)
-        _echo_json({"diagnostics": build.json_report, "out": str(out_dir), "written": written, **done.as_json()})
+        echo_json({"diagnostics": build.json_report, "out": str(out_dir), "written": written, **done.as_json()})
         return
     scripts = ", ".join(sorted(n for n in build.files if n.endswith(".sh")))
     click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, PLAN.md, manifest.json)")
@@ -255,18 +190,18 @@ def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | No
     _formatted(fmt)
     # A spec compiled or validated before, unchanged (and sparkc, and what it read), is known valid.
     key = None
-    if _profiles_folder(spec, profiles_dir) is None:
-        key = build_cache.spec_key(spec, str(spec), _recorded_name(spec), strict)
+    if profiles_folder(spec, profiles_dir) is None:
+        key = build_cache.spec_key(spec, str(spec), recorded_name(spec), strict)
     known = build_cache.lookup_valid(key)
     if known is None:
-        result = _compile(spec, strict, profiles_dir, render_files=False)
-        _report(result, fmt)
+        result = compile_spec(spec, strict, profiles_dir, render_files=False)
+        report(result, fmt)
         if not result.ok:
             sys.exit(EXIT_SPEC)
         if result.spec_alone:
             build_cache.store_valid(key, build_cache.build_of(result))
     elif fmt == "json":
-        _echo_json({"diagnostics": known.json_report})
+        echo_json({"diagnostics": known.json_report})
     elif known.text_report:
         click.echo(known.text_report, err=True)
     if fmt == "text":
@@ -280,16 +215,16 @@ def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | No
 def explain_command(spec: Path, fmt: str, profiles_dir: Path | None) -> None:
     """Show each resolved setting per node with where it came from, and what runs where (each node's command)."""
     _formatted(fmt)
-    result = _compile(spec, False, profiles_dir, render_files=False)
+    result = compile_spec(spec, False, profiles_dir, render_files=False)
     if not result.ok or result.plan is None:
-        _report(result, fmt)
+        report(result, fmt)
         sys.exit(EXIT_SPEC)
     from compiler.explain_view import explain_json, explain_text
 
     if fmt == "json":
         click.echo(json.dumps(explain_json(result.plan), indent=2, sort_keys=True))
         return
-    _report(result, "text")
+    report(result, "text")
     click.echo(explain_text(result.plan))
 
 
@@ -303,7 +238,7 @@ def schema_command() -> None:
 
 def _error_json(kind: str, message: str, code: int) -> None:
     """An error under --format json: one document on stdout, as the command's results would be."""
-    _echo_json({"diagnostics": [], "error": {"kind": kind, "message": message, "exit_code": code}})
+    echo_json({"diagnostics": [], "error": {"kind": kind, "message": message, "exit_code": code}})
 
 
 def main(argv: list[str] | None = None) -> int:

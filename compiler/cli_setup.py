@@ -113,17 +113,17 @@ def _write_new(out: Path, text: str, command: str) -> None:
 def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
     """Write OUT/setup-fabric.sh: fabric addresses, MTU 9000 and the head's ssh key, for SPEC's nodes."""
     # The compile command's own reading (own profiles and a patch folder beside the spec) and report.
-    from compiler.cli import _compile, _report
+    from compiler.cli_spec import compile_spec, report
     from compiler.lint import lint_scripts
     from compiler.loader import to_plain
     from compiler.pipeline import GeneratedScriptError
     from compiler.schema import load_schema, with_defaults
     from compiler.setup_fabric import SCRIPT, fabric_plan, render_setup
-    from compiler.spec import build_spec
+    from compiler.spec_build import build_spec
 
-    result = _compile(spec, strict=False, profiles_dir=None, render_files=False)
+    result = compile_spec(spec, strict=False, profiles_dir=None, render_files=False)
     if not result.ok or result.plan is None:
-        _report(result, "text")
+        report(result, "text")
         sys.exit(1)
     given = to_plain(result.document.data)
     typed = build_spec(with_defaults(given, load_schema()), given)

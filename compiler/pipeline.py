@@ -20,7 +20,7 @@ from compiler.profiles import Profile
 from compiler.render import render
 from compiler.resolve import resolve
 from compiler.schema import field_schema, load_schema, other_values, validate, with_defaults
-from compiler.spec import build_spec
+from compiler.spec_build import build_spec
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The validated spec as typed, frozen values, built once right after validation.
+"""The validated spec as typed, frozen values, built once right after validation (by compiler.spec_build).
 
 Every section knows where it sits in the spec (`location`) and which of its keys the user wrote (`given`), so
 provenance travels with the values: `source("port")` is `spec` or `default`. Env values are already strings.
@@ -6,14 +6,11 @@ provenance travels with the values: `source("port")` is `spec` or `default`. Env
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
 
 from compiler.diagnostics import Path
-
-if TYPE_CHECKING:
-    from compiler.spec_model import Draft, HfCache
 
 
 class Source(StrEnum):
@@ -147,6 +144,43 @@ class Architecture(Section):
     experts: int | None
 
 
+# A full commit id names a snapshot folder of a Hugging Face cache; anything else is a branch or tag,
+# which the cache resolves through refs/<name>.
+COMMIT = re.compile(r"[0-9a-f]{40}")
+HF_CONTAINER_CACHE = "/root/.cache/huggingface/hub"  # where huggingface_hub looks by default, as root
+
+
+class DraftMethod(StrEnum):
+    DRAFT_MODEL = "draft_model"  # a smaller model of the same family
+    EAGLE = "eagle"
+    EAGLE3 = "eagle3"
+
+
+@dataclass(frozen=True)
+class Draft(Section):
+    path: str
+    mount: str  # where the container sees the draft: draft.mount, else the host path
+    method: DraftMethod
+    num_speculative_tokens: int
+
+
+@dataclass(frozen=True)
+class HfCache(Section):
+    """Weights in a Hugging Face cache: `<cache>/models--ORG--NAME/{refs,snapshots,blobs}`."""
+
+    cache: str  # the host's hub folder
+    repo: str  # ORG/NAME
+    revision: str  # a commit, or a branch or tag resolved through refs/ at launch
+
+    @property
+    def repo_folder(self) -> str:
+        return f"{self.cache}/models--{self.repo.replace('/', '--')}"
+
+    @property
+    def pinned(self) -> bool:
+        return COMMIT.fullmatch(self.revision) is not None
+
+
 @dataclass(frozen=True)
 class Model(Section):
     path: str
@@ -195,156 +229,3 @@ class Spec:
     model: Model
     engine: Engine
     launch: Launch
-
-
-def env_text(value: Any) -> str:
-    """An env value as the container sees it: booleans as 1/0, numbers as written."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
-
-
-def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
-    """`full` is the valid spec with the schema's defaults filled in; `given` is what the user wrote."""
-    from compiler.spec_model import build_model  # it builds on this module's types
-
-    g = _Given(given)
-    cluster, container, model, engine, launch = (
-        full["cluster"],
-        full["container"],
-        full["model"],
-        full["engine"],
-        full["launch"],
-    )
-    return Spec(
-        name=full["name"],
-        cluster=_cluster(cluster, g),
-        container=_container(container, g),
-        model=build_model(model, g),
-        engine=_engine(engine, g),
-        launch=Launch(
-            ("launch",),
-            g.keys("launch"),
-            timeout=launch["timeout"],
-            ray_port=launch["ray_port"],
-            master_port=launch["master_port"],
-            ray_object_store_memory=launch["ray_object_store_memory"],
-            nccl_check=launch.get("nccl_check"),
-            drop_page_cache=launch["drop_page_cache"],
-            probe=launch.get("probe"),
-        ),
-    )
-
-
-class _Given:
-    """The keys the user wrote, section by section."""
-
-    def __init__(self, given: dict[str, Any]) -> None:
-        self._given = given
-
-    def keys(self, *path: str | int) -> frozenset[str]:
-        node: Any = self._given
-        for part in path:
-            found = part in node if isinstance(node, dict) else isinstance(part, int) and part < len(node)
-            if not found:
-                return frozenset()
-            node = node[part]
-        return frozenset(node) if isinstance(node, dict) else frozenset()
-
-
-def _env(values: dict[str, Any]) -> dict[str, str]:
-    return {name: env_text(value) for name, value in values.items()}
-
-
-def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
-    ssh = cluster["ssh"]
-    nodes = []
-    for i, node in enumerate(cluster["nodes"]):
-        path = ("cluster", "nodes", i)
-        fabric, control = node["fabric"], node.get("control")
-        nodes.append(
-            Node(
-                path,
-                g.keys(*path),
-                index=i,
-                name=node["name"],
-                ssh=node.get("ssh"),
-                fabric=Fabric(
-                    (*path, "fabric"),
-                    g.keys(*path, "fabric"),
-                    ip=fabric["ip"],
-                    netdev=fabric["netdev"],
-                    netdevs=tuple(fabric.get("netdevs", [fabric["netdev"]])),
-                    hcas=tuple(fabric["hcas"]),
-                ),
-                control=ControlPlane((*path, "control"), g.keys(*path, "control"), control["netdev"], control["ip"])
-                if control
-                else None,
-                gpus=node["gpus"],
-                env=_env(node["env"]),
-                memory_gb=node["memory_gb"],
-            )
-        )
-    topology = cluster.get("topology")
-    return Cluster(
-        ("cluster",),
-        g.keys("cluster"),
-        ssh=Ssh(
-            ("cluster", "ssh"),
-            g.keys("cluster", "ssh"),
-            user=ssh.get("user"),
-            port=ssh["port"],
-            identity_file=ssh.get("identity_file"),
-            connect_timeout=ssh["connect_timeout"],
-            options=tuple(ssh["options"]),
-        ),
-        head=cluster.get("head"),
-        topology=Topology(topology) if topology else None,
-        nodes=tuple(nodes),
-    )
-
-
-def _container(container: dict[str, Any], g: _Given) -> Container:
-    mounts = tuple(
-        Mount(("container", "mounts", i), g.keys("container", "mounts", i), m["host"], m["container"], m["readonly"])
-        for i, m in enumerate(container["mounts"])
-    )
-    return Container(
-        ("container",),
-        g.keys("container"),
-        image=container["image"],
-        entrypoint=EntrypointMode(container["entrypoint"]),
-        privileged=container["privileged"],
-        gpus=container["gpus"],
-        ulimits={k: None if v is None else str(v) for k, v in container["ulimits"].items()},
-        mounts=mounts,
-        shm_size=container.get("shm_size"),
-        env=_env(container["env"]),
-        secrets=tuple(container["secrets"]),
-        hooks=Hooks(("container", "hooks"), g.keys("container", "hooks"), tuple(h["pre_engine"]), h.get("patches"))
-        if (h := container.get("hooks")) is not None
-        else None,
-        cache=container["cache"].get("enabled", True),
-        cache_host=container["cache"].get("host"),
-    )
-
-
-def _engine(engine: dict[str, Any], g: _Given) -> Engine:
-    backend = engine.get("backend")
-    return Engine(
-        ("engine",),
-        g.keys("engine"),
-        kind=EngineKind(engine["kind"]),
-        backend=Backend(backend) if backend else None,
-        tensor_parallel=engine["tensor_parallel"],
-        pipeline_parallel=engine["pipeline_parallel"],
-        port=engine.get("port"),
-        host=engine["host"],
-        max_model_len=engine.get("max_model_len"),
-        gpu_memory_utilization=engine.get("gpu_memory_utilization"),
-        trust_remote_code=engine["trust_remote_code"],
-        reasoning_parser=engine.get("reasoning_parser"),
-        args=tuple(engine["args"]),
-        env=_env(engine["env"]),
-        kv_cache_memory=engine.get("kv_cache_memory"),
-    )

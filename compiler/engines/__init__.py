@@ -7,14 +7,49 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from compiler.plan import Command, Setting, Words
 from compiler.sizes import size_bytes
-from compiler.spec import Backend, EngineKind, Node
+from compiler.spec import Backend, EngineKind, Node, Spec
 
-if TYPE_CHECKING:
-    from compiler.resolve.context import Deployment
+
+class Deployment(Protocol):
+    """What an engine reads of a deployment. The resolver's Deployment (compiler.resolve.context) is one;
+    declared here so that engines depend on nothing of the resolver, which depends on them."""
+
+    @property
+    def spec(self) -> Spec: ...
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def head(self) -> Node: ...
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """Head first (rank 0), then the workers."""
+        ...
+
+    @property
+    def multi(self) -> bool: ...
+
+    @property
+    def total_gpus(self) -> int: ...
+
+    @property
+    def engine_timeout(self) -> int: ...
+
+    @property
+    def engine_timeout_margin(self) -> int: ...
+
+    @property
+    def served_model_name(self) -> str: ...
+
+    def value(self, setting: str) -> str:
+        """The effective value of an entrypoint-controlled setting, as the engine will see it."""
+        ...
 
 
 @dataclass(frozen=True)

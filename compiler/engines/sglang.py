@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from compiler.engines import EngineArgv, common_flags, group_args, host_port
+from compiler.engines import Deployment, EngineArgv, common_flags, group_args, host_port
 from compiler.plan import Command, Setting, Words
 from compiler.spec import Backend, EngineKind, Node, Source
-
-if TYPE_CHECKING:
-    from compiler.resolve.context import Deployment
 
 MANAGED_FLAGS = {
     "--port": "engine.port",

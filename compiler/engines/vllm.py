@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from compiler.engines import EngineArgv, common_flags, group_args, kv_cache_bytes
+from compiler.engines import Deployment, EngineArgv, common_flags, group_args, kv_cache_bytes
 from compiler.plan import Command, Setting, Words
 from compiler.spec import Backend, EngineKind, Node, Source
-
-if TYPE_CHECKING:
-    from compiler.resolve.context import Deployment
 
 MANAGED_FLAGS = {
     "--port": "engine.port",
