@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -17,6 +16,7 @@ from compiler.layout import Layout, library, marking, split, value_filter
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.plan import PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.plan_page import PAGE, plan_page
+from compiler.resolve.rules_engine import MAX_LAUNCH_TIMEOUT
 from compiler.resources import data_dir
 
 if TYPE_CHECKING:
@@ -25,21 +25,32 @@ if TYPE_CHECKING:
 SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh", "distribute.sh")
 
 
+# Words bash reads as one literal without quotes. Not the comma (shlex's safe set has it): in an array
+# shellcheck reads a bare comma as a mistake (SC2054).
+_BARE = re.compile(r"[A-Za-z0-9_@%+=:./-]+")
+# Written outside the single quotes, each after a backslash: a quote cannot stand inside them, and
+# shellcheck reads $ and ` in them as a forgotten expansion (SC2016), a backslash before the closing
+# quote as an attempt to escape it (SC1003).
+_SPECIAL = re.compile(r"([\\$`'])")
+
+
 def quote(value: Any) -> str:
     """The one way a value enters a script: shell-quoted, so it is always data, never code.
-    Booleans become 1 and 0, what the scripts test with (( ))."""
+    Booleans become 1 and 0, what the scripts test with (( )).
+
+    Only single quotes and backslash-escaped ASCII outside them, never double quotes: under GBK, Big5
+    or Shift_JIS a byte 0x5C (backslash) can be the second half of a character, so a "...\\$..." that
+    is right in UTF-8 lets `$` loose in the caller's locale. Here a backslash never follows a byte of
+    the value, and ' (0x27) is never part of a character in those encodings, so every locale reads
+    the same words."""
     text = ("1" if value else "0") if isinstance(value, bool) else str(value)
     if text.startswith("~"):
-        # '~/x' and "~/x" are right, but shellcheck reads them as a tilde meant to expand (SC2088).
+        # '~/x' is right, but shellcheck reads it as a tilde meant to expand (SC2088).
         return "\\~" + quote(text[1:]) if len(text) > 1 else "\\~"
-    if "$" in text or "`" in text or "\\" in text:
-        # Single quotes would be right too, but shellcheck reads '$(...)' as a forgotten expansion
-        # (SC2016) and a backslash before a closing quote as an attempt to escape it (SC1003);
-        # double quotes with every special character escaped say the same to bash.
-        return '"' + re.sub(r'([\\$"`])', r"\\\1", text) + '"'
-    if "," in text and "'" not in text:
-        return f"'{text}'"  # shlex leaves commas bare; in an array shellcheck reads them as a mistake (SC2054)
-    return shlex.quote(text)
+    if _BARE.fullmatch(text) and not text.startswith("="):  # a leading = is SC1097/SC2191 bare
+        return text
+    parts = (part for part in _SPECIAL.split(text) if part)
+    return "".join("\\" + part if _SPECIAL.fullmatch(part) else f"'{part}'" for part in parts) or "''"
 
 
 def words(values: Iterable[Any], indent: int = 2) -> str:
@@ -65,6 +76,14 @@ def comment(value: Any) -> str:
 def bash(name: str) -> str:
     """A plain bash file of templates/lib/, verbatim: the scripts' functions, which no value reaches."""
     return (data_dir("templates") / "lib" / name).read_text(encoding="utf-8")
+
+
+def launch_timeout_minimum() -> int:
+    from compiler.schema import load_schema
+
+    minimum = load_schema()["properties"]["launch"]["properties"]["timeout"]["minimum"]
+    assert isinstance(minimum, int)
+    return minimum
 
 
 @lru_cache(maxsize=1)
@@ -95,6 +114,8 @@ def environment() -> jinja2.Environment:
     # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
     env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
     env.globals["secret_name_pattern"] = SECRET_NAME.pattern
+    # What `launch-cluster.sh --timeout` takes: what the spec's launch.timeout may be.
+    env.globals["timeout_bounds"] = (launch_timeout_minimum(), MAX_LAUNCH_TIMEOUT)
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
     env.filters["json"] = value_filter("j", lambda v: json.dumps(v, ensure_ascii=False))
     env.bytecode_cache = TemplateCache.for_environment(env)

@@ -116,7 +116,7 @@ def test_hellohal_entrypoint_modes_come_up_where_the_manifest_says(fake: FakeClu
 def test_engine_crash_fails_fast_saves_logs_and_keeps_containers(fake: FakeCluster) -> None:
     fake.prepare("llama33-70b-2spark-native.yaml")
     fake.set("crash", "spark-a")
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 1
     assert "FAILED in phase readiness on node spark-a" in launch.stderr
     assert "CUDA out of memory (fake)" in launch.stderr  # the last lines of the failing node
@@ -130,7 +130,7 @@ def test_engine_crash_fails_fast_saves_logs_and_keeps_containers(fake: FakeClust
 def test_ray_engine_crash_is_seen_through_its_exit_file(fake: FakeCluster) -> None:
     fake.prepare("seed-qwen35-122b-2spark-ray.yaml")
     fake.set("crash", "spark-a")
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 1
     assert "engine exited with status 1" in launch.stderr
 

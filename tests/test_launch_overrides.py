@@ -205,7 +205,7 @@ def test_status_follows_a_failed_launch_to_its_port(fake: FakeCluster) -> None:
     assert fake.run("launch-cluster.sh", "--port", first).returncode == 0
     second = str(free_port())
     fake.set("dies-while-loading", "spark-a")
-    failed = fake.run("launch-cluster.sh", "--port", second, "--yes", "--timeout", "60")
+    failed = fake.run("launch-cluster.sh", "--port", second, "--yes", "--timeout", "120")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     record = (fake.build / "last-launch.txt").read_text()
     assert "state=failed\n" in record and f"override.port={second}\n" in record

@@ -35,7 +35,7 @@ def watches_left(fake: FakeCluster) -> list[str]:
 def test_a_container_dying_while_the_engine_loads_fails_the_launch_naming_it(fake: FakeCluster) -> None:
     fake.prepare(NATIVE)
     fake.set("dies-while-loading", "spark-a")
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 1
     container = fake.container("spark-a", next(iter(fake.containers("spark-a"))))
     assert container is not None
@@ -53,7 +53,7 @@ def test_a_container_dying_while_the_engine_loads_fails_the_launch_naming_it(fak
 def test_a_container_dead_before_its_watch_began_is_replayed(fake: FakeCluster) -> None:
     fake.prepare(NATIVE)
     fake.set("crash", "spark-a")  # dies inside `docker run`, before its watch starts
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 1
     assert "FAILED in phase readiness on node spark-a: container sparkc-" in launch.stderr
     assert "is exited on spark-a" in launch.stderr
@@ -64,7 +64,7 @@ def test_without_docker_events_the_containers_are_inspected_instead(fake: FakeCl
     fake.prepare(NATIVE)
     fake.set("events-fail")
     fake.set("dies-while-loading", "spark-a")
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 1
     assert "docker events ended (Error response from daemon: events are not available (fake)" in launch.stderr
     assert "FAILED in phase readiness on node spark-a: container sparkc-" in launch.stderr
@@ -73,7 +73,7 @@ def test_without_docker_events_the_containers_are_inspected_instead(fake: FakeCl
 
 def test_watches_end_with_a_launch_that_succeeds(fake: FakeCluster) -> None:
     fake.prepare(NATIVE)
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 0, launch.stderr
     assert "No such file" not in launch.stderr  # the watches end quietly after the launcher
     watched = [argv for _, argv in fake.docker_calls() if argv[:1] == ["events"]]
@@ -85,7 +85,7 @@ def test_watches_end_with_a_launch_that_succeeds(fake: FakeCluster) -> None:
 def test_a_ray_engine_that_exits_is_seen_in_its_log(fake: FakeCluster) -> None:
     fake.prepare(RAY)
     fake.set("crash", "spark-a")  # the engine, exec'd under Ray, exits; its container runs on
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 1
     assert "FAILED in phase readiness on node spark-a: the engine exited with status 1" in launch.stderr
     assert ["logs", "-f", "sparkc-qwen35-122b-spark-a"] in [argv for _, argv in fake.docker_calls("spark-a")]
@@ -97,7 +97,7 @@ def test_without_docker_logs_the_exit_file_is_read_instead(fake: FakeCluster) ->
     fake.prepare(RAY)
     fake.set("logs-fail")
     fake.set("crash", "spark-a")
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 1
     assert "the engine's log watch ended (docker logs -f ended with status 1 before the engine did" in launch.stderr
     assert "FAILED in phase readiness on node spark-a: the engine exited with status 1" in launch.stderr
@@ -106,7 +106,7 @@ def test_without_docker_logs_the_exit_file_is_read_instead(fake: FakeCluster) ->
 
 def test_the_engine_watch_ends_with_a_ray_launch_that_succeeds(fake: FakeCluster) -> None:
     fake.prepare(RAY)
-    launch = fake.run("launch-cluster.sh", "--timeout", "60")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 0, launch.stderr
     assert "log watch ended" not in launch.stderr
     # One look at the exit file, when the endpoint answered; none while it loaded.

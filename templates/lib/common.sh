@@ -181,13 +181,36 @@ api_key() {
   fi
 }
 
+# Whether a value holds a control character (C0, DEL) or a C1 one or U+2028/U+2029 in UTF-8: what the
+# compiler refuses in the spec's values. Bytes, whatever the caller's locale.
+has_control() {
+  local LC_ALL=C
+  [[ $1 == *[[:cntrl:]]* || $1 == *$'\xc2'[$'\x80'-$'\x9f']* || $1 == *$'\xe2\x80'[$'\xa8\xa9']* ]]
+}
+
+# Why the API key cannot be sent, or nothing: curl reads the header from a config text (curl -K -),
+# where a line break would start a line of curl's own options (output = FILE, ...).
+api_key_problem() {
+  local key=$API_KEY_GIVEN
+  [[ -z $API_KEY_VAR ]] || key=${!API_KEY_VAR-}  # as it is, not as $(api_key) gives it: with no final newline
+  if has_control "$key"; then
+    printf '%s' "the API key in ${API_KEY_VAR:-engine.args} holds a control character (a line break, tab, ...);" \
+      " set it without one"
+  fi
+}
+
 # curl, sending the API key (if any) as a header read from stdin (curl -K -), never on a command line.
 api_curl() {
-  local key
+  local key problem
   key=$(api_key)
   if [[ -z $key ]]; then
     curl "$@"
     return
+  fi
+  problem=$(api_key_problem)
+  if [[ -n $problem ]]; then
+    warn "$problem"
+    return 2
   fi
   key=${key//\\/\\\\}
   printf 'header = "Authorization: Bearer %s"\n' "${key//\"/\\\"}" | curl -K - "$@"

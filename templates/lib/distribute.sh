@@ -24,6 +24,18 @@ MODEL_ONLY=0
 STAR=0
 REPORT=$SCRIPT_DIR/distribute-report.txt
 
+# rsync's remote shell as one -e string. rsync splits that string itself, not as a shell would: on
+# spaces, where '...' and "..." group, a doubled quote inside them stands for one, and a backslash is
+# just a byte. So each word goes in single quotes with every ' doubled, which rsync gives back whole
+# whatever it holds (sh_quote's '\'' would end rsync's quoting and turn the rest into more ssh words).
+rsync_shell() {
+  local word line=ssh
+  for word; do
+    line+=" '${word//\'/\'\'}'"
+  done
+  printf '%s' "$line"
+}
+
 # ssh to a node's fabric address: copies must not crawl over the management network.
 fabric_ssh() {
   local node=$1
@@ -163,7 +175,7 @@ distribute_model() { # ITEM FOLDER
   for node in "${need[@]}"; do
     (
       fabric_ssh "$node" mkdir -p "$folder" &&
-        rsync -a -s --delete --stats -e "ssh $(sh_quote "${SSH_OPTS[@]}")" "$folder/" \
+        rsync -a -s --delete --stats -e "$(rsync_shell "${SSH_OPTS[@]}")" "$folder/" \
           "${FABRIC_TARGET[$node]}:$folder/"
     ) >"$dir/$node.out" 2>&1 &
   done

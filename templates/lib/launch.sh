@@ -44,6 +44,8 @@ usage_error() {
 add_extra_env() {
   local item=$1 name=${1%%=*} known
   [[ $item == *=* ]] || usage_error "--env needs 'NAME=VALUE', got '$item'"
+  ! has_control "${item#*=}" \
+    || usage_error "--env $name: control characters (newline, tab, ...) are not allowed in values, as in the spec"
   [[ $name =~ ^[A-Z_][A-Z0-9_]*$ ]] \
     || usage_error "--env $name: names are upper-case letters, digits and '_', not starting with a digit"
   if [[ " $RESERVED_NAMES " == *" $name "* || $name == BASH_* || $name == LC_* || $name == DOCKER_RUN_* ]]; then
@@ -231,6 +233,23 @@ model_checks() {
   FAILED_NODE=""
 }
 
+# The secrets this launch hands on, checked before any node is touched, also with --skip-preflight:
+# each set, and the API key one the probes can send. A refusal here saves no logs: nothing ran yet.
+check_secrets() {
+  local name problems=()
+  for name in "${SECRETS[@]}"; do
+    [[ -n ${SECRET_VALUES[$name]} ]] \
+      || problems+=("secret $name is not set (or empty): export it in the shell that runs this script")
+  done
+  problems+=("$(api_key_problem)")
+  for name in "${problems[@]}"; do
+    [[ -n $name ]] || continue
+    ((DRY_RUN)) && { warn "$name; a real launch stops here"; continue; }
+    printf '%s [sparkc] FAILED before any node was touched: %s\n' "$(date +%H:%M:%S)" "$name" >&2
+    exit 1
+  done
+}
+
 preflight() {
   phase preflight "ssh, docker, image, model, fabric, RDMA and GPUs on every node, at once"
   local node out ray_out="" ray_pid="" i
@@ -240,11 +259,6 @@ preflight() {
     command -v "$out" >/dev/null && continue
     ((DRY_RUN)) && { warn "'$out' is not installed here; a real launch stops here"; continue; }
     fail "$HEAD" "'$out' is not installed on the head node"
-  done
-  for out in "${SECRETS[@]}"; do
-    [[ -n ${SECRET_VALUES[$out]} ]] && continue
-    ((DRY_RUN)) && { warn "secret $out is not set; a real launch stops here"; continue; }
-    fail "$HEAD" "secret $out is not set (or empty): export it in the shell that runs this script"
   done
   if ((DRY_RUN)); then
     for node in "${NODES[@]}"; do
@@ -869,6 +883,13 @@ check_fabric() {
   phase_done
 }
 
+# What the spec's launch.timeout could be. At most 10 digits: bash's arithmetic would wrap a longer
+# number before comparing it.
+timeout_in_bounds() {
+  [[ $1 =~ ^[1-9][0-9]{0,9}$ ]] || return 1
+  (($1 >= TIMEOUT_MIN && $1 <= TIMEOUT_MAX))
+}
+
 main() {
   while (($#)); do
     case $1 in
@@ -878,7 +899,7 @@ main() {
       --no-probe) PROBE=0 ;;
       --yes) REPLACE=1 ;;
       --timeout)
-        [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "launch-cluster.sh: --timeout needs a number of seconds" >&2; exit 2; }
+        timeout_in_bounds "${2:-}" || usage_error "--timeout needs whole seconds from $TIMEOUT_MIN to $TIMEOUT_MAX"
         TIMEOUT=$2
         shift
         ;;
@@ -908,6 +929,7 @@ main() {
   ((DRY_RUN)) && log "dry run: printing commands, touching nothing"
   [[ -z $PORT_OVERRIDE ]] || log "API port $API_PORT for this launch (--port; compiled: $COMPILED_API_PORT)"
   ((PREFLIGHT_ONLY && !DRY_RUN)) && preflight_only
+  check_secrets
   if ((SKIP_PREFLIGHT)); then
     log "== preflight skipped"
   else

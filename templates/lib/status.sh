@@ -16,7 +16,7 @@ main() {
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
-  local node state healthy=1 out
+  local node state healthy=1 out problem
   use_api_port "$(last_launch_port)"
   ((API_PORT == COMPILED_API_PORT)) || log "API port $API_PORT, from the last launch (launch-cluster.sh --port)"
   local last
@@ -46,6 +46,8 @@ main() {
   if [[ -n $API_KEY_VAR && -z ${!API_KEY_VAR-} ]]; then
     warn "$API_KEY_VAR is not set here: the engine answers 401 on /v1 without it; export it as for the launch"
   fi
+  problem=$(api_key_problem)
+  [[ -z $problem ]] || warn "$problem (the probes below are not sent)"
   if ! probe_health; then
     printf 'endpoint %s: /health does not answer\n' "$ENDPOINT"
     healthy=0

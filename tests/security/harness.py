@@ -45,6 +45,8 @@ fi
 # (bash's printf %q writes $'...' for non-ASCII bytes only in C, which dash reads as text; a length in
 # characters differs from one in bytes only in UTF-8). The head (local) is started in the first run.
 SHELLS = (("bash", "C.UTF-8"), ("dash", "C"))
+# The other two login shells a node may have (Debian's zsh and busybox), run on a sample of the corpus.
+OTHER_SHELLS = (("zsh", "C.UTF-8"), ("busybox sh", "C"))
 
 # Words a clear refusal uses: it says what the value must be, or what is wrong with it.
 CLEAR = re.compile(
@@ -100,22 +102,24 @@ def workers(plan: Plan) -> list[NodePlan]:
     return [n for n in plan.nodes if n.ssh_target]
 
 
-def deliver(plan: Plan, launch: str, root: Path, path: str, env: Mapping[str, str]) -> list[Run]:
-    """Start every node's container on fresh fakes, once per entry of SHELLS; both runs at once (one bash
-    process each)."""
+def deliver(
+    plan: Plan, launch: str, root: Path, path: str, env: Mapping[str, str], shells: Sequence[tuple[str, str]] = SHELLS
+) -> list[Run]:
+    """Start every node's container on fresh fakes, once per entry of `shells` (the head in the first);
+    all runs at once (one bash process each)."""
     functions = root / "launch-functions.sh"
     functions.write_text(launcher_functions(launch), encoding="utf-8")
     mode = "secrets" if plan.secrets else "plain"
     started = []
-    for shell, locale in SHELLS:
-        fake = FakeCluster(root / shell)
+    for shell, locale in shells:
+        fake = FakeCluster(root / shell.replace(" ", "-"))
         for node in plan.nodes:
             fake.add_node(node.name, node.ssh_target, head=node.name == plan.head)
             fake.add_image(node.name, plan.image, entrypoint=image_entrypoint(plan.image))
         for node in workers(plan):
-            fake.login_shell(node.name, shell)
+            fake.login_shell(node.name, *shell.split())
         fake.set("record-only")
-        nodes = plan.nodes if shell == SHELLS[0][0] else workers(plan)
+        nodes = plan.nodes if shell == shells[0][0] else workers(plan)
         full_env = {k: v for k, v in os.environ.items() if k != "FAKE_NODE"}
         full_env.update(env, PATH=path, FAKE_STATE=str(fake.state), LC_ALL=locale)
         proc = subprocess.Popen(

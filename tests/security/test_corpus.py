@@ -5,6 +5,8 @@ never run. See corpus.py for the fields and payloads, harness.py for how a case 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,8 @@ from compiler.pipeline import compile_text
 from compiler.render import render
 from tests.security.corpus import CANARY, SECRET_NAME, SECRET_SAMPLE, Case, cases
 from tests.security.harness import (
+    OTHER_SHELLS,
+    SHELLS,
     arrival_problems,
     base_spec,
     deliver,
@@ -26,6 +30,14 @@ from tests.specs import with_changes
 pytestmark = pytest.mark.security
 
 CASES = list(cases())
+# For zsh and busybox sh: the payloads about quoting and bytes, in the fields that reach a node as a
+# docker word, an env value, an ssh word and a secret (the rest of the corpus is the same path).
+OTHER_SHELL_FIELDS = {"engine.args.0", "container.env.value", "ssh.identity_file", "secret.value", "ray.engine.args.0"}
+OTHER_SHELL_PAYLOADS = {
+    "squote", "quote_escape", "subst", "backtick", "backslash_end", "newline", "cr", "latin", "cjk", "dash",
+    "star", "tilde", "empty", "canary_squote", "canary_nonascii", "canary_all_quotes", "canary_newline",
+}  # fmt: skip
+OTHER_SHELL_CASES = [c for c in CASES if c.field.id in OTHER_SHELL_FIELDS and c.payload in OTHER_SHELL_PAYLOADS]
 
 
 def secret_env(case: Case, value: str) -> dict[str, str]:
@@ -40,6 +52,24 @@ def secret_env(case: Case, value: str) -> dict[str, str]:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_value_is_refused_clearly_or_reaches_every_node_as_written(
     case: Case, tmp_path: Path, fake_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    check_case(case, tmp_path, fake_path, capsys)
+
+
+@pytest.mark.skipif(not all(shutil.which(s.split()[0]) for s, _ in OTHER_SHELLS), reason="needs zsh and busybox")
+@pytest.mark.parametrize("case", OTHER_SHELL_CASES, ids=[c.id for c in OTHER_SHELL_CASES])
+def test_value_reaches_nodes_whose_login_shell_is_zsh_or_busybox(
+    case: Case, tmp_path: Path, fake_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    check_case(case, tmp_path, fake_path, capsys, OTHER_SHELLS)
+
+
+def check_case(
+    case: Case,
+    tmp_path: Path,
+    fake_path: str,
+    capsys: pytest.CaptureFixture[str],
+    shells: Sequence[tuple[str, str]] = SHELLS,
 ) -> None:
     canary = tmp_path / CANARY
     value = case.value(str(canary))
@@ -64,7 +94,7 @@ def test_value_is_refused_clearly_or_reaches_every_node_as_written(
 
     assert result.plan is not None
     files = render(result.plan)
-    runs = deliver(result.plan, files["launch-cluster.sh"], tmp_path, fake_path, secret_env(case, value))
+    runs = deliver(result.plan, files["launch-cluster.sh"], tmp_path, fake_path, secret_env(case, value), shells)
     assert arrival_problems(result.plan, runs, case.field.arrives(value)) == []
     if case.field.secret == "value" and len(value) >= 3 and value not in files["launch-cluster.sh"]:
         # on no command line (ssh's, docker's), in no generated file, in no output
