@@ -138,6 +138,10 @@ class ProfileCheck:
 
 
 # Where a hooks patch folder goes: beside the scripts in the output folder, and inside every container.
+# The launcher adds seconds in bash's 64-bit arithmetic (SECONDS + TIMEOUT); a larger budget wraps to a
+# negative deadline and the launch fails at once. 2^31 - 1 seconds is 68 years. Compile and the
+# launcher's --timeout both hold to it.
+MAX_LAUNCH_TIMEOUT = 2**31 - 1
 PATCHES_DIR = "patches"
 PATCHES_MOUNT = "/sparkc/patches"
 # Stands for the node's copy of the patch folder in `docker run -v`; the launcher puts the real path in.

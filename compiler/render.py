@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 from compiler.emit import MANIFEST
 from compiler.layout import Layout, library, marking, split, value_filter
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
-from compiler.plan import PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
+from compiler.plan import MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.plan_page import PAGE, plan_page
-from compiler.resolve.rules_engine import MAX_LAUNCH_TIMEOUT
 from compiler.resources import data_dir
 
 if TYPE_CHECKING:

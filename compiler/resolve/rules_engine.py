@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
+from compiler.plan import MAX_LAUNCH_TIMEOUT
 from compiler.profiles import RayPresence
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, managed_fields, repeats
@@ -16,9 +17,6 @@ from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_plane
 from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, head_ports
 from compiler.spec import Backend, EntrypointMode, Topology
 
-# The launcher adds seconds in bash's 64-bit arithmetic (SECONDS + TIMEOUT); a larger budget wraps to a
-# negative deadline and the launch fails at once. 2^31 - 1 seconds is 68 years.
-MAX_LAUNCH_TIMEOUT = 2**31 - 1
 HOST_NAME = re.compile(
     r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
