@@ -59,3 +59,15 @@ def sparkc_compile(spec: Mapping[str, Any], out_dir: Path) -> list[str]:
 # The folder that holds the `compiler` package under test (site-packages, or the checkout): a child
 # `python -c` or `-m compiler` run there imports the same sparkc as the tests, never a second copy.
 PACKAGE_HOME: Final = COMPILER_DIR.parent
+
+
+def needs(tool_missing: bool, what: str) -> None:
+    """A test whose tool is not installed here: a skip on a developer's machine, a failure under CI, which
+    installs every tool the suite uses (tests/simcluster/install.sh)."""
+    if not tool_missing:
+        return
+    import pytest
+
+    if os.environ.get("CI"):
+        pytest.fail(f"{what}: CI must have it (tests/simcluster/install.sh installs it)")
+    pytest.skip(what)

@@ -17,6 +17,7 @@ from compiler.cli import cli
 from compiler.pipeline import Beside
 from compiler.resolve.rules_ssh import RUNS_PROGRAMS
 from tests.fakes.cluster import FakeCluster
+from tests.product import needs
 from tests.specs import EXAMPLES, compile_spec, dump, example, with_changes
 
 SHELLS = [("bash",), ("dash",), ("zsh",), ("busybox", "sh")]
@@ -58,8 +59,7 @@ def test_a_spec_file_name_cannot_break_out_of_the_scripts_comments(tmp_path: Pat
 def test_values_reach_a_worker_byte_for_byte_whatever_its_login_shell(
     fake: FakeCluster, tmp_path: Path, shell: tuple[str, ...]
 ) -> None:
-    if shutil.which(shell[0]) is None:
-        pytest.skip(f"{shell[0]} is not installed")
+    needs(shutil.which(shell[0]) is None, f"{shell[0]} is not installed")
     canary = tmp_path / "pwned"
     greeting = f"é'; touch {canary} #"  # printf %q wrote $'\303\251'..., which dash takes literally
     served = "modèle \\ 'x' $(touch " + str(canary) + ")"

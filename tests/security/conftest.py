@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.cluster import BIN
+from tests.product import needs
 
 
 @pytest.fixture(scope="session")
@@ -35,8 +36,10 @@ def locale_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     """LOCPATH for the LEGACY_LOCALES, built with localedef (Debian's libc-bin and locales)."""
     charmaps = Path("/usr/share/i18n/charmaps")
     maps = [charmaps / f"{charmap}.gz" for charmap, _ in LEGACY_LOCALES.values()]
-    if shutil.which("localedef") is None or not all(path.exists() for path in maps):
-        pytest.skip("needs localedef and the GBK, BIG5 and SHIFT_JIS character maps (Debian package locales)")
+    needs(
+        shutil.which("localedef") is None or not all(path.exists() for path in maps),
+        "needs localedef and the GBK, BIG5 and SHIFT_JIS character maps (Debian package locales)",
+    )
     root = tmp_path_factory.mktemp("locales")
     for name, (charmap, _) in LEGACY_LOCALES.items():
         # -c: SHIFT_JIS puts the yen sign at 0x5C, which localedef warns is not ASCII (exit 1); that is the point.
@@ -45,6 +48,5 @@ def locale_path(tmp_path_factory: pytest.TempPathFactory) -> str:
             check=False,
             capture_output=True,
         )
-        if not (root / name / "LC_CTYPE").exists():
-            pytest.skip(f"localedef could not build {name}")
+        needs(not (root / name / "LC_CTYPE").exists(), f"localedef could not build {name}")
     return str(root)

@@ -14,6 +14,7 @@ import pytest
 from compiler.cli import main
 from compiler.pipeline import compile_text
 from compiler.render import render
+from tests.product import needs
 from tests.security.corpus import CANARY, SECRET_NAME, SECRET_SAMPLE, Case, cases
 from tests.security.harness import (
     OTHER_SHELLS,
@@ -56,11 +57,11 @@ def test_value_is_refused_clearly_or_reaches_every_node_as_written(
     check_case(case, tmp_path, fake_path, capsys)
 
 
-@pytest.mark.skipif(not all(shutil.which(s.split()[0]) for s, _ in OTHER_SHELLS), reason="needs zsh and busybox")
 @pytest.mark.parametrize("case", OTHER_SHELL_CASES, ids=[c.id for c in OTHER_SHELL_CASES])
 def test_value_reaches_nodes_whose_login_shell_is_zsh_or_busybox(
     case: Case, tmp_path: Path, fake_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    needs(not all(shutil.which(s.split()[0]) for s, _ in OTHER_SHELLS), "needs zsh and busybox")
     check_case(case, tmp_path, fake_path, capsys, OTHER_SHELLS)
 
 

@@ -14,14 +14,18 @@ import pytest
 
 from compiler.plan import Plan
 from tests.fakes.cluster import BIN, FakeCluster
+from tests.product import needs
 from tests.security.corpus import CANARY, NATIVE, PAYLOADS
 from tests.security.harness import launcher_functions
 from tests.specs import with_changes
 
-pytestmark = [
-    pytest.mark.security,
-    pytest.mark.skipif(shutil.which("rsync") is None, reason="needs rsync (Debian package rsync)"),
-]
+pytestmark = pytest.mark.security
+
+
+@pytest.fixture(autouse=True)
+def rsync_installed() -> None:
+    needs(shutil.which("rsync") is None, "needs rsync (Debian package rsync)")
+
 
 # Sources distribute.sh without its `main "$@"`, then runs main --model-only. The fake nodes share the
 # head's disk, so a worker's folder is reported missing once (the copy then runs, onto the same

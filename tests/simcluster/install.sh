@@ -26,6 +26,8 @@ readonly APT_PACKAGES=(
   dash
   zsh
   busybox
+  # GBK, Big5 and Shift_JIS character maps: the security corpus runs the scripts under those locales
+  locales
   curl
   rsync
   ca-certificates
