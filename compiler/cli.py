@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,6 @@ import click
 from compiler import __version__
 
 if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads click and no more
-    from compiler.build_cache import Build
     from compiler.pipeline import CompileResult
     from compiler.profiles import Profile
 
@@ -73,7 +73,12 @@ def _recorded_name(spec: Path) -> str:
 
 
 def _compile(
-    spec: Path, strict: bool, profiles_dir: Path | None, render_files: bool = True, lint: bool = True
+    spec: Path,
+    strict: bool,
+    profiles_dir: Path | None,
+    render_files: bool = True,
+    lint: bool = True,
+    lint_cache: bool = True,
 ) -> CompileResult:
     from compiler.loader import SpecReadError, read_spec
     from compiler.pipeline import Beside, compile_text
@@ -85,7 +90,14 @@ def _compile(
     beside = Beside(_own_profiles(spec, profiles_dir), spec.parent)
     record_as = _recorded_name(spec)
     return compile_text(
-        text, str(spec), render_files=render_files, strict=strict, lint=lint, record_as=record_as, beside=beside
+        text,
+        str(spec),
+        render_files=render_files,
+        strict=strict,
+        lint=lint,
+        lint_cache=lint_cache,
+        record_as=record_as,
+        beside=beside,
     )
 
 
@@ -164,30 +176,24 @@ def cli() -> None:
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 1 and list the differences if OUT is not what SPEC compiles to."
 )
+@click.option("--no-cache", is_flag=True, help="Shellcheck every script afresh, not trusting earlier clean results.")
 @_strict_option
 @_format_option
 @_profiles_option
-def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
-    """Validate SPEC and write launch-cluster.sh, its companions and manifest.json into OUT."""
-    from compiler import build_cache
+def compile_command(
+    spec: Path, out_dir: Path, check: bool, no_cache: bool, strict: bool, fmt: str, profiles_dir: Path | None
+) -> None:
+    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT."""
     from compiler.emit import OutputFolderError
 
     _formatted(fmt)
-    # Own profiles are read beside the spec: such a compile is never remembered, nor looked up.
-    key = None
-    if _profiles_folder(spec, profiles_dir) is None:
-        key = build_cache.spec_key(spec, str(spec), _recorded_name(spec), strict)
-    build = build_cache.lookup(key)
-    if build is None:
-        # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
-        # compile that wrote them; a compile that writes lints (or finds the text in its caches).
-        result = _compile(spec, strict, profiles_dir, lint=not check)
-        if not result.ok or result.plan is None:
-            _report(result, fmt)
-            sys.exit(EXIT_SPEC)
-        build = build_cache.build_of(result)
-        if not check and result.spec_alone:
-            build_cache.store(key, build)
+    # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
+    # compile that wrote them.
+    result = _compile(spec, strict, profiles_dir, lint=not check, lint_cache=not no_cache)
+    if not result.ok or result.plan is None:
+        _report(result, fmt)
+        sys.exit(EXIT_SPEC)
+    build = _Build.of(result)
     if fmt == "text" and build.text_report:
         click.echo(build.text_report, err=True)
     try:
@@ -196,7 +202,29 @@ def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: s
         raise OutputFolderUnusable(str(exc)) from None
 
 
-def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Build) -> None:
+@dataclass(frozen=True)
+class _Build:
+    """What a clean compile produced, and its diagnostics as each format prints them."""
+
+    files: dict[str, str]
+    text_report: str  # "" for none
+    json_report: list[dict[str, object]]
+    head: str
+
+    @classmethod
+    def of(cls, result: CompileResult) -> _Build:
+        from compiler.diagnostics import format_json, format_text
+
+        filename, data = result.document.filename, result.document.data
+        return cls(
+            result.files,
+            format_text(result.diagnostics, filename, data) if result.diagnostics else "",
+            json.loads(format_json(result.diagnostics, filename, data))["diagnostics"],
+            result.plan.head if result.plan else "?",
+        )
+
+
+def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: _Build) -> None:
     from compiler.emit import compare, emit
 
     if check:
@@ -248,25 +276,11 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
 @_profiles_option
 def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
     """Check SPEC (schema and cross-field rules) without writing anything."""
-    from compiler import build_cache
-
     _formatted(fmt)
-    # A spec compiled or validated before, unchanged (and sparkc, and what it read), is known valid.
-    key = None
-    if _profiles_folder(spec, profiles_dir) is None:
-        key = build_cache.spec_key(spec, str(spec), _recorded_name(spec), strict)
-    known = build_cache.lookup_valid(key)
-    if known is None:
-        result = _compile(spec, strict, profiles_dir, render_files=False)
-        _report(result, fmt)
-        if not result.ok:
-            sys.exit(EXIT_SPEC)
-        if result.spec_alone:
-            build_cache.store_valid(key, build_cache.build_of(result))
-    elif fmt == "json":
-        _echo_json({"diagnostics": known.json_report})
-    elif known.text_report:
-        click.echo(known.text_report, err=True)
+    result = _compile(spec, strict, profiles_dir, render_files=False)
+    _report(result, fmt)
+    if not result.ok:
+        sys.exit(EXIT_SPEC)
     if fmt == "text":
         click.echo(f"{spec}: valid")
 

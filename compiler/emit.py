@@ -128,10 +128,15 @@ def differences(files: dict[str, str], out_dir: Path) -> list[str]:
 # -- the steps -----------------------------------------------------------------------------------------
 
 
+# The one generated name that starts with a dot (it tells review tools that lib/ is generated).
+DOT_FILES = frozenset({".gitattributes"})
+
+
 def _check_name(name: str) -> None:
-    """Generated names are relative and never start with a dot, so they cannot meet sparkc's own hidden names."""
+    """Generated names are relative and, but for DOT_FILES, never start with a dot, so they cannot meet
+    sparkc's own hidden names."""
     parts = name.split("/")
-    if name.startswith("/") or any(not part or part.startswith(".") for part in parts):
+    if name.startswith("/") or any(not part or (part.startswith(".") and part not in DOT_FILES) for part in parts):
         raise ValueError(f"generated file name {name!r} is not a plain relative path")
 
 
@@ -190,8 +195,16 @@ def _previous_files(out_dir: Path) -> list[str]:
         listed = json.loads(manifest.read_text(encoding="utf-8")).get("files", {})
     except (OSError, ValueError, AttributeError):
         return []
-    names = [str(n) for n in listed if isinstance(n, str) and "/" not in n and not n.startswith(".")]
+    names = [str(n) for n in listed if isinstance(n, str) and _removable(n)]
     return [*names, MANIFEST] if manifest.exists() else names
+
+
+def _removable(name: str) -> bool:
+    """A name an earlier manifest lists that a new compile may remove: a plain file of the folder, or of its
+    lib/ (an earlier sparkc version's library); never a hidden name or one further down."""
+    parts = name.split("/")
+    plain = all(part and not part.startswith(".") for part in parts)
+    return plain and (len(parts) == 1 or (len(parts) == 2 and parts[0] == "lib"))
 
 
 # -- files, locks and signals ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.diagnostics import Diagnostic, Severity
+from compiler.library import library_path, library_text
 from compiler.plan import NodePlan, Plan
 from tests.fakes.cluster import FakeCluster, image_entrypoint
 from tests.security.corpus import Arrival, Field
@@ -82,10 +83,11 @@ def refusal_problems(diagnostics: Sequence[Diagnostic], field: Field) -> list[st
 
 
 def launcher_functions(launch: str) -> str:
-    """A generated script without its last line, `main "$@"`: sourcing it defines everything, runs nothing."""
+    """A generated script without its last line, `launch_main "$@"`: sourcing it (with lib/ beside it) defines
+    everything, runs nothing."""
     body = launch.rstrip("\n")
-    assert body.endswith('\nmain "$@"'), "the script no longer ends with main"
-    return body[: -len('main "$@"')]
+    assert body.endswith('\nlaunch_main "$@"'), "the script no longer ends with launch_main"
+    return body[: -len('launch_main "$@"')]
 
 
 @dataclass
@@ -105,6 +107,9 @@ def deliver(plan: Plan, launch: str, root: Path, path: str, env: Mapping[str, st
     process each)."""
     functions = root / "launch-functions.sh"
     functions.write_text(launcher_functions(launch), encoding="utf-8")
+    library = root / library_path(plan.sparkc_version)  # beside it, as in a build folder
+    library.parent.mkdir(parents=True, exist_ok=True)
+    library.write_text(library_text(plan.sparkc_version), encoding="utf-8")
     mode = "secrets" if plan.secrets else "plain"
     started = []
     for shell, locale in SHELLS:
