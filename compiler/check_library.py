@@ -104,8 +104,8 @@ def check() -> list[str]:
             [shellcheck, *FLAGS, "--shell=bash", *roots[:half]],
             [shellcheck, *FLAGS, "--shell=bash", *roots[half:]],
         ]
-        out = subprocess.PIPE
-        started = [subprocess.Popen(argv, cwd=folder, stdout=out, stderr=subprocess.STDOUT) for argv in runs]
+        pipe = subprocess.PIPE
+        started = [subprocess.Popen(argv, cwd=folder, stdout=pipe, stderr=subprocess.STDOUT) for argv in runs]
         findings = []
         for process in started:
             out, _ = process.communicate()
