@@ -26,7 +26,7 @@ NAMES = [p for p, value in PAYLOADS.items() if "\x00" not in value]
 @pytest.fixture(autouse=True)
 def no_lint_gate(monkeypatch: pytest.MonkeyPatch) -> None:
     """shellcheck takes a second a compile and no name reaches a script's code: test_lint_sample.py runs it."""
-    monkeypatch.setattr("compiler.pipeline.lint_scripts", lambda files, **_: [])
+    monkeypatch.setattr("compiler.pipeline.lint_scripts", lambda files, *_, **__: [])
 
 
 def write(path: Path, text: str) -> bool:
