@@ -9,9 +9,9 @@ benchmarks/results/compile_speed.json; a table is printed too. Not part of the t
 
 Scenarios: `--help`; `validate`; `compile` of the seed example with a cold cache (an empty cache folder
 each run: shellcheck of the deployment's scripts and the whole pipeline run) and a warm one (the same
-folder, filled by an untimed run: clean scripts are not checked again); `compile --check` of an unchanged output folder, cold and warm; a 2-node and a
-64-node spec made from the seed, cold and warm; an edit-compile loop. The cache folder is chosen with
-XDG_CACHE_HOME.
+folder, filled by an untimed run: clean scripts are not checked again); `compile --check` of an unchanged
+output folder, cold and warm; a 2-node and a 64-node spec made from the seed, cold and warm; an
+edit-compile loop. The cache folder is chosen with XDG_CACHE_HOME.
 
 Python runs with its bytecode cached (PYTHONPYCACHEPREFIX in a temporary folder, after an untimed run), as
 for an installed package; pass --no-bytecode to measure with PYTHONDONTWRITEBYTECODE=1 instead.

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,51 +192,37 @@ def compile_command(
     if not result.ok or result.plan is None:
         _report(result, fmt)
         sys.exit(EXIT_SPEC)
-    build = _Build.of(result)
-    if fmt == "text" and build.text_report:
-        click.echo(build.text_report, err=True)
+    if fmt == "text" and result.diagnostics:
+        _report(result, fmt)
     try:
-        _write_or_check(spec, out_dir, check, fmt, build)
+        _write_or_check(spec, out_dir, check, fmt, result)
     except OutputFolderError as exc:
         raise OutputFolderUnusable(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class _Build:
-    """What a clean compile produced, and its diagnostics as each format prints them."""
+def _json_report(result: CompileResult) -> list[dict[str, object]]:
+    from compiler.diagnostics import format_json
 
-    files: dict[str, str]
-    text_report: str  # "" for none
-    json_report: list[dict[str, object]]
-    head: str
-
-    @classmethod
-    def of(cls, result: CompileResult) -> _Build:
-        from compiler.diagnostics import format_json, format_text
-
-        filename, data = result.document.filename, result.document.data
-        return cls(
-            result.files,
-            format_text(result.diagnostics, filename, data) if result.diagnostics else "",
-            json.loads(format_json(result.diagnostics, filename, data))["diagnostics"],
-            result.plan.head if result.plan else "?",
-        )
+    diagnostics: list[dict[str, object]] = json.loads(
+        format_json(result.diagnostics, result.document.filename, result.document.data)
+    )["diagnostics"]
+    return diagnostics
 
 
-def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: _Build) -> None:
+def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult) -> None:
     from compiler.emit import compare, emit
 
     if check:
         from compiler.check_report import as_text, explain
 
         try:
-            explained = explain(compare(build.files, out_dir), build.files)
+            explained = explain(compare(result.files, out_dir), result.files)
         except OSError as exc:
             raise OutputFolderUnusable(f"{out_dir}: cannot read: {exc.strerror}") from None
         if fmt == "json":
             _echo_json(
                 {
-                    "diagnostics": build.json_report,
+                    "diagnostics": _json_report(result),
                     "out": str(out_dir),
                     "up_to_date": not explained,
                     "differences": [e.as_json() for e in explained],
@@ -252,19 +237,19 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: _Bu
             sys.exit(EXIT_SPEC)
         return
     try:
-        stale = emit(build.files, out_dir)
+        stale = emit(result.files, out_dir)
     except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
         raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
     if fmt == "json":
-        written = sorted(build.files)
-        _echo_json({"diagnostics": build.json_report, "out": str(out_dir), "written": written, "removed": stale})
+        written = sorted(result.files)
+        _echo_json({"diagnostics": _json_report(result), "out": str(out_dir), "written": written, "removed": stale})
         return
-    scripts = ", ".join(sorted(n for n in build.files if n.endswith(".sh")))
-    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, manifest.json)")
+    scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh") and "/" not in n))
+    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, manifest.json)")
     if stale:
         click.echo(f"removed files an earlier compile wrote: {', '.join(stale)}")
     click.echo(
-        f"next: copy {out_dir}/ to the head node ({build.head}) "
+        f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
         f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
     )
 
