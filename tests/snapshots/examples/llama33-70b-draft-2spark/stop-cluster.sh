@@ -51,7 +51,7 @@ readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=ca33db559f437d2a7d7c26927dc1a0ea3479efa70058332191eb0a18986a5ee4
+readonly SPARKC_LIB_SHA256=beb3765cfc889f7ae01bd9c56e97a483b2ac7c47329e9c774487d3779be78ff5
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
