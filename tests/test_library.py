@@ -128,3 +128,19 @@ def test_the_library_and_the_node_snippets_are_shellcheck_clean() -> None:
     """What sparkc is built with: the library in its feature matrix, the node side as POSIX sh (slow: the
     library is read once per script it is checked with)."""
     assert check() == []
+
+
+def test_an_earlier_versions_library_is_removed_and_nothing_deeper(tmp_path: Path) -> None:
+    from compiler.emit import emit
+
+    files = compile_spec(example(SEED)).files
+    emit(files, tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    for name in ("lib/sparkc-0.0.1.sh", "lib/deeper/x.sh", "patches/x.sh"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("old\n")
+        manifest["files"][name] = "0"
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert emit(files, tmp_path) == ["lib/sparkc-0.0.1.sh"]
+    assert not (tmp_path / "lib/sparkc-0.0.1.sh").exists()
+    assert (tmp_path / "lib/deeper/x.sh").exists() and (tmp_path / "patches/x.sh").exists()
