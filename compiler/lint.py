@@ -59,19 +59,19 @@ def lint_scripts(files: dict[str, str], cache: LintCache | None = None, plan: Pl
 
     `cache` defaults to the user's cache folder; pass `LintCache(None)` to check everything afresh. With the
     `plan` the scripts were rendered from, each script is checked with its sentinel (its template's
-    constants, from compiler/render.py's skeletons); without one, with the constants of its own text.
+    constants, from compiler/render.py's skeletons); without one, as it is (setup-fabric.sh sources nothing).
     """
     scripts = scripts_of(files)
     if not scripts:
         return []
     cache = cache if cache is not None else LintCache.default()
-    # Without the plan, a script's own text stands in for its skeleton (setup-fabric.sh sources nothing).
-    skeleton = dict(files)
+    texts = {name: files[name] for name in scripts}
     if plan is not None:
         from compiler.render import skeletons  # here: only a compile that lints renders them
 
-        skeleton.update(skeletons(plan))
-    texts = {name: files[name] + "\n" + sentinel(constants(skeleton[name])) + "\n" for name in scripts}
+        for name, skeleton in skeletons(plan).items():
+            if name in texts:
+                texts[name] += "\n" + sentinel(constants(skeleton)) + "\n"
     shellcheck, bash = shellcheck_binary(), bash_binary()
     tools = f"{_identity(shellcheck)}\0{_identity(bash)}\0{' '.join(SHELLCHECK_FLAGS)}"
     keys = {name: _key(tools, name, text) for name, text in texts.items()}
