@@ -8,10 +8,10 @@ same load; name one of them `baseline` to get speedups over it. Results go to
 benchmarks/results/compile_speed.json; a table is printed too. Not part of the test run.
 
 Scenarios: `--help`; `validate`; `compile` of the seed example with a cold cache (an empty cache folder
-each run: shellcheck, the template compiler and the whole pipeline run) and a warm one (the same folder,
-filled by an untimed run); `compile --check` of an unchanged output folder, cold and warm; a 2-node and a
-64-node spec made from the seed, cold and warm; an edit-compile loop. The cache folder is chosen with
-XDG_CACHE_HOME.
+each run: shellcheck of the deployment's scripts and the whole pipeline run) and a warm one (the same
+folder, filled by an untimed run: clean scripts are not checked again); `compile --check` of an unchanged
+output folder, cold and warm; a 2-node and a 64-node spec made from the seed, cold and warm; an
+edit-compile loop. The cache folder is chosen with XDG_CACHE_HOME.
 
 Python runs with its bytecode cached (PYTHONPYCACHEPREFIX in a temporary folder, after an untimed run), as
 for an installed package; pass --no-bytecode to measure with PYTHONDONTWRITEBYTECODE=1 instead.
@@ -207,7 +207,7 @@ def stages(runs: int) -> dict[str, dict[str, float | int]]:
     steps: dict[str, Callable[[], object]] = {
         "load+validate+resolve": lambda: compile_text(text, SEED, render_files=False),
         "render": lambda: render(plan),
-        "shellcheck + bash -n (no cache)": lambda: lint_scripts(files, LintCache(None)),
+        "shellcheck + bash -n (no cache)": lambda: lint_scripts(files, LintCache(None), plan=plan),
     }
     found = {}
     for name, step in steps.items():
@@ -225,13 +225,19 @@ def targets(ours: dict[str, dict[str, object]], baseline: dict[str, dict[str, ob
         return float(of[name]["median_s"])  # type: ignore[arg-type]
 
     found: dict[str, object] = {
+        "cold_compile_s": {
+            "goal": "<= 0.5",
+            "seed": median("compile_seed_cold"),
+            "2_nodes": median("compile_2_nodes_cold"),
+            "64_nodes": median("compile_64_nodes_cold"),
+        },
         "check_unchanged_vs_cold_compile": {
             "goal": ">= 10",
             "speedup_warm": round(median("compile_seed_cold") / median("check_unchanged_warm"), 2),
             "speedup_cold": round(median("compile_seed_cold") / median("check_unchanged_cold"), 2),
         },
         "64_nodes_over_2_nodes": {
-            "goal": "<= 1.5",
+            "goal": "<= 2",
             "warm": round(median("compile_64_nodes_warm") / median("compile_2_nodes_warm"), 2),
             "cold": round(median("compile_64_nodes_cold") / median("compile_2_nodes_cold"), 2),
         },

@@ -32,12 +32,3 @@ def write_quietly(path: Path, content: bytes) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             temporary.unlink()
-
-
-def file_state(path: str) -> str:
-    """A file as a cache sees it: absent, or its size, times and identity (any rewrite changes one of them)."""
-    try:
-        st = Path(path).stat()
-    except (OSError, ValueError):
-        return "absent"
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"

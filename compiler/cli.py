@@ -26,14 +26,11 @@ from compiler.cli_spec import (
     EXIT_USAGE,
     compile_spec,
     echo_json,
-    profiles_folder,
-    recorded_name,
     report,
 )
 
 if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads click and no more
-    from compiler.build_cache import Build
-
+    from compiler.pipeline import CompileResult
 
 _format_option = click.option(
     "--format",
@@ -99,52 +96,54 @@ def cli() -> None:
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 1 and list the differences if OUT is not what SPEC compiles to."
 )
+@click.option("--no-cache", is_flag=True, help="Shellcheck every script afresh, not trusting earlier clean results.")
 @_strict_option
 @_format_option
 @_profiles_option
-def compile_command(spec: Path, out_dir: Path, check: bool, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
-    """Validate SPEC and write launch-cluster.sh, its companions and manifest.json into OUT."""
-    from compiler import build_cache
+def compile_command(
+    spec: Path, out_dir: Path, check: bool, no_cache: bool, strict: bool, fmt: str, profiles_dir: Path | None
+) -> None:
+    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT."""
     from compiler.emit import OutputFolderError
 
     _formatted(fmt)
-    # Own profiles are read beside the spec: such a compile is never remembered, nor looked up.
-    key = None
-    if profiles_folder(spec, profiles_dir) is None:
-        key = build_cache.spec_key(spec, str(spec), recorded_name(spec), strict)
-    build = build_cache.lookup(key)
-    if build is None:
-        # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
-        # compile that wrote them; a compile that writes lints (or finds the text in its caches).
-        result = compile_spec(spec, strict, profiles_dir, lint=not check)
-        if not result.ok or result.plan is None:
-            report(result, fmt)
-            sys.exit(EXIT_SPEC)
-        build = build_cache.build_of(result)
-        if not check and result.spec_alone:
-            build_cache.store(key, build)
-    if fmt == "text" and build.text_report:
-        click.echo(build.text_report, err=True)
+    # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
+    # compile that wrote them.
+    result = compile_spec(spec, strict, profiles_dir, lint=not check, lint_cache=not no_cache)
+    if not result.ok or result.plan is None:
+        report(result, fmt)
+        sys.exit(EXIT_SPEC)
+    if fmt == "text" and result.diagnostics:
+        report(result, fmt)
     try:
-        _write_or_check(spec, out_dir, check, fmt, build)
+        _write_or_check(spec, out_dir, check, fmt, result)
     except OutputFolderError as exc:
         raise OutputFolderUnusable(str(exc)) from None
 
 
-def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Build) -> None:
+def _json_report(result: CompileResult) -> list[dict[str, object]]:
+    from compiler.diagnostics import format_json
+
+    diagnostics: list[dict[str, object]] = json.loads(
+        format_json(result.diagnostics, result.document.filename, result.document.data)
+    )["diagnostics"]
+    return diagnostics
+
+
+def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult) -> None:
     from compiler.emit import compare, emit
 
     if check:
         from compiler.check_report import as_text, explain
 
         try:
-            explained = explain(compare(build.files, out_dir), build.files)
+            explained = explain(compare(result.files, out_dir), result.files)
         except OSError as exc:
             raise OutputFolderUnusable(f"{out_dir}: cannot read: {exc.strerror}") from None
         if fmt == "json":
             echo_json(
                 {
-                    "diagnostics": build.json_report,
+                    "diagnostics": _json_report(result),
                     "out": str(out_dir),
                     "up_to_date": not explained,
                     "differences": [e.as_json() for e in explained],
@@ -159,21 +158,21 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
             sys.exit(EXIT_SPEC)
         return
     try:
-        done = emit(build.files, out_dir, spare=(spec,))
+        done = emit(result.files, out_dir, spare=(spec,))
     except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
         raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
     if fmt == "json":
-        written = sorted(build.files)
-        echo_json({"diagnostics": build.json_report, "out": str(out_dir), "written": written, **done.as_json()})
+        written = sorted(result.files)
+        echo_json({"diagnostics": _json_report(result), "out": str(out_dir), "written": written, **done.as_json()})
         return
-    scripts = ", ".join(sorted(n for n in build.files if n.endswith(".sh")))
-    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, PLAN.md, manifest.json)")
+    scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh") and "/" not in n))
+    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, PLAN.md, manifest.json)")
     if done.removed:
         click.echo(f"removed files an earlier compile wrote: {', '.join(done.removed)}")
     if done.kept:
         click.echo(done.kept_warning(out_dir), err=True)
     click.echo(
-        f"next: copy {out_dir}/ to the head node ({build.head}) "
+        f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
         f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
     )
 
@@ -185,25 +184,11 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, build: Bui
 @_profiles_option
 def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
     """Check SPEC (schema and cross-field rules) without writing anything."""
-    from compiler import build_cache
-
     _formatted(fmt)
-    # A spec compiled or validated before, unchanged (and sparkc, and what it read), is known valid.
-    key = None
-    if profiles_folder(spec, profiles_dir) is None:
-        key = build_cache.spec_key(spec, str(spec), recorded_name(spec), strict)
-    known = build_cache.lookup_valid(key)
-    if known is None:
-        result = compile_spec(spec, strict, profiles_dir, render_files=False)
-        report(result, fmt)
-        if not result.ok:
-            sys.exit(EXIT_SPEC)
-        if result.spec_alone:
-            build_cache.store_valid(key, build_cache.build_of(result))
-    elif fmt == "json":
-        echo_json({"diagnostics": known.json_report})
-    elif known.text_report:
-        click.echo(known.text_report, err=True)
+    result = compile_spec(spec, strict, profiles_dir, render_files=False)
+    report(result, fmt)
+    if not result.ok:
+        sys.exit(EXIT_SPEC)
     if fmt == "text":
         click.echo(f"{spec}: valid")
 

@@ -38,7 +38,12 @@ def recorded_name(spec: Path) -> str:
 
 
 def compile_spec(
-    spec: Path, strict: bool, profiles_dir: Path | None, render_files: bool = True, lint: bool = True
+    spec: Path,
+    strict: bool,
+    profiles_dir: Path | None,
+    render_files: bool = True,
+    lint: bool = True,
+    lint_cache: bool = True,
 ) -> CompileResult:
     from compiler.loader import SpecReadError, read_spec
     from compiler.pipeline import Beside, compile_text
@@ -50,7 +55,14 @@ def compile_spec(
     beside = Beside(own_profiles(spec, profiles_dir), spec.parent)
     record_as = recorded_name(spec)
     return compile_text(
-        text, str(spec), render_files=render_files, strict=strict, lint=lint, record_as=record_as, beside=beside
+        text,
+        str(spec),
+        render_files=render_files,
+        strict=strict,
+        lint=lint,
+        lint_cache=lint_cache,
+        record_as=record_as,
+        beside=beside,
     )
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.folder_guard import (
+    DOT_FILES,
     Lock,
     OutputFolderError,
     check_inside,
@@ -171,9 +172,10 @@ def differences(files: dict[str, str], out_dir: Path) -> list[str]:
 
 
 def _check_name(name: str) -> None:
-    """Generated names are relative and never start with a dot, so they cannot meet sparkc's own hidden names."""
+    """Generated names are relative and, but for DOT_FILES, never start with a dot, so they cannot meet
+    sparkc's own hidden names."""
     parts = name.split("/")
-    if name.startswith("/") or any(not part or part.startswith(".") for part in parts):
+    if name.startswith("/") or any(not part or (part.startswith(".") and part not in DOT_FILES) for part in parts):
         raise ValueError(f"generated file name {name!r} is not a plain relative path")
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 
 LOCK = ".sparkc.lock"
 PATCHES = "patches"  # the folder a hooks patch folder is copied to (compiler.plan.PATCHES_DIR)
+LIBRARY = "lib"  # the folder of sparkc's library, one file per sparkc version (compiler.library)
+# The one generated name that starts with a dot (it tells review tools that lib/ is generated).
+DOT_FILES = frozenset({".gitattributes"})
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
@@ -23,11 +26,15 @@ class OutputFolderError(Exception):
 
 def own_name(name: object) -> bool:
     """A name sparkc may have written into OUT: relative, '/'-separated, no part empty or hidden (so no
-    `..` and none of sparkc's own dot names), top level or inside the patches folder."""
+    `..` and none of sparkc's own lock and switch names; .gitattributes is its one dot file), top level,
+    inside the patches folder, or a file of lib/."""
     if not isinstance(name, str) or not name or "\x00" in name or name.startswith("/"):
         return False
+    if name in DOT_FILES:
+        return True
     parts = name.split("/")
-    return all(part and not part.startswith(".") for part in parts) and (len(parts) == 1 or parts[0] == PATCHES)
+    where = len(parts) == 1 or parts[0] == PATCHES or (parts[0] == LIBRARY and len(parts) == 2)
+    return all(part and not part.startswith(".") for part in parts) and where
 
 
 def check_inside(base: Path, name: str) -> None:

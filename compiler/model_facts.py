@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.cache import file_state
 from compiler.spec import Spec
 from compiler.user_files import UnreadableFile, read_text
 
@@ -25,9 +24,6 @@ class ModelFacts:
     weights_bytes: int | None  # metadata.total_size of the model's index
     draft_bytes: int | None
     source: str  # where weights_bytes came from, for the message
-    # Every file these facts were read from or looked for: a compile remembered by the whole-compile cache is
-    # reused only while each is as it was (see build_cache).
-    consulted: tuple[tuple[str, str], ...] = ()  # (path, cache.file_state before reading it)
 
 
 NO_FACTS = ModelFacts(None, None, "")
@@ -36,21 +32,13 @@ NO_FACTS = ModelFacts(None, None, "")
 def read_model_facts(spec: Spec) -> ModelFacts:
     model = spec.model
     folder = model.path
-    consulted = []
     if model.hf is not None and not model.hf.pinned:
-        consulted.append(_state(f"{model.hf.repo_folder}/refs/{model.hf.revision}"))
         folder = _resolved_snapshot(model.hf.repo_folder, model.hf.revision) or folder
-    consulted.append(_state(f"{folder}/{INDEX}"))
     weights = _total_size(Path(folder) / INDEX)
     draft = None
     if model.draft is not None:
-        consulted.append(_state(f"{model.draft.path}/{INDEX}"))
         draft = _total_size(Path(model.draft.path) / INDEX)
-    return ModelFacts(weights, draft, f"{folder}/{INDEX}" if weights is not None else "", tuple(consulted))
-
-
-def _state(path: str) -> tuple[str, str]:
-    return path, file_state(path)
+    return ModelFacts(weights, draft, f"{folder}/{INDEX}" if weights is not None else "")
 
 
 def _resolved_snapshot(repo_folder: str, revision: str) -> str | None:

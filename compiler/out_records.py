@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from compiler.folder_guard import PATCHES, OutputFolderError, check_inside, identity, own_name, plain_file
+from compiler.folder_guard import LIBRARY, PATCHES, OutputFolderError, check_inside, identity, own_name, plain_file
 from compiler.user_files import UnreadableFile, read_bytes
 
 MANIFEST = "manifest.json"
@@ -68,8 +68,8 @@ def sha256_of(path: Path) -> str | None:
 
 
 def previous_files(out_dir: Path) -> dict[str, str]:
-    """Files an earlier compile wrote, with the sha256 its manifest recorded for each (the scripts, and the
-    patch folder's files); never anything else in the folder."""
+    """Files an earlier compile wrote, with the sha256 its manifest recorded for each (the scripts, the
+    library, and the patch folder's files); never anything else in the folder."""
     try:
         manifest: Any = json.loads(read_bytes(out_dir / MANIFEST, MAX_RECORD_BYTES, follow_symlinks=False))
     except (UnreadableFile, ValueError):
@@ -79,7 +79,8 @@ def previous_files(out_dir: Path) -> dict[str, str]:
     listed = manifest.get("files")
     found: dict[str, object] = {}
     if isinstance(listed, dict):
-        found.update((name, sha) for name, sha in listed.items() if "/" not in name)
+        # The top-level outputs and the library (lib/NAME); the patch folder's files come from the plan.
+        found.update((name, sha) for name, sha in listed.items() if "/" not in name or _library_file(name))
     plan = manifest.get("plan")
     hooks = plan.get("hooks") if isinstance(plan, dict) else None
     patches = hooks.get("patches") if isinstance(hooks, dict) else None
@@ -87,6 +88,11 @@ def previous_files(out_dir: Path) -> dict[str, str]:
         if isinstance(patch, dict) and isinstance(patch.get("path"), str):
             found[f"{PATCHES}/{patch['path']}"] = patch.get("sha256")
     return {name: sha for name, sha in found.items() if own_name(name) and isinstance(sha, str)}
+
+
+def _library_file(name: str) -> bool:
+    folder, _, rest = name.partition("/")
+    return folder == LIBRARY and bool(rest) and "/" not in rest
 
 
 def stale(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...]) -> tuple[dict[str, str], list[str]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
 from compiler.include import ClusterFile, include, place, wants_file
-from compiler.lint import lint_scripts
+from compiler.lint import LintCache, lint_scripts
 from compiler.loader import Document, load_text, locate, to_plain
 from compiler.model_facts import ModelFacts, read_model_facts
 from compiler.patches import PatchFolder, read_patch_folder
@@ -29,12 +29,6 @@ class CompileResult:
     diagnostics: tuple[Diagnostic, ...]
     plan: Plan | None = None
     files: dict[str, str] = field(default_factory=dict)  # relative path -> text
-    # False where the output also depends on folders besides the spec (a cluster file, own profiles, a patch
-    # folder): such a compile is never remembered by the whole-compile cache.
-    spec_alone: bool = True
-    # Files of this machine the compile looked at (the model's index, for the memory fit check): a remembered
-    # compile is reused only while each is unchanged.
-    consulted: tuple[tuple[str, str], ...] = ()  # (path, its state before it was read)
 
     @property
     def ok(self) -> bool:
@@ -57,13 +51,15 @@ def compile_text(
     render_files: bool = True,
     strict: bool = False,
     lint: bool = True,
+    lint_cache: bool = True,
     record_as: str | None = None,
     beside: Beside = Beside(),
 ) -> CompileResult:
     """Compile spec text. `spec_path` names the spec in diagnostics; the generated files record it as
     `record_as`, by default the last part of `spec_path`: the output must not depend on how the spec's
     path was spelled or where sparkc ran (see the CLI, which passes the name of the file a symlink leads to).
-    `lint=False` skips shellcheck, for a check that writes nothing."""
+    `lint=False` skips shellcheck, for a check that writes nothing; `lint_cache=False` shellchecks every script
+    afresh, trusting no earlier clean result."""
     recorded = record_as if record_as is not None else PurePosixPath(spec_path).name
     document, diagnostics = load_text(text, spec_path)
     cluster = None
@@ -82,23 +78,22 @@ def compile_text(
     if has_errors(refused):
         diagnostics += _rules_beside_schema_errors(given, refused, schema, recorded, inputs_sha256, beside)
         return CompileResult(document, _locate_all(document, diagnostics, strict, cluster))
-    plan, problems, patches, facts = _resolve(given, schema, recorded, inputs_sha256, beside)
+    plan, problems, patches, _ = _resolve(given, schema, recorded, inputs_sha256, beside)
     located = _locate_all(document, diagnostics + problems, strict, cluster)
     if plan is None or has_errors(located):
         return CompileResult(document, located)
     if cluster is not None:
         plan = replace(plan, cluster_file=cluster.path, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
     files = render(plan) if render_files else {}
-    findings = lint_scripts(files, plan=plan) if render_files and lint else []
+    cache = None if lint_cache else LintCache(None)
+    findings = lint_scripts(files, cache, plan=plan) if render_files and lint else []
     # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
     if findings:
         raise GeneratedScriptError("\n".join(findings))
     if render_files and patches is not None:
         # The operator's own files, beside the scripts (not linted: they run inside the containers).
         files.update((f"{PATCHES_DIR}/{f.path}", text) for f, text in zip(patches.files, patches.texts, strict=True))
-    # Own profiles and a patch folder are read beside the spec: not a compile of the spec alone.
-    spec_alone = cluster is None and not beside.profiles and patches is None
-    return CompileResult(document, located, plan, files, spec_alone, facts.consulted)
+    return CompileResult(document, located, plan, files)
 
 
 def _resolve(

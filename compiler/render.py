@@ -6,13 +6,14 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
-from dataclasses import asdict
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from compiler.emit import MANIFEST
-from compiler.layout import Layout, library, marking, split, value_filter
+from compiler.library import library_path, library_sha256, library_text
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.plan import MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.plan_page import PAGE, plan_page
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
     import jinja2
 
 SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh", "distribute.sh")
+GITATTRIBUTES = ".gitattributes"
+# Review tools (GitHub, GitLab) fold the library: it is sparkc's code, the same for every deployment.
+GITATTRIBUTES_TEXT = "# Written by sparkc: lib/ is sparkc's own code, the same for every deployment.\n" + (
+    "lib/** linguist-generated=true\n"
+)
 
 
 # Words bash reads as one literal without quotes. Not the comma (shlex's safe set has it): in an array
@@ -71,9 +77,21 @@ def comment(value: Any) -> str:
     return "".join("?" if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in str(value))
 
 
+_skeleton: ContextVar[bool] = ContextVar("sparkc_skeleton", default=False)
+
+
+def _value(placeholder: str, function: Callable[..., str]) -> Callable[..., str]:
+    """`function` as a template filter, writing `placeholder` instead while skeletons() renders."""
+
+    def apply(value: Any, *args: Any, **kwargs: Any) -> str:
+        return placeholder if _skeleton.get() else function(value, *args, **kwargs)
+
+    return apply
+
+
 @lru_cache(maxsize=8)
 def bash(name: str) -> str:
-    """A plain bash file of templates/lib/, verbatim: the scripts' functions, which no value reaches."""
+    """A plain bash file of templates/lib/, verbatim (setup-fabric.sh takes its sh_quote from common.sh)."""
     return (data_dir("templates") / "lib" / name).read_text(encoding="utf-8")
 
 
@@ -89,8 +107,6 @@ def launch_timeout_minimum() -> int:
 def environment() -> jinja2.Environment:
     import jinja2  # here, not at the top: `validate`, `explain` and `--help` never render
 
-    from compiler.template_cache import TemplateCache
-
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
         undefined=jinja2.StrictUndefined,
@@ -102,12 +118,11 @@ def environment() -> jinja2.Environment:
         comment_start_string="{##",
         comment_end_string="##}",
     )
-    # Every value reaches a script through one of these; while layout() renders, each marks what it wrote.
-    env.filters["q"] = value_filter("q", quote)
-    env.filters["words"] = value_filter("w", words)
-    env.filters["lines"] = value_filter("l", lines)
-    env.filters["comment"] = value_filter("c", comment)
-    env.globals["bash"] = lambda name: library(bash(name))
+    # Every value reaches a script through one of these; while skeletons() renders, each writes a placeholder.
+    env.filters["q"] = _value("v", quote)
+    env.filters["words"] = _value("(v)", words)
+    env.filters["lines"] = _value("  v", lines)
+    env.filters["comment"] = _value("v", comment)
     env.globals["patches_dir"] = PATCHES_DIR
     env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
     # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
@@ -116,28 +131,44 @@ def environment() -> jinja2.Environment:
     # What `launch-cluster.sh --timeout` takes: what the spec's launch.timeout may be.
     env.globals["timeout_bounds"] = (launch_timeout_minimum(), MAX_LAUNCH_TIMEOUT)
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
-    env.filters["json"] = value_filter("j", lambda v: json.dumps(v, ensure_ascii=False))
-    env.bytecode_cache = TemplateCache.for_environment(env)
+    env.filters["json"] = _value("v", lambda v: json.dumps(v, ensure_ascii=False))
     return env
 
 
+@dataclass(frozen=True)
+class Library:
+    """The library the scripts source (compiler/library.py), as the templates name it."""
+
+    version: str
+    path: str
+    sha256: str
+
+
+def library_of(plan: Plan) -> Library:
+    version = plan.sparkc_version
+    return Library(version, library_path(version), library_sha256(version))
+
+
 def render(plan: Plan) -> dict[str, str]:
-    files = {name: environment().get_template(name + ".j2").render(plan=plan) for name in SCRIPTS}
+    """The build folder's files: the scripts, the library they source, .gitattributes, PLAN.md and the manifest."""
+    library = library_of(plan)
+    files = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    files[library.path] = library_text(library.version)
+    files[GITATTRIBUTES] = GITATTRIBUTES_TEXT
     files[PAGE] = plan_page(plan)
     files[MANIFEST] = manifest(plan, files)
     return files
 
 
-def layouts(plan: Plan, files: dict[str, str]) -> dict[str, Layout]:
-    """Each script's values and shape (see compiler/layout.py), where its marked render agrees with `files`."""
-    found = {}
-    with marking():
-        for name in SCRIPTS:
-            marked = environment().get_template(name + ".j2").render(plan=plan)
-            layout = split(marked, files.get(name, ""))
-            if layout is not None:
-                found[name] = layout
-    return found
+def skeletons(plan: Plan) -> dict[str, str]:
+    """Each script as its template writes it for `plan`, every value a placeholder of its kind (a word, an
+    array): the template's own text, where compiler/lint.py finds the constants the template assigns."""
+    token = _skeleton.set(True)
+    try:
+        library = library_of(plan)
+        return {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    finally:
+        _skeleton.reset(token)
 
 
 def manifest(plan: Plan, files: dict[str, str]) -> str:
@@ -145,6 +176,7 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
         "sparkc_version": plan.sparkc_version,
         "spec": {"name": plan.spec_path, "sha256": plan.spec_sha256},
         "plan": asdict(plan),
+        "library": {"path": library_of(plan).path, "sha256": library_of(plan).sha256},
         "files": {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(files.items())},
     }
     # Provenance already heads the manifest; keep the plan's copy out to avoid two sources of truth.

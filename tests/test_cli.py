@@ -26,9 +26,18 @@ def test_compile_writes_scripts_and_check_passes(runner: CliRunner, tmp_path: Pa
     out = tmp_path / "build"
     result = runner.invoke(cli, ["compile", str(SEED), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    names = sorted(p.name for p in out.iterdir())
-    scripts = ["distribute.sh", "launch-cluster.sh", "logs.sh", "manifest.json", "status.sh", "stop-cluster.sh"]
-    assert names == ["PLAN.md", *scripts]
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert names == [
+        ".gitattributes",
+        "PLAN.md",
+        "distribute.sh",
+        "launch-cluster.sh",
+        f"lib/sparkc-{__version__}.sh",
+        "logs.sh",
+        "manifest.json",
+        "status.sh",
+        "stop-cluster.sh",
+    ]
     assert (out / "launch-cluster.sh").stat().st_mode & 0o111
     assert not (out / "PLAN.md").stat().st_mode & 0o111
     assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out), "--check"]).exit_code == 0
@@ -58,12 +67,12 @@ def test_recompiling_another_spec_removes_only_files_sparkc_wrote(runner: CliRun
 def test_failed_compile_leaves_output_as_it_was(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "build"
     assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out)]).exit_code == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     bad = tmp_path / "bad.yaml"
     bad.write_text(dump(with_changes(example(SEED.name), {"engine.tensor_parallel": 4})))
     result = runner.invoke(cli, ["compile", str(bad), "-o", str(out)])
     assert result.exit_code == 1
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_validate_reports_positions_and_json(runner: CliRunner) -> None:

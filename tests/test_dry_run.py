@@ -15,8 +15,10 @@ import pytest
 
 from tests.specs import compile_into, example, with_changes
 
-# What the scripts may use on a bare machine; docker, ssh and curl are deliberately missing.
+# What the scripts may use on a bare machine; docker, ssh and curl are deliberately missing. sha256sum checks
+# lib/ (a Mac has shasum instead: either will do).
 _TOOLS = ("bash", "date", "cat", "grep", "tr", "cut", "mkdir", "rm", "mktemp", "dirname", "sleep", "env", "timeout")
+_TOOLS += ("sha256sum",)
 SECRET_VALUE = "s3cr3t-value-never-printed"
 
 

@@ -42,7 +42,6 @@ CHILD = """
 import os, random, sys, time
 import compiler.cli as cli
 import compiler.pipeline as pipeline
-import compiler.build_cache as build_cache
 
 def announce(what):
     sys.stdout.write("@" + what + "\\n")
@@ -55,9 +54,7 @@ def slowed(name, real, seconds):
         return real(*args, **kwargs)
     return call
 
-pipeline.lint_scripts = lambda files, **_: []
-build_cache.lookup = lambda key: None  # every child compiles (the hooks below sit in the compile)
-build_cache.store = lambda key, build: None  # and keeps nothing linted by the stub above
+pipeline.lint_scripts = lambda files, *_, **__: []
 slow = float(os.environ.get("SLOW", "0"))
 if slow:
     os.fsync = slowed("fsync", os.fsync, slow / 3)
@@ -119,7 +116,7 @@ def tree(folder: Path) -> dict[str, tuple[int, bytes | None]]:
 def compiled(spec: Path) -> CompileResult:
     """As the CLI compiles `spec` (named by its absolute path, as the children get it), without shellcheck."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pipeline, "lint_scripts", lambda files, **_: [])
+        patch.setattr(pipeline, "lint_scripts", lambda files, *_, **__: [])
         result = compile_text(spec.read_text(encoding="utf-8"), str(spec))
     assert result.ok
     return result
@@ -128,7 +125,7 @@ def compiled(spec: Path) -> CompileResult:
 @pytest.fixture
 def no_lint(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process compiles here are about the folder: shellcheck only takes time."""
-    monkeypatch.setattr(pipeline, "lint_scripts", lambda files, **_: [])
+    monkeypatch.setattr(pipeline, "lint_scripts", lambda files, *_, **__: [])
 
 
 @pytest.fixture(scope="module")
@@ -171,9 +168,11 @@ def test_writable_folder_under_a_read_only_parent_compiles(open_tmp: Path) -> No
     result = run_child("compile", OLD_SPEC, "-o", out, drop_root=True)
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
+        ".gitattributes",
         "PLAN.md",
         "distribute.sh",
         "launch-cluster.sh",
+        "lib",
         "logs.sh",
         "manifest.json",
         "status.sh",
@@ -205,9 +204,11 @@ def test_folder_on_another_file_system_compiles(tmp_path: Path) -> None:
         pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.split()) == [  # sorted: ls orders by the locale
+        ".gitattributes",
         "PLAN.md",
         "distribute.sh",
         "launch-cluster.sh",
+        "lib",
         "logs.sh",
         "manifest.json",
         "status.sh",

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from compiler import __version__
 from compiler.diagnostics import Severity, format_text
+from compiler.library import library_path, library_text
 from compiler.pipeline import Beside, CompileResult
 from compiler.plan import PATCHES_DIR
 from tests.product import SPARKC
@@ -31,8 +33,17 @@ def compile_example(path: Path) -> CompileResult:
 def test_example_output_matches_snapshot(example: Path, snapshot) -> None:
     result = compile_example(example)
     assert result.ok, format_text(result.diagnostics, example.name, result.document.data)
+    assert result.plan is not None
+    library = library_path(result.plan.sparkc_version)
+    # The library is the same for every example: snapshotted once (test_library_matches_snapshot).
+    assert result.files[library] == library_text(result.plan.sparkc_version)
     snapshot.snapshot_dir = SNAPSHOTS / "examples"
-    snapshot.assert_match_dir(nested(result.files), example.stem)
+    snapshot.assert_match_dir(nested({k: v for k, v in result.files.items() if k != library}), example.stem)
+
+
+def test_library_matches_snapshot(snapshot) -> None:
+    snapshot.snapshot_dir = SNAPSHOTS / "library"
+    snapshot.assert_match(library_text(__version__), f"sparkc-{__version__}.sh")
 
 
 def nested(files: dict[str, str]) -> dict[str, Any]:

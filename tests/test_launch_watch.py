@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tests.fakes.cluster import FakeCluster
-from tests.security.harness import launcher_functions
+from tests.security.harness import write_functions
 from tests.specs import compile_spec, example
 
 NATIVE = "llama33-70b-2spark-native.yaml"
@@ -118,7 +118,7 @@ def test_the_container_that_stopped_first_is_told_by_its_time_not_by_how_docker_
     """docker leaves trailing zeros out of FinishedAt: as text, 12:44:03.5Z sorts after 12:44:03.51Z."""
     launch = compile_spec(example("llama33-70b-2spark-native")).files["launch-cluster.sh"]
     functions = tmp_path / "launch-functions.sh"
-    functions.write_text(launcher_functions(launch), encoding="utf-8")
+    write_functions(launch, functions)
     times = ["2026-12-01T12:44:03.51Z", "2026-12-01T12:44:03.5Z", "2026-12-01T12:44:03Z", "2026-12-01T12:44:02.999Z"]
     script = 'source "$1"; shift; for t; do sortable_time "$t"; echo; done'
     done = subprocess.run(["bash", "-c", script, "bash", str(functions), *times], capture_output=True, text=True)

@@ -1,9 +1,8 @@
-"""The shellcheck gate's shortcuts: a cache of clean scripts and a cache of compiled templates. Each may skip
-work; neither may let a finding through or fail a compile."""
+"""The shellcheck gate's shortcut: a cache of clean scripts. It may skip work; it may never let a finding
+through or fail a compile."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,8 @@ from compiler.pipeline import GeneratedScriptError
 from tests.specs import compile_spec, example, with_changes
 
 STOP = "stop-cluster.sh"
+# The plan the scripts' sentinel is taken from (every stop script below has its template's constants).
+PLAN = compile_spec(example("seed-qwen35-122b-2spark-ray")).plan
 
 
 class Recorder(LintCache):
@@ -39,15 +40,13 @@ def fresh_templates() -> Iterator[None]:
 
 @pytest.fixture
 def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of every script shellcheck actually runs on (a part of one: `name (part)`)."""
+    """The name of every script shellcheck actually runs on."""
     seen: list[str] = []
     check = lint._check
 
-    def recording(
-        files: dict[str, str], todo: list[str], checks: list[lint.Check], run: list[lint.Check], *tools: str
-    ) -> list[str]:
-        seen.extend(f"{c.name} ({c.folder})" if c.folder else c.name for c in run)
-        return check(files, todo, checks, run, *tools)
+    def recording(texts: dict[str, str], *tools: str) -> list[str]:
+        seen.extend(texts)
+        return check(texts, *tools)
 
     monkeypatch.setattr(lint, "_check", recording)
     return seen
@@ -69,20 +68,20 @@ def test_a_clean_script_is_checked_once_then_remembered(tmp_path: Path, checked:
     cache = LintCache(tmp_path)
     files = stop_script()
     checked.clear()
-    assert lint_scripts(files, cache) == []
+    assert lint_scripts(files, cache, plan=PLAN) == []
     assert checked == [STOP]
-    assert lint_scripts(files, cache) == []
+    assert lint_scripts(files, cache, plan=PLAN) == []
     assert checked == [STOP]  # the second time from the cache
-    assert lint_scripts(files, LintCache(None)) == []
+    assert lint_scripts(files, LintCache(None), plan=PLAN) == []
     assert checked == [STOP, STOP]  # no cache: checked again
 
 
 def test_any_change_to_the_text_is_checked_afresh(tmp_path: Path, checked: list[str]) -> None:
     cache = LintCache(tmp_path)
-    assert lint_scripts(stop_script(), cache) == []
+    assert lint_scripts(stop_script(), cache, plan=PLAN) == []
     other = stop_script({"name": "other-name"})
     checked.clear()
-    assert lint_scripts(other, cache) == []
+    assert lint_scripts(other, cache, plan=PLAN) == []
     assert checked == [STOP]
 
 
@@ -90,9 +89,9 @@ def test_findings_are_never_remembered(tmp_path: Path, checked: list[str]) -> No
     cache = LintCache(tmp_path)
     bad = with_line(stop_script(), "readonly UNUSED_CONSTANT=1")
     checked.clear()
-    first = lint_scripts(bad, cache)
+    first = lint_scripts(bad, cache, plan=PLAN)
     assert any("SC2034" in line for line in first), first
-    assert lint_scripts(bad, cache) == first
+    assert lint_scripts(bad, cache, plan=PLAN) == first
     assert checked == [STOP, STOP]
     assert not list(tmp_path.iterdir())
 
@@ -100,10 +99,10 @@ def test_findings_are_never_remembered(tmp_path: Path, checked: list[str]) -> No
 def test_a_new_tool_is_a_new_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checked: list[str]) -> None:
     cache = LintCache(tmp_path)
     files = stop_script()
-    assert lint_scripts(files, cache) == []
+    assert lint_scripts(files, cache, plan=PLAN) == []
     checked.clear()
     monkeypatch.setattr(lint, "SHELLCHECK_FLAGS", (*lint.SHELLCHECK_FLAGS, "--severity=style"))
-    assert lint_scripts(files, cache) == []
+    assert lint_scripts(files, cache, plan=PLAN) == []
     assert checked == [STOP]
 
 
@@ -119,9 +118,9 @@ def test_a_value_that_escapes_its_quotes_fails_the_compile(monkeypatch: pytest.M
 def test_poisoned_entries_do_not_pass_a_bad_script(tmp_path: Path) -> None:
     good, bad = stop_script(), with_line(stop_script(), "readonly UNUSED_CONSTANT=1")
     recorder = Recorder(tmp_path)
-    assert lint_scripts(good, recorder) == []
+    assert lint_scripts(good, recorder, plan=PLAN) == []
     good_keys, recorder.asked = recorder.asked, []
-    assert lint_scripts(bad, recorder)
+    assert lint_scripts(bad, recorder, plan=PLAN)
     (bad_key,) = recorder.asked
     assert bad_key not in good_keys
     entry = (tmp_path / good_keys[0]).read_bytes()
@@ -131,7 +130,7 @@ def test_poisoned_entries_do_not_pass_a_bad_script(tmp_path: Path) -> None:
             path.mkdir()
         else:
             path.write_bytes(poison)
-        assert lint_scripts(bad, LintCache(tmp_path)), poison
+        assert lint_scripts(bad, LintCache(tmp_path), plan=PLAN), poison
         path.rmdir() if path.is_dir() else path.unlink()
 
 
@@ -159,28 +158,3 @@ def test_a_broken_cache_folder_never_fails_a_compile(
         monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert compile_spec(spec).files == expected
     assert not (tmp_path / "relative").exists()
-
-
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "digest of other bytes", "garbage with its digest"])
-def test_damaged_compiled_templates_are_compiled_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
-) -> None:
-    from compiler.template_cache import _FORMAT
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    expected = compile_spec(example("solo-qwen3-32b")).files
-    entries = list((tmp_path / "sparkc" / "templates").rglob("*.bin"))
-    assert entries
-    for entry in entries:
-        data = entry.read_bytes()
-        payload = b"\x80\x04\x95 not a pickle"
-        entry.write_bytes(
-            {
-                "garbage": b"\x00" * 40,
-                "truncated": data[: len(data) // 2],
-                "digest of other bytes": data[:-1] + bytes([data[-1] ^ 1]),
-                "garbage with its digest": _FORMAT + hashlib.sha256(payload).digest() + payload,
-            }[damage]
-        )
-    render.environment.cache_clear()
-    assert compile_spec(example("solo-qwen3-32b")).files == expected

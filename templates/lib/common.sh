@@ -1,4 +1,4 @@
-# Functions every generated script shares. Plain bash: the values it reads are the constants above.
+# Functions every generated script shares. Plain bash: it reads the constants of the script that sources it.
 DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1

@@ -1,4 +1,4 @@
-usage() {
+distribute_usage() {
   cat <<'USAGE'
 Usage: distribute.sh [--dry-run] [--image-only | --model-only] [--star]
 
@@ -195,14 +195,14 @@ distribute_model() { # ITEM FOLDER
   return "$failed"
 }
 
-main() {
+distribute_main() {
   while (($#)); do
     case $1 in
       --dry-run) DRY_RUN=1 ;;
       --image-only) IMAGE_ONLY=1 ;;
       --model-only) MODEL_ONLY=1 ;;
       --star) STAR=1 ;;
-      -h | --help) usage; exit 0 ;;
+      -h | --help) distribute_usage; exit 0 ;;
       *) echo "distribute.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -229,5 +229,3 @@ main() {
   ((DRY_RUN)) || log "report: $REPORT"
   return "$status"
 }
-
-main "$@"

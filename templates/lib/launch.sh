@@ -1,9 +1,11 @@
-# Secret values, taken from this script's environment before anything else runs.
+# Secret values, taken from this script's environment before anything else runs (launch_main).
 declare -A SECRET_VALUES=()
-for secret in "${SECRETS[@]}"; do
-  SECRET_VALUES[$secret]=${!secret-}
-done
-unset secret
+read_secrets() {
+  local secret
+  for secret in "${SECRETS[@]}"; do
+    SECRET_VALUES[$secret]=${!secret-}
+  done
+}
 
 # A secret's length in bytes (not characters: the locale may be UTF-8).
 secret_bytes() {
@@ -27,7 +29,7 @@ docker_run_argv() {
   done
   with_api_port
   substitute_snapshot
-  if declare -F patches_argv >/dev/null; then patches_argv "$1"; fi
+  if ((HAS_HOOKS)); then patches_argv "$1"; fi
   with_extra_env
 }
 
@@ -141,7 +143,7 @@ describe_overrides() {
   [[ -z $PORT_OVERRIDE ]] || printf 'override.port=%s\n' "$PORT_OVERRIDE"
 }
 
-usage() {
+launch_usage() {
   cat <<'USAGE'
 Usage: launch-cluster.sh [--dry-run] [--preflight-only | --skip-preflight] [--no-probe] [--timeout SECONDS]
                          [--env 'NAME=VALUE']... [--port PORT] [--yes]
@@ -179,7 +181,7 @@ FAILED_NODE=""
 SKIP_PREFLIGHT=0
 PREFLIGHT_ONLY=0
 REPLACE=0
-TIMEOUT=$DEFAULT_TIMEOUT
+TIMEOUT=0 # the compiled budget (DEFAULT_TIMEOUT), set by launch_main; --timeout changes it
 DEADLINE=0
 
 phase() {
@@ -581,7 +583,7 @@ require_running() {
   [[ -n $first ]] || return 0
   first_state=${first_state:-missing}
   # Steps of optional spec features are defined only in the scripts of specs that use them.
-  if declare -F hook_failure >/dev/null; then first_state+=$(hook_failure "$first"); fi
+  if ((HAS_HOOKS)); then first_state+=$(hook_failure "$first"); fi
   fail "$first" "container ${CONTAINER[$first]} is $first_state on $first"
 }
 # docker's FinishedAt (RFC 3339, its nanoseconds without trailing zeros: 12:44:03.5Z, 12:44:03Z) with a
@@ -607,30 +609,13 @@ container_status() {
 # earlier container of the same name counts). On the node, sh stops docker events once its stdin
 # ends: a pipe that only this script holds open, closed when it exits, however it exits.
 # shellcheck disable=SC2016  # expanded by the node's sh
-readonly WATCH_SH='exec 3<&0
-docker events --since "$1" --filter "container=$2" --filter event=die --format "{{.Action}} {{.Actor.Attributes.exitCode}}" &
-pid=$!
-(read -r _ <&3; kill "$pid") </dev/null >/dev/null 2>&1 &
-wait "$pid"'
+# sparkc-embed WATCH_SH node/watch.sh
 # Under Ray the engine is started by docker exec, and its container outlives it: no die event tells of its
 # end. Its wrapper writes "sparkc: engine exited with status N" to the container's log; one `docker logs -f`
 # on the head, filtered there, brings that line alone. It ends as the watches do (its stdin closed), its
 # docker logs stopped with it. The head's container is this launch's, so its whole log counts.
 # shellcheck disable=SC2016  # expanded by the node's sh
-readonly ENGINE_WATCH_SH='exec 3<&0
-dir=$(mktemp -d) || exit 1
-mkfifo "$dir/log" || { rm -rf "$dir"; exit 1; }
-docker logs -f "$1" >"$dir/log" 2>&1 &
-logs=$!
-grep -m 1 "^sparkc: engine exited with status " <"$dir/log" &
-found=$!
-(read -r _ <&3; kill "$logs" "$found") </dev/null >/dev/null 2>&1 &
-if ! wait "$found"; then
-  wait "$logs"
-  echo "docker logs -f ended with status $? before the engine did" >&2
-fi
-kill "$logs" 2>/dev/null
-rm -rf "$dir"'
+# sparkc-embed ENGINE_WATCH_SH node/engine-watch.sh
 declare -A CONTAINER_ID=() WATCH_START=() WATCH_WARNED=()
 WATCH_IN="" # the watches' stdin, held open by this script
 WAKE=""     # a pipe a background probe writes to when it ends, so a pause ends with it
@@ -890,7 +875,10 @@ timeout_in_bounds() {
   (($1 >= TIMEOUT_MIN && $1 <= TIMEOUT_MAX))
 }
 
-main() {
+launch_main() {
+  read_secrets
+  TIMEOUT=$DEFAULT_TIMEOUT
+  if ((HAS_PLANES)); then planes_enable; fi
   while (($#)); do
     case $1 in
       --dry-run) DRY_RUN=1 ;;
@@ -913,7 +901,7 @@ main() {
         set_port_override "$2"
         shift
         ;;
-      -h | --help) usage; exit 0 ;;
+      -h | --help) launch_usage; exit 0 ;;
       *) echo "launch-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -937,7 +925,7 @@ main() {
   fi
   clear_old
   drop_page_caches
-  if declare -F stage_patches >/dev/null; then stage_patches; fi
+  if ((HAS_HOOKS)); then stage_patches; fi
   probe_fabric
   record_launch starting
   start_containers
@@ -961,5 +949,3 @@ main() {
   printf 'Try it:\n  curl %s/v1/chat/completions%s -H %q -d %q\n' "$ENDPOINT" "$auth" 'Content-Type: application/json' \
     "{\"model\": $SERVED_MODEL_JSON, \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 32}"
 }
-
-main "$@"

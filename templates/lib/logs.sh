@@ -1,4 +1,4 @@
-usage() {
+logs_usage() {
   cat <<'USAGE'
 Usage: logs.sh [--tail LINES] [--out DIR] | -f
 
@@ -8,7 +8,7 @@ Exit status: 0 done, 1 some node's log could not be read, 2 usage.
 USAGE
 }
 
-main() {
+logs_main() {
   local follow=0 tail=all dir=""
   while (($#)); do
     case $1 in
@@ -23,7 +23,7 @@ main() {
         dir=$2
         shift
         ;;
-      -h | --help) usage; exit 0 ;;
+      -h | --help) logs_usage; exit 0 ;;
       *) echo "logs.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -41,5 +41,3 @@ main() {
     return 1
   fi
 }
-
-main "$@"

@@ -2,24 +2,14 @@
 # control IP (Gloo, TensorPipe, the rendezvous and Ray bind to it), and every data netdev exists and
 # has its link up (NCCL fails at once on a missing interface and stalls on one without carrier).
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-PREFLIGHT_EXTRA_LIB+='
-check_planes() {
-  if out=$(ip -o addr show dev "$a_control" 2>&1); then
-    printf "%s\n" "$out" | sed "s/^/control_addr /"
-  else
-    echo "control_error $(printf "%s" "$out" | one_line)"
-  fi
-  for netdev in $a_data; do
-    if out=$(ip -o link show dev "$netdev" 2>&1); then
-      printf "%s\n" "$out" | sed "s/^/data_link $netdev /"
-    else
-      echo "data_error $netdev $(printf "%s" "$out" | one_line)"
-    fi
-  done
+# sparkc-embed PLANES_REMOTE_LIB node/planes.sh
+
+# The checks above join the preflight where the deployment splits its planes (HAS_PLANES).
+planes_enable() {
+  PREFLIGHT_EXTRA_LIB+=$PLANES_REMOTE_LIB
+  PREFLIGHT_CHECKS+=(planes)
+  PREFLIGHT_JUDGES+=(planes)
 }
-'
-PREFLIGHT_CHECKS+=(planes)
-PREFLIGHT_JUDGES+=(planes)
 
 planes_preflight_args() { PF_ARGS+=("control=${CONTROL_NETDEV[$1]}" "data=${DATA_NETDEVS[$1]}"); }
 

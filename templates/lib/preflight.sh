@@ -7,95 +7,7 @@
 # the lines with pf and reports through pf_problem / pf_warn / pf_note.
 
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-readonly PREFLIGHT_REMOTE_LIB='
-for arg; do
-  key=${arg%%=*}
-  case $key in "" | *[!a-z_]*) continue ;; esac
-  eval "a_$key=\${arg#*=}"
-done
-one_line() { tr "\n" " " | sed "s/ *\$//" | cut -c1-400; }
-
-check_host() { echo "host $(uname -n)"; }
-
-check_docker() {
-  if out=$(docker version --format "{{.Server.Version}}" 2>&1); then
-    echo "docker_version $out"
-  else
-    echo "docker_error $(printf "%s" "$out" | one_line)"
-    return 0
-  fi
-  id=$(docker image inspect --format "{{.Id}}" "$a_image" 2>/dev/null) || id=-
-  echo "image_id $id"
-  # state, deployment label and spec hash, as cleanup asks without a preflight (container_format)
-  old=$(docker inspect --format "$container_format" "$a_container" 2>/dev/null) || old=missing
-  echo "container $old"
-}
-
-check_model() {
-  if [ ! -d "$a_model" ]; then
-    echo "model_dir no"
-    return 0
-  fi
-  echo "model_dir yes"
-  # Sizes of the files the links point to: a Hugging Face snapshot is a folder of links to blobs.
-  (cd "$a_model" && find -L . -type f -exec stat -L -c "model_file %s %n" {} + 2>/dev/null)
-}
-
-check_fabric() {
-  if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
-    printf "%s\n" "$out" | sed "s/^/netdev_addr /"
-    ip -o link show dev "$a_netdev" 2>/dev/null | sed "s/^/netdev_link /"
-  else
-    echo "netdev_error $(printf "%s" "$out" | one_line)"
-  fi
-}
-
-# Each listed RDMA device: present, its port ACTIVE, its RoCE v2 GIDs of IPv4 addresses (index, type).
-check_hcas() {
-  [ -n "$a_hcas" ] || return 0
-  # SPARKC_PREFLIGHT_ROOT: where tests keep the fake /sys and /dev of a node; unset on real nodes.
-  root=${SPARKC_PREFLIGHT_ROOT:-}
-  sys=$root/sys/class/infiniband
-  if [ -e "$root/dev/infiniband" ]; then echo "dev_infiniband yes"; else echo "dev_infiniband no"; fi
-  echo "hca_present $(ls "$sys" 2>/dev/null | one_line)"
-  for entry in $a_hcas; do
-    hca=${entry%%:*} port=${entry#*:}
-    dir=$sys/$hca/ports/$port
-    if [ ! -d "$sys/$hca" ]; then
-      echo "hca_missing $entry"
-      continue
-    fi
-    state=unknown
-    read -r state 2>/dev/null <"$dir/state" || state=unknown
-    echo "hca_state $entry $state"
-    for gid_file in "$dir"/gids/*; do
-      [ -r "$gid_file" ] || continue
-      gid=
-      read -r gid 2>/dev/null <"$gid_file" || continue
-      case $gid in 0000:0000:0000:0000:0000:ffff:*) ;; *) continue ;; esac
-      index=${gid_file##*/}
-      kind=
-      read -r kind 2>/dev/null <"$dir/gid_attrs/types/$index" || continue
-      echo "hca_gid $entry $index $gid $kind"
-    done
-  done
-}
-
-check_gpus() {
-  if ! command -v nvidia-smi >/dev/null 2>&1; then
-    echo "gpu_tool missing"
-    return 0
-  fi
-  if out=$(nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1); then
-    printf "%s\n" "$out" | sed "/^$/d; s/^/gpu /"
-    nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | sed "/^$/d; s/^/gpu_process /"
-  else
-    echo "gpu_error $(printf "%s" "$out" | one_line)"
-  fi
-}
-
-check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
-'
+# sparkc-embed PREFLIGHT_REMOTE_LIB node/preflight.sh
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
@@ -122,7 +34,7 @@ preflight_args() {
     "hf=$MODEL_HF"
     "draft=$DRAFT_FOLDER"
   )
-  if declare -F planes_preflight_args >/dev/null; then planes_preflight_args "$node"; fi
+  if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
 }
 
 preflight_script() {

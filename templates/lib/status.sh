@@ -1,4 +1,4 @@
-usage() {
+status_usage() {
   cat <<'USAGE'
 Usage: status.sh
 
@@ -9,10 +9,10 @@ Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 
 USAGE
 }
 
-main() {
+status_main() {
   case ${1:-} in
     "") ;;
-    -h | --help) usage; exit 0 ;;
+    -h | --help) status_usage; exit 0 ;;
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
@@ -68,5 +68,3 @@ main() {
   log "$DEPLOYMENT is NOT healthy"
   return 1
 }
-
-main "$@"

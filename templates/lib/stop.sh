@@ -1,4 +1,4 @@
-usage() {
+stop_usage() {
   cat <<'USAGE'
 Usage: stop-cluster.sh [--dry-run]
 
@@ -39,11 +39,11 @@ stop_one() {
   on_node "$node" docker rm "$name" >/dev/null || { warn "$node: could not remove $name"; return 1; }
 }
 
-main() {
+stop_main() {
   while (($#)); do
     case $1 in
       --dry-run) DRY_RUN=1 ;;
-      -h | --help) usage; exit 0 ;;
+      -h | --help) stop_usage; exit 0 ;;
       *) echo "stop-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -60,5 +60,3 @@ main() {
   fi
   return "$status"
 }
-
-main "$@"

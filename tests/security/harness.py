@@ -2,8 +2,8 @@
 by the generated launcher's own functions, the worker's login shell bash once and dash once.
 
 The whole launcher is not run per case (it waits on probes and timeouts): the driver below sources it
-without its final `main "$@"` and calls what start_wave calls, so the real quoting path runs (sh_quote,
-ssh, the node's login shell, dd for secrets) and nothing else.
+without its final `launch_main "$@"` (lib/ beside it) and calls what start_wave calls, so the real
+quoting path runs (sh_quote, ssh, the node's login shell, dd for secrets) and nothing else.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler import __version__
 from compiler.diagnostics import Diagnostic, Severity
+from compiler.library import library_path, library_text
 from compiler.plan import NodePlan, Plan
 from tests.fakes.cluster import FakeCluster, image_entrypoint
 from tests.security.corpus import Arrival, Field
@@ -83,11 +85,21 @@ def refusal_problems(diagnostics: Sequence[Diagnostic], field: Field) -> list[st
     return problems
 
 
-def launcher_functions(launch: str) -> str:
-    """A generated script without its last line, `main "$@"`: sourcing it defines everything, runs nothing."""
-    body = launch.rstrip("\n")
-    assert body.endswith('\nmain "$@"'), "the script no longer ends with main"
-    return body[: -len('main "$@"')]
+def launcher_functions(script: str) -> str:
+    """A generated script without its last line, `NAME_main "$@"`: sourcing it (with lib/ beside it)
+    defines everything, runs nothing."""
+    body = script.rstrip("\n")
+    last = body.rsplit("\n", 1)[-1]
+    assert re.fullmatch(r'[a-z]+_main "\$@"', last), "the script no longer ends with its main"
+    return body[: -len(last)]
+
+
+def write_functions(script: str, path: Path) -> None:
+    """launcher_functions(script) as `path`, with the library beside it as in a build folder."""
+    path.write_text(launcher_functions(script), encoding="utf-8")
+    library = path.parent / library_path(__version__)
+    library.parent.mkdir(parents=True, exist_ok=True)
+    library.write_text(library_text(__version__), encoding="utf-8")
 
 
 @dataclass
@@ -108,7 +120,7 @@ def deliver(
     """Start every node's container on fresh fakes, once per entry of `shells` (the head in the first);
     all runs at once (one bash process each)."""
     functions = root / "launch-functions.sh"
-    functions.write_text(launcher_functions(launch), encoding="utf-8")
+    write_functions(launch, functions)
     mode = "secrets" if plan.secrets else "plain"
     started = []
     for shell, locale in shells:

@@ -27,7 +27,7 @@ def rsync_installed() -> None:
     needs(shutil.which("rsync") is None, "needs rsync (Debian package rsync)")
 
 
-# Sources distribute.sh without its `main "$@"`, then runs main --model-only. The fake nodes share the
+# Sources distribute.sh without its `distribute_main "$@"`, then runs distribute_main --model-only. The fake nodes share the
 # head's disk, so a worker's folder is reported missing once (the copy then runs, onto the same
 # folder) and as it is afterwards, when the script checks that the copy arrived.
 DRIVER = r"""
@@ -42,7 +42,7 @@ model_signature() {
     real_model_signature "$@"
   fi
 }
-main --model-only
+distribute_main --model-only
 """
 
 IDENTITIES = {

@@ -15,7 +15,7 @@ from compiler.cli import main
 from compiler.render import SCRIPTS, comment
 from tests.fakes.cluster import FakeCluster
 from tests.security.corpus import CANARY, NATIVE, PAYLOADS
-from tests.security.harness import launcher_functions
+from tests.security.harness import write_functions
 from tests.specs import dump, example
 
 pytestmark = pytest.mark.security
@@ -26,7 +26,7 @@ NAMES = [p for p, value in PAYLOADS.items() if "\x00" not in value]
 @pytest.fixture(autouse=True)
 def no_lint_gate(monkeypatch: pytest.MonkeyPatch) -> None:
     """shellcheck takes a second a compile and no name reaches a script's code: test_lint_sample.py runs it."""
-    monkeypatch.setattr("compiler.pipeline.lint_scripts", lambda files, **_: [])
+    monkeypatch.setattr("compiler.pipeline.lint_scripts", lambda files, *_, **__: [])
 
 
 def write(path: Path, text: str) -> bool:
@@ -90,7 +90,7 @@ def test_an_output_folder_name_stays_a_name(
         return
     # Each script knows its folder exactly, and logs land in it.
     functions = out / "logs-functions.sh"  # logs.sh without its main, sourced from the same folder
-    functions.write_text(launcher_functions((out / "logs.sh").read_text(encoding="utf-8")), encoding="utf-8")
+    write_functions((out / "logs.sh").read_text(encoding="utf-8"), functions)
     where = subprocess.run(
         ["bash", "-c", 'source "$1" && printf %s "$SCRIPT_DIR"', "where", str(functions)],
         capture_output=True,

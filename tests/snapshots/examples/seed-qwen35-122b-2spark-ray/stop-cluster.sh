@@ -46,317 +46,43 @@ readonly RAY_EXPECTED_IPS=(
   192.168.100.11
 )
 readonly TOTAL_GPUS=2
+# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines. The x
+# after each output keeps $(...) from dropping the newlines a folder's name may end with.
+SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
+SCRIPT_DIR=$(CDPATH='' cd -- "${SCRIPT_DIR%$'\n'x}" && pwd && echo x)
+readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 
-# Functions every generated script shares. Plain bash: the values it reads are the constants above.
-DRY_RUN=0
-# Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
-exec 3>&1
 
-log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
-warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-is_local() { [[ -z ${TARGET[$1]} ]]; }
-
-# Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
-# word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q
-# writes $'...' for some bytes, which dash reads as plain text.)
-sh_quote() {
-  local word line=""
-  for word; do
-    line+="'${word//\'/\'\\\'\'}' "
-  done
-  printf '%s' "$line"
+# The code every script of this deployment shares: lib/ beside this script, as sparkc 0.1.0
+# wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
+# script here (exit 2), before any node is touched, and the text checked is the text run.
+readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
+readonly SPARKC_LIB_SHA256=2e5be2478f7223f96a7c174c46327d099f85ca0d393494d2af6eb4da94e24f15
+sparkc_lib_refuse() {
+  printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
+  exit 2
 }
-
-# One ssh connection per node for the script's whole run (OpenSSH multiplexing): every later ssh to
-# that node rides on it, a few milliseconds instead of a new handshake. The sockets live in a private
-# folder (mode 700) with a short path (a socket path may not exceed about 104 bytes); the EXIT trap
-# closes each master and removes the folder, also after a failure or an interrupt. Where the spec's
-# ssh options set ControlMaster or ControlPath, the user's own multiplexing is left as it is.
-SSH_MUX=()
-SSH_MUX_DIR=""
-ssh_mux_start() {
-  local word node remote=0
-  for word in "${SSH_OPTS[@]}"; do
-    [[ ${word,,} == controlmaster=* || ${word,,} == controlpath=* ]] && return 0
-  done
-  for node in "${NODES[@]}"; do
-    is_local "$node" || remote=1
-  done
-  ((remote)) || return 0
-  local tmp=${TMPDIR:-/tmp}
-  ((${#tmp} <= 40)) || tmp=/tmp
-  SSH_MUX_DIR=$(mktemp -d "${tmp%/}/sparkc-ssh.XXXXXX") || { SSH_MUX_DIR=""; return 0; }
-  chmod 700 "$SSH_MUX_DIR"
-  # %C: a hash of user, host and port, so each node gets its own socket in 40 characters.
-  SSH_MUX=(-o ControlMaster=auto -o "ControlPath=$SSH_MUX_DIR/%C" -o ControlPersist=30)
-}
-
-ssh_mux_stop() {
-  [[ -n $SSH_MUX_DIR ]] || return 0
-  local node
-  if [[ -n $(ls -A "$SSH_MUX_DIR" 2>/dev/null) ]]; then
-    for node in "${NODES[@]}"; do
-      is_local "$node" || ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" -O exit "${TARGET[$node]}" >/dev/null 2>&1 || true
-    done
-  fi
-  rm -rf "$SSH_MUX_DIR"
-  SSH_MUX_DIR=""
-}
-
-# Things to undo when the script ends, however it ends (subshells do not inherit the trap): a probe
-# still running in the background, the scratch folder, the ssh connections.
-BACKGROUND_PID=""
-SCRATCH=""
-on_exit() {
-  [[ -z $BACKGROUND_PID ]] || kill "$BACKGROUND_PID" 2>/dev/null || true
-  [[ -z $SCRATCH ]] || rm -rf "$SCRATCH"
-  ssh_mux_stop
-}
-trap on_exit EXIT
-
-# ssh to a node, with the spec's options and the shared connection; the remaining words go to ssh.
-ssh_node() {
-  local node=$1
-  shift
-  # shellcheck disable=SC2029  # callers quote the remote command with sh_quote
-  ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" "${TARGET[$node]}" "$@"
-}
-
-# Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
-# remote shell sees exactly these words.
-on_node() {
-  local node=$1
-  shift
-  if is_local "$node"; then
-    "$@"
+sparkc_lib_read() {
+  local path=$SCRIPT_DIR/$SPARKC_LIB sum
+  [[ -f $path ]] || sparkc_lib_refuse "is missing: copy the whole build folder (these scripts and lib/)," \
+    "or compile the spec again with sparkc 0.1.0"
+  SPARKC_LIB_TEXT=$(cat -- "$path" && echo x) || sparkc_lib_refuse "cannot be read"
+  SPARKC_LIB_TEXT=${SPARKC_LIB_TEXT%x}
+  if command -v sha256sum >/dev/null 2>&1; then
+    sum=$(printf '%s' "$SPARKC_LIB_TEXT" | sha256sum)
+  elif command -v shasum >/dev/null 2>&1; then
+    sum=$(printf '%s' "$SPARKC_LIB_TEXT" | shasum -a 256)
   else
-    ssh_node "$node" -- "$(sh_quote "$@")"
+    sparkc_lib_refuse "cannot be checked: neither sha256sum (coreutils) nor shasum (perl) is installed;" \
+      "install one of them"
   fi
+  [[ ${sum%% *} == "$SPARKC_LIB_SHA256" ]] || sparkc_lib_refuse "has changed since sparkc wrote it" \
+    "(sha256 ${sum%% *}, expected $SPARKC_LIB_SHA256): compile the spec again with sparkc" \
+    "0.1.0, or copy the whole build folder again"
 }
+sparkc_lib_read
+# shellcheck source=lib/sparkc-0.1.0.sh
+source <(printf '%s' "$SPARKC_LIB_TEXT")
+unset SPARKC_LIB_TEXT
 
-# Like on_node, for commands that change something: --dry-run prints them instead.
-run_on() {
-  local node=$1
-  shift
-  if ((DRY_RUN)); then
-    dry_print "$node" "$@" >&3
-    return 0
-  fi
-  on_node "$node" "$@"
-}
-
-# A word as a POSIX shell reads it back: bare where that is safe, else in single quotes.
-dry_word() {
-  if [[ $1 =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then
-    printf '%s' "$1"
-  else
-    printf "'%s'" "${1//\'/\'\\\'\'}"
-  fi
-}
-
-# A command as a reader wants it: on one line when short, else the words before the first flag
-# (`docker run`), then one flag with its value per line, continued with ` \`, as the script's arrays are.
-# docker's flags that take no value are known by name; other words after a flag are its value.
-dry_print() {
-  local node=$1 word line="" lines=() i
-  shift
-  local argv=("$@")
-  for word in "${argv[@]}"; do line+="$(dry_word "$word") "; done
-  if ((${#line} <= 100)); then
-    printf '[%s] %s\n' "$node" "${line% }"
-    return 0
-  fi
-  line=""
-  for ((i = 0; i < ${#argv[@]}; i++)); do
-    word=$(dry_word "${argv[i]}")
-    if [[ ${argv[i]} == -* || ${#lines[@]} -gt 0 ]] && [[ -n $line ]]; then
-      lines+=("$line")
-      line=""
-    fi
-    line+=${line:+ }$word
-    case ${argv[i]} in
-      -d | -i | -t | --rm | --init | --privileged | --read-only | --*=* | -*=*) ;;
-      -*)
-        if ((i + 1 < ${#argv[@]})) && [[ ${argv[i + 1]} != -* ]]; then
-          i=$((i + 1))
-          line+=" $(dry_word "${argv[i]}")"
-        fi
-        ;;
-    esac
-  done
-  lines+=("$line")
-  printf '[%s] %s' "$node" "${lines[0]}"
-  for line in "${lines[@]:1}"; do printf ' \\\n    %s' "$line"; done
-  printf '\n'
-}
-
-# docker's view of a container: running, exited, ... or "missing".
-# By the status: for a missing container docker still prints an (empty) line.
-container_state() {
-  local state
-  if state=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>/dev/null); then
-    printf '%s\n' "$state"
-  else
-    echo missing
-  fi
-}
-
-# Ask Ray on the head whether every node and GPU is alive, on the fabric addresses it should use.
-readonly RAY_CHECK_PY='
-import sys
-import ray
-want_nodes, want_gpus, want_ips = int(sys.argv[1]), float(sys.argv[2]), set(sys.argv[3:])
-ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-alive = [n for n in ray.nodes() if n.get("Alive")]
-ips = {n.get("NodeManagerAddress") for n in alive}
-gpus = sum(n.get("Resources", {}).get("GPU", 0) for n in alive)
-print("ray: %d/%d nodes alive, %g/%g GPUs; missing: %s; unexpected addresses: %s" % (
-    len(alive), want_nodes, gpus, want_gpus, " ".join(sorted(want_ips - ips)) or "none",
-    " ".join(sorted(ips - want_ips)) or "none"))
-sys.exit(0 if len(alive) >= want_nodes and gpus >= want_gpus and ips == want_ips else 1)
-'
-ray_check() {
-  on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" python3 -c "$RAY_CHECK_PY" \
-    "${#RAY_EXPECTED_IPS[@]}" "$TOTAL_GPUS" "${RAY_EXPECTED_IPS[@]}"
-}
-
-# The engine's API key, where it wants one: the variable API_KEY_VAR names (a secret, exported where
-# the scripts run), else the key engine.args gives it; empty: no key.
-api_key() {
-  if [[ -n $API_KEY_VAR ]]; then
-    printf '%s' "${!API_KEY_VAR-}"
-  else
-    printf '%s' "$API_KEY_GIVEN"
-  fi
-}
-
-# Whether a value holds a control character (C0, DEL) or a C1 one or U+2028/U+2029 in UTF-8: what the
-# compiler refuses in the spec's values. Bytes, whatever the caller's locale.
-has_control() {
-  local LC_ALL=C
-  [[ $1 == *[[:cntrl:]]* || $1 == *$'\xc2'[$'\x80'-$'\x9f']* || $1 == *$'\xe2\x80'[$'\xa8\xa9']* ]]
-}
-
-# Why the API key cannot be sent, or nothing: curl reads the header from a config text (curl -K -),
-# where a line break would start a line of curl's own options (output = FILE, ...).
-api_key_problem() {
-  local key=$API_KEY_GIVEN
-  [[ -z $API_KEY_VAR ]] || key=${!API_KEY_VAR-}  # as it is, not as $(api_key) gives it: with no final newline
-  if has_control "$key"; then
-    printf '%s' "the API key in ${API_KEY_VAR:-engine.args} holds a control character (a line break, tab, ...);" \
-      " set it without one"
-  fi
-}
-
-# curl, sending the API key (if any) as a header read from stdin (curl -K -), never on a command line.
-api_curl() {
-  local key problem
-  key=$(api_key)
-  if [[ -z $key ]]; then
-    curl "$@"
-    return
-  fi
-  problem=$(api_key_problem)
-  if [[ -n $problem ]]; then
-    warn "$problem"
-    return 2
-  fi
-  key=${key//\\/\\\\}
-  printf 'header = "Authorization: Bearer %s"\n' "${key//\"/\\\"}" | curl -K - "$@"
-}
-
-# HTTP probes of the OpenAI-compatible endpoint, from the head.
-http_get() { api_curl -fsS --max-time 10 "$PROBE_URL$1"; }
-probe_health() { http_get /health >/dev/null 2>&1; }
-probe_models() { http_get /v1/models 2>/dev/null | grep -qF -- "$SERVED_MODEL_JSON"; }
-probe_completion() {
-  api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
-    "$PROBE_URL/v1/completions" >/dev/null 2>&1
-}
-endpoint_healthy() { probe_health && probe_models && probe_completion; }
-
-# Copy every node's container log and state into one folder, every node at once; never fails (nodes
-# may be unreachable).
-collect_logs() {
-  local dir=$1 tail=$2 node pids=() pid
-  mkdir -p "$dir"
-  for node in "${NODES[@]}"; do
-    (
-      trap - ERR
-      on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
-        || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
-      on_node "$node" docker inspect --format \
-        '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-        "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
-    ) </dev/null &
-    pids+=("$!")
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" || true
-  done
-}
-
-usage() {
-  cat <<'USAGE'
-Usage: stop-cluster.sh [--dry-run]
-
-Stops and removes this deployment's containers (found by name and label) on every node,
-workers first, then the head. Other containers are never touched.
-Exit status: 0 all removed, 1 a node could not be reached or a container not removed, 2 usage.
-USAGE
-}
-
-stop_one() {
-  local node=$1 name=${CONTAINER[$1]} label
-  if ((DRY_RUN)); then
-    run_on "$node" docker stop --time 30 "$name"
-    run_on "$node" docker rm "$name"
-    return 0
-  fi
-  if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
-    warn "$node: unreachable over ssh (${TARGET[$node]}); its container is left as it is"
-    return 1
-  fi
-  if ! label=$(on_node "$node" docker inspect --type container \
-    --format '{{index .Config.Labels "sparkc.deployment"}}' "$name" 2>&1); then
-    # Only docker's own "no such container" means there is nothing to stop; a daemon that does not
-    # answer, or a user who may not use it, leaves the container running.
-    if [[ $label == *"No such container"* || $label == *"No such object"* ]]; then
-      log "$node: no container $name"
-      return 0
-    fi
-    warn "$node: docker did not answer (${label##*$'\n'}); its container, if any, is left as it is"
-    return 1
-  fi
-  if [[ $label != "$DEPLOYMENT" ]]; then
-    warn "$node: $name was not created by deployment $DEPLOYMENT; left alone"
-    return 1
-  fi
-  log "$node: stopping $name"
-  on_node "$node" docker stop --time 30 "$name" >/dev/null || true
-  on_node "$node" docker rm "$name" >/dev/null || { warn "$node: could not remove $name"; return 1; }
-}
-
-main() {
-  while (($#)); do
-    case $1 in
-      --dry-run) DRY_RUN=1 ;;
-      -h | --help) usage; exit 0 ;;
-      *) echo "stop-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
-    esac
-    shift
-  done
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
-  local node status=0
-  for node in "${NODES[@]:1}" "$HEAD"; do
-    stop_one "$node" || status=1
-  done
-  if ((status)); then
-    warn "some containers of $DEPLOYMENT could not be stopped"
-  else
-    log "$DEPLOYMENT stopped on every node"
-  fi
-  return "$status"
-}
-
-main "$@"
+stop_main "$@"
