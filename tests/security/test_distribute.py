@@ -27,9 +27,9 @@ def rsync_installed() -> None:
     needs(shutil.which("rsync") is None, "needs rsync (Debian package rsync)")
 
 
-# Sources distribute.sh without its `distribute_main "$@"`, then runs distribute_main --model-only. The fake nodes share the
-# head's disk, so a worker's folder is reported missing once (the copy then runs, onto the same
-# folder) and as it is afterwards, when the script checks that the copy arrived.
+# Sources distribute.sh without its `distribute_main "$@"`, then runs distribute_main --model-only. The fake
+# nodes share the head's disk, so a worker's folder is reported missing once (the copy then runs, onto
+# the same folder) and as it is afterwards, when the script checks that the copy arrived.
 DRIVER = r"""
 # shellcheck source=/dev/null
 source "$1"
