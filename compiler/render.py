@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh", "distribute.sh")
 
 
+# A word with `=` that shellcheck reads as the data it is, bare: `NAME=value`, `--flag=value`.
+_PLAIN_EQUALS = re.compile(r"[A-Za-z_-][^+@]*")
+
+
 def quote(value: Any) -> str:
     """The one way a value enters a script: shell-quoted, so it is always data, never code.
     Booleans become 1 and 0, what the scripts test with (( ))."""
@@ -36,6 +40,10 @@ def quote(value: Any) -> str:
         # (SC2016) and a backslash before a closing quote as an attempt to escape it (SC1003);
         # double quotes with every special character escaped say the same to bash.
         return '"' + re.sub(r'([\\$"`])', r"\\\1", text) + '"'
+    if "=" in text and "'" not in text and not _PLAIN_EQUALS.fullmatch(text):
+        # Bare, a word whose `=` follows only digits, or `+`/`@` (where shellcheck starts a new piece of the
+        # word), is read as a mistaken assignment: SC2191 in an array, SC1097 after `NAME=`.
+        return f"'{text}'"
     if "," in text and "'" not in text:
         return f"'{text}'"  # shlex leaves commas bare; in an array shellcheck reads them as a mistake (SC2054)
     return shlex.quote(text)

@@ -54,6 +54,10 @@ PAYLOADS: Final[dict[str, str]] = {
     "dash": "-x",
     "double_dash": "--privileged",
     "equals": "a=b",
+    # a bare word whose `=` follows nothing, digits, `+` or `@` is what shellcheck reads as a mistaken
+    # assignment (SC1097 after `NAME=`, SC2191 in an array): the lint gate must not call it a bug
+    "equals_start": "=a=b",
+    "equals_digits": "1=x+=y",
     "star": "*",
     "question": "a?",
     "bracket": "[ab]",
