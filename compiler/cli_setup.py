@@ -174,6 +174,7 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Spec file to write.")
 def import_command(recipe: Path, out_file: Path | None) -> None:
     """Turn a spark-vllm-docker or sparkrun RECIPE into a spec; what does not map is listed as warnings."""
+    from compiler.diagnostics import printable
     from compiler.importer import RecipeError, import_recipe
     from compiler.loader import SpecReadError, read_spec
 
@@ -182,7 +183,7 @@ def import_command(recipe: Path, out_file: Path | None) -> None:
     except (SpecReadError, RecipeError) as exc:
         raise UsageProblem(str(exc)) from None
     for warning in imported.warnings:
-        click.echo(f"{recipe}: warning: {warning}", err=True)
+        click.echo(f"{printable(str(recipe))}:{warning.line}:{warning.column}: warning: {warning}", err=True)
     if out_file is None:
         click.echo(imported.spec_text, nl=False)
         return
