@@ -32,6 +32,7 @@ def discover_command(
     Warnings (on stderr, and as comments in YAML) say what looks wrong; an unreachable host exits 1.
     """
     from compiler import discover as disc  # imported where used: `sparkc --help` stays light
+    from compiler.diagnostics import printable
 
     for host in hosts:
         if not disc.HOST_RE.match(host):
@@ -48,9 +49,9 @@ def discover_command(
     if choices:
         click.echo(disc.to_yaml(choices, ssh, unreachable) if fmt == "yaml" else disc.to_json(choices, ssh), nl=False)
     for name, text in disc.all_warnings(choices):
-        click.echo(f"warning: {name}: {text}", err=True)
+        click.echo(printable(f"warning: {name}: {text}"), err=True)
     for host, why in unreachable.items():
-        click.echo(f"error: {host} unreachable: {why}", err=True)
+        click.echo(printable(f"error: {host} unreachable: {why}"), err=True)
     if unreachable or any(c.netdev is None for c in choices):
         sys.exit(1)
 
