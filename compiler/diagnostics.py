@@ -93,7 +93,7 @@ def format_text(diagnostics: Iterable[Diagnostic], filename: str, document: Any)
     for d in sorted(diagnostics, key=sort_key):
         where = f"{d.file or filename}:{d.line}:{d.column}" if d.line else d.file or filename
         prefix = "" if d.severity is Severity.ERROR else "warning: "
-        lines.append(f"{where}: {display_path(d.path, document)}: {prefix}{d.message}")
+        lines.append(printable(f"{where}: {display_path(d.path, document)}: {prefix}{d.message}"))
     return "\n".join(lines)
 
 

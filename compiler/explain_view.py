@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from compiler.diagnostics import printable
 from compiler.plan import Plan
 
 
@@ -41,4 +42,5 @@ def explain_text(plan: Plan) -> str:
             )
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
-    return "\n".join(lines)
+    # An own profile's family, notes and side effects are free text: none of it may reach the terminal raw.
+    return "\n".join(printable(line) for line in lines)
