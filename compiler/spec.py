@@ -6,7 +6,7 @@ provenance travels with the values: `source("port")` is `spec` or `default`. Env
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -195,6 +195,8 @@ class Spec:
     model: Model
     engine: Engine
     launch: Launch
+    # What the user wrote, for a rule that must see every string at its own path (rules_cluster.plain_values).
+    given: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def env_text(value: Any) -> str:
@@ -209,13 +211,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
     from compiler.spec_model import build_model  # it builds on this module's types
 
     g = _Given(given)
-    cluster, container, model, engine, launch = (
-        full["cluster"],
-        full["container"],
-        full["model"],
-        full["engine"],
-        full["launch"],
-    )
+    cluster, container, model, engine, launch = (full[k] for k in ("cluster", "container", "model", "engine", "launch"))
     return Spec(
         name=full["name"],
         cluster=_cluster(cluster, g),
@@ -233,6 +229,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             drop_page_cache=launch["drop_page_cache"],
             probe=launch.get("probe"),
         ),
+        given=given,
     )
 
 
