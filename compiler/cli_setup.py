@@ -32,6 +32,7 @@ def discover_command(
     Warnings (on stderr, and as comments in YAML) say what looks wrong; an unreachable host exits 1.
     """
     from compiler import discover as disc  # imported where used: `sparkc --help` stays light
+    from compiler.diagnostics import printable
 
     for host in hosts:
         if not disc.HOST_RE.match(host):
@@ -48,9 +49,9 @@ def discover_command(
     if choices:
         click.echo(disc.to_yaml(choices, ssh, unreachable) if fmt == "yaml" else disc.to_json(choices, ssh), nl=False)
     for name, text in disc.all_warnings(choices):
-        click.echo(f"warning: {name}: {text}", err=True)
+        click.echo(printable(f"warning: {name}: {text}"), err=True)
     for host, why in unreachable.items():
-        click.echo(f"error: {host} unreachable: {why}", err=True)
+        click.echo(printable(f"error: {host} unreachable: {why}"), err=True)
     if unreachable or any(c.netdev is None for c in choices):
         sys.exit(1)
 
@@ -190,6 +191,7 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Spec file to write.")
 def import_command(recipe: Path, out_file: Path | None) -> None:
     """Turn a spark-vllm-docker or sparkrun RECIPE into a spec; what does not map is listed as warnings."""
+    from compiler.diagnostics import printable
     from compiler.importer import RecipeError, import_recipe
     from compiler.loader import SpecReadError, read_spec
 
@@ -198,7 +200,7 @@ def import_command(recipe: Path, out_file: Path | None) -> None:
     except (SpecReadError, RecipeError) as exc:
         raise UsageProblem(str(exc)) from None
     for warning in imported.warnings:
-        click.echo(f"{recipe}: warning: {warning}", err=True)
+        click.echo(f"{printable(str(recipe))}:{warning.line}:{warning.column}: warning: {warning}", err=True)
     if out_file is None:
         click.echo(imported.spec_text, nl=False)
         return

@@ -71,6 +71,15 @@ def show_key(key: str, always: bool = False) -> str:
     return "'" + shown.replace("'", "''") + "'"  # YAML's own way to put a quote inside single quotes
 
 
+def printable(text: str) -> str:
+    """Text read from a file or a node, as it may be printed on a terminal or in a one-line comment: each
+    character that is not printable (line breaks, ESC, NUL, DEL, C1 controls, bidi overrides) is written
+    as its Python escape (`\\x1b`), so it can neither move the cursor nor end the line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:
     return (d.file, d.line, d.column, d.message)
 
@@ -84,7 +93,7 @@ def format_text(diagnostics: Iterable[Diagnostic], filename: str, document: Any)
     for d in sorted(diagnostics, key=sort_key):
         where = f"{d.file or filename}:{d.line}:{d.column}" if d.line else d.file or filename
         prefix = "" if d.severity is Severity.ERROR else "warning: "
-        lines.append(f"{where}: {display_path(d.path, document)}: {prefix}{d.message}")
+        lines.append(printable(f"{where}: {display_path(d.path, document)}: {prefix}{d.message}"))
     return "\n".join(lines)
 
 

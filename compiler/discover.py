@@ -8,11 +8,13 @@ import ipaddress
 import json
 import re
 import subprocess
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
+from compiler.diagnostics import printable
 from compiler.probe import Netdev, NodeFacts, parse
 from compiler.resources import data_dir
 
@@ -21,6 +23,10 @@ USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]*$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$|^[a-z]$")
 PLACEHOLDER_IP = "0.0.0.0"  # what a node without a usable fabric netdev gets; the compiler refuses it
 PROBE_TIMEOUT_S = 60
+# The probe's answer is a few kB; a node may add a motd. Read no more than this of what a node sends
+# (stdout; stderr keeps its last part), so a node that answers without end cannot fill this machine's memory.
+MAX_ANSWER_BYTES = 1 << 20
+MAX_ERROR_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -72,20 +78,72 @@ def ssh_command(host: str, ssh: SshSettings) -> list[str]:
     return [*words, "--", host, "sh -s"]
 
 
+@dataclass(frozen=True)
+class Answer:
+    returncode: int
+    stdout: str  # decoded with replacement: a node's motd may be Latin-1
+    stderr: str
+    cut: bool  # stdout was longer than MAX_ANSWER_BYTES: the process was stopped there
+
+
 def probe(host: str, ssh: SshSettings) -> NodeFacts | str:
     """The node's facts, or why it could not be probed."""
     try:
-        done = subprocess.run(
-            ssh_command(host, ssh), input=probe_text(), capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
-        )
+        done = answer(ssh_command(host, ssh), probe_text().encode(), PROBE_TIMEOUT_S)
     except FileNotFoundError:
         return "no ssh client on this machine"
     except subprocess.TimeoutExpired:
         return f"no answer within {PROBE_TIMEOUT_S} s"
-    if done.returncode != 0 and "\nend" not in "\n" + done.stdout:
+    if done.returncode != 0 and not done.cut and "\nend" not in "\n" + done.stdout:
         reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"ssh exit status {done.returncode}"
         return reason
-    return parse(host, done.stdout)
+    facts = parse(host, done.stdout)
+    if done.cut:
+        facts.warnings.append(f"the node's answer was longer than {MAX_ANSWER_BYTES} bytes; only the first were read")
+    return facts
+
+
+def answer(argv: list[str], stdin: bytes, timeout: float) -> Answer:
+    """Run `argv` with `stdin`, keeping at most MAX_ANSWER_BYTES of its output (it is stopped when it sends
+    more) and the last MAX_ERROR_BYTES of its errors."""
+    out, err = bytearray(), bytearray()
+    cut = threading.Event()
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+
+        def read_out(stream: IO[bytes]) -> None:
+            while chunk := stream.read(65536):
+                out.extend(chunk[: MAX_ANSWER_BYTES - len(out)])
+                if len(out) >= MAX_ANSWER_BYTES:
+                    cut.set()
+                    process.kill()
+                    return
+
+        def read_err(stream: IO[bytes]) -> None:
+            while chunk := stream.read(65536):
+                err.extend(chunk)
+                del err[:-MAX_ERROR_BYTES]
+
+        assert process.stdin and process.stdout and process.stderr
+        readers = [
+            threading.Thread(target=read_out, args=(process.stdout,), daemon=True),
+            threading.Thread(target=read_err, args=(process.stderr,), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        try:
+            process.stdin.write(stdin)
+            process.stdin.close()
+        except OSError:  # it exited without reading the probe: its status and errors say why
+            pass
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        finally:
+            for reader in readers:
+                reader.join(5)  # a child it left behind may hold the pipes open
+    return Answer(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"), cut.is_set())
 
 
 def probe_all(hosts: list[str], ssh: SshSettings) -> dict[str, NodeFacts | str]:
@@ -188,7 +246,7 @@ def to_yaml(choices: list[Choice], ssh: SshSettings, unreachable: dict[str, str]
         "# (cluster.yaml) and write `cluster: {file: cluster.yaml}` in each spec that runs on this cluster.",
         "# ssh is the management address; fabric is the ConnectX-7 port every NCCL/Ray/engine address uses.",
     ]
-    out += [f"# UNREACHABLE {host}: {_line(why)} (not in this section)" for host, why in unreachable.items()]
+    out += [f"# UNREACHABLE {host}: {why} (not in this section)" for host, why in unreachable.items()]
     out.append("cluster:")
     if "ssh" in data:
         out.append("  ssh:")
@@ -196,20 +254,22 @@ def to_yaml(choices: list[Choice], ssh: SshSettings, unreachable: dict[str, str]
     out.append("  nodes:")
     for c, node in zip(choices, data["nodes"], strict=True):
         out += _node_yaml(c, node)
-    return "\n".join(out) + "\n"
+    # Comments carry what the nodes said: no byte of it may end a comment line or reach the terminal raw.
+    # The values are plain or JSON-quoted (see scalar), which this leaves as they are.
+    return "\n".join(printable(line) for line in out) + "\n"
 
 
 def _node_yaml(c: Choice, node: dict[str, Any]) -> list[str]:
     facts = c.facts
     gpus = f"{len(facts.gpus)} x {facts.gpus[0]}" if facts.gpus else "GPUs unknown"
-    out = [f"    # {_line(facts.hostname or '?')} at {facts.host}: {gpus}"]
+    out = [f"    # {facts.hostname or '?'} at {facts.host}: {gpus}"]
     for n in facts.netdevs:
         gids = "; ".join(f"{h} RoCE v2 IPv4 GID {','.join(map(str, i))}" for h, i in n.gids.items() if i)
         addrs = ", ".join(n.ipv4) or "no IPv4"
         link = f"{n.state}, MTU {n.mtu or '?'}"
         out.append(f"    #   {n.name} ({', '.join(n.hcas)}): {link}, {addrs}; {gids or 'no GID'}")
-    out += [f"    # {_line(note)}" for note in c.notes]
-    out += [f"    # WARNING: {_line(w)}" for w in [*facts.warnings, *c.warnings]]
+    out += [f"    # {note}" for note in c.notes]
+    out += [f"    # WARNING: {w}" for w in [*facts.warnings, *c.warnings]]
     out.append(f"    - name: {scalar(node['name'])}")
     out.append(f"      ssh: {scalar(node['ssh'])}")
     out.append("      fabric:")
@@ -220,10 +280,6 @@ def _node_yaml(c: Choice, node: dict[str, Any]) -> list[str]:
     if "gpus" in node:
         out.append(f"      gpus: {node['gpus']}")
     return out
-
-
-def _line(text: str) -> str:
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 _PLAIN = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_./-]*|\d+\.\d+\.\d+\.\d+)$")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from compiler.diagnostics import printable
 from compiler.plan import Plan
 from compiler.runs_where import RunsWhere, runs_where, shown
 
@@ -50,7 +51,8 @@ def explain_text(plan: Plan) -> str:
             )
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
-    return "\n".join([*lines, "", *runs_where_lines(plan, runs_where(plan))])
+    # An own profile's family, notes and side effects are free text: none of it may reach the terminal raw.
+    return "\n".join(printable(line) for line in [*lines, "", *runs_where_lines(plan, runs_where(plan))])
 
 
 def runs_where_lines(plan: Plan, view: RunsWhere) -> list[str]:

@@ -9,6 +9,7 @@ recipe cannot say (the nodes' addresses, where the weights sit) is written as a 
 from __future__ import annotations
 
 import io
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -17,9 +18,10 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
+from compiler.diagnostics import Path, printable, show_key
 from compiler.engines.sglang import MANAGED_FLAGS as SGLANG_FLAGS
 from compiler.engines.vllm import MANAGED_FLAGS as VLLM_FLAGS
-from compiler.loader import load_text, to_plain
+from compiler.loader import kind_of, load_text, locate, to_plain
 from compiler.names import SECRET_NAME
 
 PLACEHOLDER = "PLACEHOLDER"
@@ -37,6 +39,9 @@ _DEFAULTS = {
     "max_model_len": ("engine.max_model_len", int),
     "served_model_name": ("model.name", str),
 }
+# Nodes a recipe can ask for (one per GPU, at least min_nodes): spark-a to spark-z.
+MAX_NODES = 26
+_WHAT = {int: "a whole number", float: "a number", str: "text"}
 _PROGRAMS = (("vllm", "serve"), ("python3", "-m", "sglang.launch_server"), ("python", "-m", "sglang.launch_server"))
 
 
@@ -45,9 +50,30 @@ class RecipeError(Exception):
 
 
 @dataclass(frozen=True)
+class RecipeWarning:
+    """What did not carry over, about one recipe key (`defaults.port`), at its line and column."""
+
+    key: str
+    message: str
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        return printable(f"{self.key}: {self.message}")
+
+
+@dataclass(frozen=True)
 class Imported:
     spec_text: str
-    warnings: tuple[str, ...]  # each starts with the recipe key it is about
+    warnings: tuple[RecipeWarning, ...]
+
+
+class _Notes(list[tuple[Path, str, bool]]):
+    """The warnings as they are found: the recipe path each is about, the message, and whether it is
+    about the key (placed at the key) or its value (placed at the value)."""
+
+    def add(self, path: Path, message: str, at_key: bool = False) -> None:
+        self.append((path, message, at_key))
 
 
 def import_recipe(text: str, filename: str) -> Imported:
@@ -58,41 +84,85 @@ def import_recipe(text: str, filename: str) -> Imported:
     recipe = to_plain(document.data)
     if not isinstance(recipe.get("container"), str) or not isinstance(recipe.get("command", ""), str):
         raise RecipeError(f"{filename}: not a recipe: it needs 'container' (an image) and a 'command' text")
-    warnings: list[str] = []
+    warnings = _Notes()
     fields: dict[str, Any] = {}
     kind = str(recipe.get("runtime") or "vllm")
     if kind not in ("vllm", "sglang"):
-        raise RecipeError(f"{filename}: runtime {kind!r}: sparkc runs vllm and sglang")
-    defaults = recipe.get("defaults") if isinstance(recipe.get("defaults"), dict) else {}
-    for key, value in defaults.items():
-        if key in _DEFAULTS:
-            target, kind_of = _DEFAULTS[key]
-            fields[target] = kind_of(value)
+        raise RecipeError(f"{printable(filename)}: runtime {printable(repr(kind))}: sparkc runs vllm and sglang")
+    defaults = _defaults(recipe.get("defaults"), fields, warnings)
     args = _command(recipe.get("command", ""), defaults, kind, fields, warnings)
-    for key in sorted(set(recipe) - _READ - _QUIET):
-        warnings.append(f"{key}: not mapped; sparkc has no equivalent (review it by hand)")
-    for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"}):
+    for key in sorted(set(recipe) - _READ - _QUIET, key=str):
+        warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
+    for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"}, key=str):
         if not re.search(r"\{" + re.escape(str(key)) + r"\}", str(recipe.get("command", ""))):
-            warnings.append(f"defaults.{key}: not mapped; the command does not use it")
+            warnings.add(("defaults", key), "not mapped; the command does not use it", at_key=True)
     spec = _spec(recipe, kind, fields, args, warnings)
     out = io.StringIO()
     yaml = YAML()
     yaml.width = 200
     yaml.dump(spec, out)
-    header = f"# Imported from {filename} by `sparkc import`; {PLACEHOLDER} marks what the recipe does not say.\n"
-    notes = "".join(f"# warning: {w}\n" for w in warnings)
-    return Imported(header + notes + out.getvalue(), tuple(warnings))
+    located = tuple(_located(document.data, *warning) for warning in warnings)
+    header = f"Imported from {filename} by `sparkc import`; {PLACEHOLDER} marks what the recipe does not say."
+    notes = "".join(f"# warning: {w}\n" for w in located)
+    return Imported(f"# {printable(header)}\n" + notes + out.getvalue(), located)
 
 
-def _command(
-    command: str, defaults: dict[str, Any], kind: str, fields: dict[str, Any], warnings: list[str]
-) -> list[str]:
+def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, Any]:
+    """The recipe's defaults; those that are spec fields, typed, into `fields`."""
+    if not isinstance(raw, dict):
+        if raw is not None:
+            warnings.add(("defaults",), f"{kind_of(raw)}, not a mapping of values; ignored")
+        return {}
+    for key, value in raw.items():
+        if key in _DEFAULTS:
+            target, type_of = _DEFAULTS[key]
+            typed = _typed(value, type_of)
+            if typed is None:
+                warnings.add(
+                    ("defaults", key), f"{_shown(value)} is not {_WHAT[type_of]}; left out: set {target} by hand"
+                )
+            else:
+                fields[target] = typed
+    return raw
+
+
+def _located(data: Any, path: Path, message: str, at_key: bool) -> RecipeWarning:
+    line, column = locate(data, path, at_key)
+    return RecipeWarning(".".join(show_key(str(part)) for part in path), message, line, column)
+
+
+def _shown(value: Any) -> str:
+    """A recipe's value in a warning: itself where it is short text or a number, else what kind it is."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or len(repr(value)) > 60:
+        return kind_of(value)
+    return repr(value)
+
+
+def _typed(value: Any, type_of: type) -> Any:
+    """`value` as a spec field of type `type_of` takes it (a whole number may be written as text), or None."""
+    if type_of is str:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return value if isinstance(value, str) else str(value) if number else None
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
+        value = int(value)
+    if type_of is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str, Any], warnings: _Notes) -> list[str]:
     """The engine command's flags: managed ones into `fields`, the rest returned as engine.args."""
 
     def fill(match: re.Match[str]) -> str:
         if match.group(1) in defaults:
             return str(defaults[match.group(1)])
-        warnings.append(f"command: {{{match.group(1)}}} has no value in defaults; left as written")
+        warnings.add(("command",), f"{{{match.group(1)}}} has no value in defaults; left as written")
         return match.group(0)
 
     text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", fill, command.replace("\\\n", " "))
@@ -100,7 +170,7 @@ def _command(
     try:
         words = shlex.split(text)
     except ValueError as exc:
-        warnings.append(f"command: cannot be split into words ({exc}); no engine flags imported")
+        warnings.add(("command",), f"cannot be split into words ({exc}); no engine flags imported")
         return []
     for program in _PROGRAMS:
         if tuple(words[: len(program)]) == program:
@@ -108,13 +178,13 @@ def _command(
             break
     else:
         if words:
-            warnings.append(f"command: does not start with vllm serve or sglang.launch_server; read as {kind} flags")
+            warnings.add(("command",), f"does not start with vllm serve or sglang.launch_server; read as {kind} flags")
     if words and not words[0].startswith("-"):
         words = words[1:]  # vllm serve's positional model: sparkc passes the mounted path
     return _flags(words, VLLM_FLAGS if kind == "vllm" else SGLANG_FLAGS, fields, warnings)
 
 
-def _flags(words: list[str], managed: dict[str, str], fields: dict[str, Any], warnings: list[str]) -> list[str]:
+def _flags(words: list[str], managed: dict[str, str], fields: dict[str, Any], warnings: _Notes) -> list[str]:
     args: list[str] = []
     i = 0
     while i < len(words):
@@ -127,7 +197,7 @@ def _flags(words: list[str], managed: dict[str, str], fields: dict[str, Any], wa
         if target is None:
             args += [flag + eq + value] if eq else ([flag, value] if takes else [flag])
         elif not _set_field(target, flag, value, fields):
-            warnings.append(f"command: {flag} is set by sparkc from {target}; dropped")
+            warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
     return args
 
 
@@ -140,9 +210,9 @@ def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bo
         if value.startswith("/"):
             fields[target] = value
     elif target in ("engine.port", "engine.tensor_parallel", "engine.pipeline_parallel", "engine.max_model_len"):
-        fields[target] = int(value) if value.isdigit() else value
+        fields[target] = int(value) if re.fullmatch(r"[0-9]+", value) else value
     elif target == "engine.gpu_memory_utilization":
-        fields[target] = float(value) if re.fullmatch(r"[0-9.]+", value) else value
+        fields[target] = float(value) if re.fullmatch(r"[0-9]*\.?[0-9]+", value) else value
     elif target in ("engine.host", "engine.reasoning_parser", "model.name"):
         fields[target] = value
     else:
@@ -150,11 +220,14 @@ def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bo
     return True
 
 
-def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[str], warnings: list[str]) -> Any:
-    model = str(recipe.get("model") or "")
+def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[str], warnings: _Notes) -> Any:
+    model = recipe.get("model") or ""
+    if not isinstance(model, str):
+        warnings.add(("model",), f"{kind_of(model)}, not a Hugging Face id; left out: set model.name by hand")
+        model = ""
     folder = model.rsplit("/", 1)[-1] or "model"
-    gpus = int(fields.get("engine.tensor_parallel", 1)) * int(fields.get("engine.pipeline_parallel", 1))
-    count = max(gpus, int(recipe.get("min_nodes") or 1))
+    in_defaults = isinstance(recipe.get("defaults"), dict) and "tensor_parallel" in recipe["defaults"]
+    count = _count(recipe.get("min_nodes"), fields, in_defaults, warnings)
     spec = CommentedMap(sparkc=1, name=_name(str(recipe.get("name") or folder)))
     spec["cluster"] = CommentedMap(nodes=[_node(i) for i in range(count)])
     container = CommentedMap(image=recipe["container"])
@@ -165,7 +238,9 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
         container["secrets"] = secrets
     spec["container"] = container
     spec["model"] = CommentedMap(path=f"/{PLACEHOLDER}/models/{folder}")
-    spec["model"].yaml_add_eol_comment(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node", "path")
+    spec["model"].yaml_add_eol_comment(
+        printable(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node"), "path"
+    )
     for key in ("mount", "name"):
         if f"model.{key}" in fields:
             spec["model"][key] = fields[f"model.{key}"]
@@ -181,6 +256,23 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
     return spec
 
 
+def _count(min_nodes: Any, fields: dict[str, Any], from_defaults: bool, warnings: _Notes) -> int:
+    """Nodes to write: one per GPU the parallelism needs (a DGX Spark has one), at least min_nodes."""
+    parallel = [fields.get(f"engine.{key}", 1) for key in ("tensor_parallel", "pipeline_parallel")]
+    gpus = math.prod(n if isinstance(n, int) and not isinstance(n, bool) else 1 for n in parallel)
+    least = _typed(min_nodes, int) if min_nodes is not None else 1
+    if least is None:
+        warnings.add(("min_nodes",), f"{_shown(min_nodes)} is not a whole number; read as 1")
+        least = 1
+    count = max(gpus, least, 1)
+    if count > MAX_NODES:
+        about = ("min_nodes",) if least == count else ("defaults", "tensor_parallel") if from_defaults else ("command",)
+        warnings.add(
+            about, f"needs more than {MAX_NODES} nodes; the first {MAX_NODES} are written: add the rest by hand"
+        )
+    return min(count, MAX_NODES)
+
+
 def _node(index: int) -> CommentedMap:
     """A node the recipe does not describe: every address is a marked placeholder to replace."""
     name = f"spark-{chr(ord('a') + index)}"
@@ -192,12 +284,14 @@ def _node(index: int) -> CommentedMap:
     return node
 
 
-def _env(raw: Any, warnings: list[str]) -> tuple[CommentedMap, list[str]]:
+def _env(raw: Any, warnings: _Notes) -> tuple[CommentedMap, list[str]]:
     env, secrets = CommentedMap(), []
     for name, value in (raw or {}).items() if isinstance(raw, dict) else []:
         if SECRET_NAME.search(str(name).upper()):
             secrets.append(str(name))
-            warnings.append(f"env.{name}: looks like a secret: listed under container.secrets (export it at launch)")
+            warnings.add(
+                ("env", name), "looks like a secret: listed under container.secrets (export it at launch)", at_key=True
+            )
         else:
             env[str(name)] = value if isinstance(value, (str, int, float, bool)) else str(value)
     return env, secrets

@@ -39,6 +39,10 @@ _BARE = re.compile(r"[A-Za-z0-9_@%+=:./-]+")
 _SPECIAL = re.compile(r"([\\$`'])")
 
 
+# A word with `=` that shellcheck reads as the data it is, bare: `NAME=value`, `--flag=value`.
+_PLAIN_EQUALS = re.compile(r"[A-Za-z_-][^+@]*")
+
+
 def quote(value: Any) -> str:
     """The one way a value enters a script: shell-quoted, so it is always data, never code.
     Booleans become 1 and 0, what the scripts test with (( )).
@@ -52,7 +56,9 @@ def quote(value: Any) -> str:
     if text.startswith("~"):
         # '~/x' is right, but shellcheck reads it as a tilde meant to expand (SC2088).
         return "\\~" + quote(text[1:]) if len(text) > 1 else "\\~"
-    if _BARE.fullmatch(text) and not text.startswith("="):  # a leading = is SC1097/SC2191 bare
+    if _BARE.fullmatch(text) and ("=" not in text or _PLAIN_EQUALS.fullmatch(text)):
+        # Bare, a word whose `=` follows only digits, or `+`/`@` (where shellcheck starts a new piece of the
+        # word), is read as a mistaken assignment: SC2191 in an array, SC1097 after `NAME=`.
         return text
     parts = (part for part in _SPECIAL.split(text) if part)
     return "".join("\\" + part if _SPECIAL.fullmatch(part) else f"'{part}'" for part in parts) or "''"

@@ -7,8 +7,9 @@ provenance travels with the values: `source("port")` is `spec` or `default`. Env
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from compiler.diagnostics import Path
 
@@ -229,3 +230,5 @@ class Spec:
     model: Model
     engine: Engine
     launch: Launch
+    # What the user wrote, for a rule that must see every string at its own path (rules_cluster.plain_values).
+    given: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -64,6 +64,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             drop_page_cache=launch["drop_page_cache"],
             probe=launch.get("probe"),
         ),
+        given=given,
     )
 
 

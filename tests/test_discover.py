@@ -4,6 +4,7 @@ through a fake ssh that answers like the real one, and the probe itself under da
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import stat
 import subprocess
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ruamel.yaml import YAML
 
 from compiler import discover as disc
 from compiler.cli import cli
+from compiler.lint import shellcheck_binary
 from compiler.pipeline import compile_text
 from compiler.probe import NodeFacts, parse
 from tests.specs import dump, example
@@ -115,6 +118,7 @@ printf '%s\\n' "$*" >>"$FAKE_SSH_LOG"
 while [ "$1" != -- ]; do shift; done
 host=$2
 cat >/dev/null
+if [ -x "$FAKE_SSH_DIR/$host.run" ]; then exec "$FAKE_SSH_DIR/$host.run"; fi
 if [ -f "$FAKE_SSH_DIR/$host.out" ]; then cat "$FAKE_SSH_DIR/$host.out"; exit 0; fi
 echo "ssh: connect to host $host port 22: Connection refused" >&2
 exit 255
@@ -180,5 +184,43 @@ def test_the_probe_runs_under_posix_shells(shell: str) -> None:
 
 def test_the_probe_is_shellcheck_clean_as_posix_sh() -> None:
     probe = Path(disc.__file__).resolve().parent.parent / "templates" / "discover" / "probe.sh"
-    done = subprocess.run(["shellcheck", "-s", "sh", str(probe)], capture_output=True, text=True)
+    done = subprocess.run([shellcheck_binary(), "-s", "sh", str(probe)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+def test_a_node_answer_that_is_not_utf8_is_read(fake_ssh: Path) -> None:
+    """A login shell's motd in Latin-1 before the probe's lines: the lines are read, the bytes replaced."""
+    answer = (fake_ssh / "spark-a.local.out").read_bytes()
+    (fake_ssh / "spark-a.local.out").write_bytes(b"Willkommen auf \xfcberall \xe9t\xe9\n" + answer)
+    result = CliRunner().invoke(cli, ["discover", "spark-a.local", "10.0.0.22"])
+    assert result.exit_code == 0, result.output
+    assert "netdev: enp1s0f0np0" in result.stdout
+
+
+def test_control_characters_a_node_sends_reach_neither_the_terminal_nor_the_yaml(fake_ssh: Path) -> None:
+    answer = (fake_ssh / "10.0.0.22.out").read_text()
+    hostile = answer.replace("hostname spark-b", "hostname spark-b\x1b]0;owned\x07\x00\u2028x: 1")
+    hostile = hostile.replace("rdma rocep1s0f1 enp1s0f1np1", "rdma rocep1s0f1 enp1s0f1\x1b[2Jnp1")
+    (fake_ssh / "10.0.0.22.out").write_text(hostile + "gpu-error \x1b[31mfailed\rhidden\n")
+    (fake_ssh / "10.0.0.9.run").write_text("#!/bin/sh\nprintf 'refused \\033[2J\\n' >&2\nexit 255\n")
+    (fake_ssh / "10.0.0.9.run").chmod(stat.S_IRWXU)
+    result = CliRunner().invoke(cli, ["discover", "spark-a.local", "10.0.0.22", "10.0.0.9"])
+    assert result.exit_code == 1, result.output
+    for text in (result.stdout, result.stderr):
+        assert not any(c in text for c in "\x1b\x00\x07\r\u2028"), repr(text)
+    assert "\\x1b[2J" in result.stdout and "error: 10.0.0.9 unreachable: refused \\x1b[2J" in result.stderr
+    cluster = YAML(typ="safe").load(result.stdout)["cluster"]
+    assert list(cluster) == ["nodes"] and len(cluster["nodes"]) == 2
+
+
+def test_a_node_that_answers_without_end_is_cut_off(fake_ssh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read at most MAX_ANSWER_BYTES of what a node sends, then stop it, and say so."""
+    monkeypatch.setattr(disc, "PROBE_TIMEOUT_S", 20)
+    answer = (fake_ssh / "10.0.0.22.out").read_text()
+    run = fake_ssh / "10.0.0.22.run"
+    run.write_text(f"#!/bin/sh\nprintf '%s' {shlex.quote(answer)}\nexec yes motd\n")
+    run.chmod(stat.S_IRWXU)
+    result = CliRunner().invoke(cli, ["discover", "spark-a.local", "10.0.0.22"])
+    assert result.exit_code == 0, result.output
+    assert f"warning: spark-b: the node's answer was longer than {disc.MAX_ANSWER_BYTES} bytes" in result.stderr
+    assert "netdev: enp1s0f0np0" in result.stdout

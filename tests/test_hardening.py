@@ -18,7 +18,7 @@ from compiler.pipeline import Beside
 from compiler.resolve.rules_ssh import RUNS_PROGRAMS
 from tests.fakes.cluster import FakeCluster
 from tests.product import needs
-from tests.specs import EXAMPLES, compile_spec, dump, example, with_changes
+from tests.specs import DELETE, EXAMPLES, compile_spec, dump, example, with_changes
 
 SHELLS = [("bash",), ("dash",), ("zsh",), ("busybox", "sh")]
 
@@ -97,6 +97,43 @@ def test_values_with_line_separators_or_over_4_kib_are_refused() -> None:
     result = compile_spec(text.replace("PLACEHOLDER", '"a\\x85b"'), render_files=False)
     assert any("separators" in d.message for d in result.diagnostics), result.diagnostics
     assert "4096" in errors({"engine.args": ["--x=" + "a" * 5000]})[0]
+
+
+# Each a value YAML can carry (a raw U+0085 is a line break to YAML itself): the trailing newline too,
+# which a schema pattern's `$` lets through in Python.
+UNPRINTABLE = ["\n", "\x7fz", "\x1b[2J", "\x9bz", "\u2028z", "\u2029z", "\rz"]
+HF = {"model.path": DELETE, "model.hf_cache": "/srv/hf", "model.repo": "org/m"}
+
+
+@pytest.mark.parametrize("bad", UNPRINTABLE, ids=repr)
+@pytest.mark.parametrize(
+    ("changes", "where"),
+    [
+        ({"container.cache.host": "/var/cache/a"}, ("container", "cache", "host")),
+        ({**HF, "model.hf_cache": "/srv/hf"}, ("model", "hf_cache")),
+        ({**HF, "model.repo": "org/m"}, ("model", "repo")),
+        ({**HF, "model.revision": "main"}, ("model", "revision")),
+    ],
+)
+def test_control_characters_are_refused_in_every_string_field(
+    changes: dict[str, object], where: tuple[str, ...], bad: str
+) -> None:
+    dotted = ".".join(where)
+    spec = with_changes(example("llama33-70b-2spark-native"), {**changes, dotted: f"{changes[dotted]}{bad}"})
+    result = compile_spec(spec, render_files=False)
+    assert any(d.path == where and d.severity == "error" and d.line > 0 for d in result.diagnostics), result.diagnostics
+
+
+@pytest.mark.parametrize("scope", ["eth 0", "x'y", "$(id)", "a;b", "a|b", 'a"b', "", "a" * 16])
+@pytest.mark.parametrize("field", ["cluster.nodes.1.fabric.ip", "engine.host"])
+def test_an_ipv6_scope_id_must_be_an_interface_name(field: str, scope: str) -> None:
+    messages = errors({field: f"fe80::1%{scope}"})
+    assert any("scope id after '%' must be an interface name" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("scope", ["enp1s0f1np1", "eth0.100", "3"])
+def test_an_ipv6_scope_id_that_names_an_interface_is_taken(scope: str) -> None:
+    assert errors({"engine.host": f"fe80::1%{scope}"}) == []
 
 
 def test_values_shellcheck_used_to_flag_compile_and_stay_exact(fake: FakeCluster) -> None:

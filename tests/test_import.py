@@ -19,7 +19,7 @@ RECIPES = ROOT / "tests" / "recipes"
 
 def imported(name: str) -> tuple[dict, tuple[str, ...], str]:
     result = import_recipe((RECIPES / name).read_text(encoding="utf-8"), name)
-    return YAML(typ="safe").load(result.spec_text), result.warnings, result.spec_text
+    return YAML(typ="safe").load(result.spec_text), tuple(map(str, result.warnings)), result.spec_text
 
 
 @pytest.mark.parametrize("name", ["eugr-style.yaml", "sparkrun-style.yaml"])
@@ -79,7 +79,63 @@ def test_the_command_writes_the_spec_and_lists_warnings(tmp_path: Path) -> None:
     out = tmp_path / "spec.yaml"
     done = CliRunner().invoke(cli, ["import", str(RECIPES / "eugr-style.yaml"), "-o", str(out)])
     assert done.exit_code == 0, done.output
-    assert "eugr-style.yaml: warning: mods: not mapped" in done.output
+    assert "eugr-style.yaml:10:1: warning: mods: not mapped" in done.output
     assert YAML(typ="safe").load(out.read_text())["engine"]["kind"] == "vllm"
     missing = CliRunner().invoke(cli, ["import", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2 and "no such file" in missing.output
+
+
+BASE = "name: x\ncontainer: img\nmodel: org/m\ncommand: vllm serve m\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "at"),
+    [
+        ("defaults: {port: abc}", "defaults.port", "5:18"),
+        ("defaults:\n  port: [8000]", "defaults.port", "6:9"),
+        ("defaults: {port: null}", "defaults.port", "5:18"),
+        ("defaults: {port: true}", "defaults.port", "5:18"),
+        ("defaults: {tensor_parallel: .inf}", "defaults.tensor_parallel", "5:29"),
+        ("defaults: {max_model_len: 1e400}", "defaults.max_model_len", "5:27"),
+        ("defaults: {max_model_len: 1.5}", "defaults.max_model_len", "5:27"),
+        ("defaults: {gpu_memory_utilization: .nan}", "defaults.gpu_memory_utilization", "5:36"),
+        ("defaults: {host: [a]}", "defaults.host", "5:18"),
+        ("defaults: 7", "defaults", "5:11"),
+        ("min_nodes: abc", "min_nodes", "5:12"),
+        ("min_nodes: [1]", "min_nodes", "5:12"),
+        ("min_nodes: .inf", "min_nodes", "5:12"),
+        ("min_nodes: 100000000", "min_nodes", "5:12"),  # one node each: the first 26 are written
+        ("defaults: {tensor_parallel: 1000000000}", "defaults.tensor_parallel", "5:29"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_a_warning_at_its_line(tmp_path: Path, extra: str, key: str, at: str) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(BASE + extra + "\n", encoding="utf-8")
+    done = CliRunner().invoke(cli, ["import", str(recipe)])
+    assert done.exit_code == 0, done.output
+    assert f"r.yaml:{at}: warning: {key}: " in done.stderr
+    assert "Traceback" not in done.output
+    spec = YAML(typ="safe").load(done.stdout)
+    assert 1 <= len(spec["cluster"]["nodes"]) <= 26
+
+
+@pytest.mark.parametrize("flag", ["--port \u00b2", "--gpu-memory-utilization 1.2.3", "--tensor-parallel-size \u0663"])
+def test_a_flag_value_that_is_no_number_stays_text_for_validate_to_report(flag: str) -> None:
+    result = import_recipe(f"container: img\ncommand: vllm serve m {flag}\n", "r.yaml")
+    assert flag.split()[1] in YAML(typ="safe").load(result.spec_text)["engine"].values()
+
+
+def test_text_from_the_recipe_cannot_leave_its_comment() -> None:
+    """A line break in the model id (shown in a comment) or in a key (named in a warning comment)
+    stays inside the comment: the spec holds only what sparkc wrote."""
+    recipe = (
+        'container: img\nmodel: "org/m\\nengine: {kind: evil}\\n# x"\n'
+        '"k\\nengine:\\n  kind: evil": 1\n"\\e[2J\\u2028": 2\n'
+    )
+    result = import_recipe(recipe, "r\n.yaml")
+    spec = YAML(typ="safe").load(result.spec_text)
+    assert list(spec) == ["sparkc", "name", "cluster", "container", "model", "engine"]
+    assert spec["engine"] == {"kind": "vllm"}
+    comments = [line for line in result.spec_text.splitlines() if line.lstrip().startswith("#")]
+    assert len(comments) == 3 and all(c.isprintable() for c in result.spec_text.splitlines())
+    assert "\x1b" not in "".join(map(str, result.warnings))

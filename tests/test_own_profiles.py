@@ -131,3 +131,18 @@ def test_drafted_profile_of_a_vllm_serve_image_takes_engine_args() -> None:
 def test_inspect_output_that_is_not_dockers_is_a_usage_error(runner: CliRunner, text: str) -> None:
     result = runner.invoke(cli, ["profile", "x/y", "--inspect", "-"], input=text)
     assert result.exit_code == 2 and "the inspect output of x/y" in result.output
+
+
+def test_explain_prints_an_own_profiles_text_with_its_control_characters_escaped(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path, "registry.example/team/vllm:7")
+    (tmp_path / "profiles").mkdir()
+    hostile = OWN.replace("family: our vLLM build", 'family: "our \\e]0;title\\a build"')
+    hostile += 'notes: ["clears \\e[2J\\r\\0"]\nside_effects: ["\\e[31mred"]\n'
+    (tmp_path / "profiles" / "team-vllm.yaml").write_text(hostile)
+    result = runner.invoke(cli, ["explain", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert not any(c in result.output for c in "\x1b\x07\r\x00"), repr(result.output)
+    assert "our \\x1b]0;title\\x07 build" in result.output and "clears \\x1b[2J\\r\\x00" in result.output
+    assert "\\x1b[31mred" in result.output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import ipaddress
 import re
@@ -11,12 +10,15 @@ from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.resolve.context import Deployment
-from compiler.spec import Architecture, Node, Section
+from compiler.spec import Architecture, Node
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # C1 controls and Unicode line breaks: some terminals and shells treat them as control or newline.
 LINE_BREAKS = re.compile("[\x80-\x9f\u2028\u2029]")
 
+
+# An interface name or index, as the schema's ifname: what an IPv6 scope id (fe80::1%enp1s0f1np1) may be.
+SCOPE_ID = re.compile(r"[A-Za-z0-9_.-]{1,15}")
 
 # Longer values would not fit one word of a command line (Linux takes at most 128 KiB) and no real
 # path, name or flag comes near this.
@@ -27,7 +29,7 @@ def plain_values(d: Deployment) -> Iterator[Diagnostic]:
     """Every value the user wrote ends up in a script, a label or a log line: no control characters,
     no line separators, and a size a command line takes. Names (env, ulimits) too: the schema's patterns
     end in `$`, which in Python also matches before a final newline."""
-    for path, text, is_name in _given_strings(d.spec, ()):
+    for path, text, is_name in _given_strings(d.spec.given, ()):
         what = "names" if is_name else "values"
         if CONTROL.search(text):
             yield Diagnostic(path, f"control characters (newline, tab, ...) are not allowed in {what}", at_key=is_name)
@@ -40,6 +42,18 @@ def plain_values(d: Deployment) -> Iterator[Diagnostic]:
             yield error(path, f"this value is {size} bytes long; at most {MAX_VALUE_BYTES} fit a command line safely")
 
 
+def bad_scope(text: str) -> str | None:
+    """Why the scope id of an IPv6 address is refused: ipaddress takes any text after '%' (spaces, quotes,
+    `$(...)`, ';'), and the address reaches env values, --master-addr, ssh targets and netplan YAML."""
+    _, percent, scope = text.partition("%")
+    if not percent or SCOPE_ID.fullmatch(scope.split("/")[0]):
+        return None
+    return (
+        f"'{text}': the scope id after '%' must be an interface name or number (letters, digits, '_', '.', '-', "
+        "at most 15), such as fe80::1%enp1s0f1np1"
+    )
+
+
 def _given_strings(value: Any, path: Path) -> Iterator[tuple[Path, str, bool]]:
     """(path, text, whether it is a mapping's key) for every string the user wrote."""
     if isinstance(value, str):
@@ -48,19 +62,9 @@ def _given_strings(value: Any, path: Path) -> Iterator[tuple[Path, str, bool]]:
         for key, item in value.items():
             yield (*path, key), str(key), True
             yield from _given_strings(item, (*path, key))
-    elif isinstance(value, tuple):
+    elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             yield from _given_strings(item, (*path, i))
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        section = value if isinstance(value, Section) else None
-        for field in dataclasses.fields(value):
-            if section is not None and field.name not in section.given:
-                continue
-            item = getattr(value, field.name)
-            item_path = (
-                item.location if isinstance(item, Section) else (section.at(field.name) if section else (field.name,))
-            )
-            yield from _given_strings(item, item_path)
 
 
 def head_exists(d: Deployment) -> Iterator[Diagnostic]:
@@ -94,21 +98,13 @@ def unique_nodes(d: Deployment) -> Iterator[Diagnostic]:
 def fabric_addresses(d: Deployment) -> Iterator[Diagnostic]:
     for node in d.spec.cluster.nodes:
         path = node.fabric.at("ip")
-        try:
-            address = ipaddress.ip_address(node.fabric.ip)
-        except ValueError:
-            prefixed = _without_prefix(node.fabric.ip)
-            if prefixed is not None:
-                yield error(
-                    path,
-                    f"'{node.fabric.ip}' must be the fabric address alone, without the prefix length: write {prefixed}",
-                )
-                continue
-            yield error(
-                path,
-                f"'{node.fabric.ip}' is not an IP address; the fabric side needs the CX-7 port's address "
-                "(e.g. 192.168.100.10), not a host name",
-            )
+        address = _address(
+            node.fabric.ip,
+            "fabric",
+            "the fabric side needs the CX-7 port's address (e.g. 192.168.100.10), not a host name",
+        )
+        if isinstance(address, str):
+            yield error(path, address)
             continue
         if address.is_unspecified or address.is_multicast:
             yield error(path, f"{address} cannot be a node's address")
@@ -133,18 +129,9 @@ def control_planes(d: Deployment) -> Iterator[Diagnostic]:
     for node in with_control:
         assert node.control is not None
         path = node.control.at("ip")
-        try:
-            address = ipaddress.ip_address(node.control.ip)
-        except ValueError:
-            prefixed = _without_prefix(node.control.ip)
-            if prefixed is not None:
-                yield error(
-                    path,
-                    f"'{node.control.ip}' must be the control address alone, without the prefix length: "
-                    f"write {prefixed}",
-                )
-                continue
-            yield error(path, f"'{node.control.ip}' is not an IP address; write the address {node.control.netdev} has")
+        address = _address(node.control.ip, "control", f"write the address {node.control.netdev} has")
+        if isinstance(address, str):
+            yield error(path, address)
             continue
         if address.is_unspecified or address.is_multicast or (address.is_loopback and d.multi):
             yield error(path, f"{address} cannot be a node's control address: the other nodes must reach it")
@@ -158,6 +145,20 @@ def control_planes(d: Deployment) -> Iterator[Diagnostic]:
                 f"{node.control.ip} is also the fabric IP, on {node.fabric.netdev}; an address sits on one "
                 f"interface: write {node.control.netdev}'s own address",
             )
+
+
+def _address(text: str, plane: str, otherwise: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | str:
+    """A node's address on `plane`, or why `text` is not one (`otherwise`: what to write instead of a name)."""
+    scope = bad_scope(text)
+    if scope:
+        return scope
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        prefixed = _without_prefix(text)
+        if prefixed is not None:
+            return f"'{text}' must be the {plane} address alone, without the prefix length: write {prefixed}"
+        return f"'{text}' is not an IP address; {otherwise}"
 
 
 def _without_prefix(value: str) -> str | None:

@@ -15,6 +15,7 @@ from compiler.resolve.engine_args import api_key_given, managed_fields, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_planes
 from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, head_ports
+from compiler.resolve.rules_cluster import bad_scope
 from compiler.spec import Backend, EntrypointMode, Topology
 
 HOST_NAME = re.compile(
@@ -55,6 +56,10 @@ def effective_differs(d: Deployment) -> Iterator[Diagnostic]:
 
 def engine_host(d: Deployment) -> Iterator[Diagnostic]:
     host = d.spec.engine.host
+    scope = bad_scope(host)
+    if scope:
+        yield error(d.spec.engine.at("host"), scope)
+        return
     try:
         ipaddress.ip_address(host)
     except ValueError:

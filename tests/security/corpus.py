@@ -8,9 +8,12 @@ argv, or as a word of the engine command that Ray's head runs. A case is one fie
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+from compiler.resolve.rules_cluster import CONTROL, LINE_BREAKS
 
 # A payload that manages to run `touch` creates this file: each case replaces the word with a path in
 # its own folder and asserts, at the end, that nothing is there.
@@ -54,6 +57,10 @@ PAYLOADS: Final[dict[str, str]] = {
     "dash": "-x",
     "double_dash": "--privileged",
     "equals": "a=b",
+    # a bare word whose `=` follows nothing, digits, `+` or `@` is what shellcheck reads as a mistaken
+    # assignment (SC1097 after `NAME=`, SC2191 in an array): the lint gate must not call it a bug
+    "equals_start": "=a=b",
+    "equals_digits": "1=x+=y",
     "star": "*",
     "question": "a?",
     "bracket": "[ab]",
@@ -96,6 +103,16 @@ class Arrival:
     workers_only: bool = False  # only the worker is expected to have it (a per-node setting)
 
 
+def unprintable(value: str) -> bool:
+    """A control character or a line separator: refused in every field of a spec, whatever it reaches."""
+    return bool(CONTROL.search(value) or LINE_BREAKS.search(value))
+
+
+def bad_scope(value: str) -> bool:
+    """An IPv6 address whose scope id (after '%') is not an interface name or number."""
+    return unprintable(value) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", value.partition("%")[2])
+
+
 def word(text: str, workers_only: bool = False) -> Arrival:
     return Arrival("word", text, workers_only=workers_only)
 
@@ -125,6 +142,7 @@ class Field:
     wrap: Callable[[str], str] = field(default=lambda p: p)  # the payload as written (inside a path, ...)
     secret: Literal["", "name", "value"] = ""
     keep_secrets: bool = False
+    refused: Callable[[str], bool] = unprintable  # values (as written) that must be refused, not delivered
 
 
 def _set(dotted: str) -> Callable[[str], dict[str, Any]]:
@@ -145,6 +163,14 @@ FIELDS: Final[tuple[Field, ...]] = (
         ("cluster", "nodes", 1, "fabric", "ip"),
         _set("cluster.nodes.1.fabric.ip"),
         lambda v: [env("VLLM_HOST_IP", v, workers_only=True)],
+    ),
+    Field(
+        "nodes.1.fabric.ip.scope",  # an IPv6 link-local address names its interface after '%'
+        ("cluster", "nodes", 1, "fabric", "ip"),
+        _set("cluster.nodes.1.fabric.ip"),
+        lambda v: [env("VLLM_HOST_IP", v, workers_only=True)],
+        wrap=lambda p: f"fe80::1%{p}",
+        refused=bad_scope,
     ),
     Field(
         "nodes.1.fabric.netdev",
@@ -187,6 +213,13 @@ FIELDS: Final[tuple[Field, ...]] = (
         _set("container.mounts.0.container"),
         lambda v: [word(f"/home/aurora/.cache/vllm:{v}")],
         wrap=lambda p: f"/srv/{p}",
+    ),
+    Field(
+        "cache.host",
+        ("container", "cache", "host"),
+        _set("container.cache.host"),
+        lambda v: [word(f"{v}:/var/cache/sparkc")],
+        wrap=lambda p: f"/srv/cache/{p}",
     ),
     Field("shm_size", ("container", "shm_size"), _set("container.shm_size"), lambda v: [word(v)]),
     Field("container.env.key", ("container", "env"), lambda v: {"container.env": {v: "x"}}, lambda v: [env(v, "x")]),

@@ -79,6 +79,8 @@ def check_case(
         spec = with_changes(spec, case.field.changes(value))
     text = spec_text(spec)
     result = compile_text(text, "spec.yaml", render_files=False)  # the lint gate: see test_lint_sample.py
+    if case.field.secret != "value" and case.field.refused(value):
+        assert not result.ok, f"{value!r} must be refused in {case.field.id}"
 
     if not result.ok:
         assert case.field.secret != "value", "a secret's value is never in the spec"

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from compiler.emit import emit
+from compiler.lint import SHELLCHECK_FLAGS, shellcheck_binary
 from compiler.pipeline import compile_text
-from compiler.render import render
+from compiler.render import quote, render
 from compiler.resolve.rules_cluster import CONTROL, LINE_BREAKS, MAX_VALUE_BYTES
 from tests.fakes.cluster import FakeCluster
 from tests.security.corpus import CANARY, ENV_NAME, NATIVE, PAYLOADS, SECRET_NAME
@@ -45,6 +46,8 @@ LINTED = {
     "latin",
     "emoji",
     "dash",
+    "equals_start",
+    "equals_digits",
     "canary_all_quotes",
 }
 
@@ -59,6 +62,7 @@ def every_field(value: str) -> dict[str, Any]:
         "container.env": {ENV_NAME: value},
         "engine.env": {f"{ENV_NAME}_ENGINE": value},
         "cluster.nodes.1.env": {f"{ENV_NAME}_NODE": value},
+        "container.hooks.pre_engine": [value],
     }
     if not set(value) & {":", ","}:
         changes |= {
@@ -95,3 +99,22 @@ def test_dry_run_and_the_other_scripts_run_nothing(payload: str, tmp_path: Path,
     for script in ("stop-cluster.sh", "status.sh", "logs.sh"):
         assert run(script, "--help").returncode == 0, script
     assert not canary.exists()
+
+
+# Words with `=` in the places shellcheck reads one as an assignment or an index: first, after digits,
+# after `+` or `@`, and the flags and assignments that stay bare.
+EQUALS_WORDS = ["=", "==", "=x", "=a=b", "0=", "12=x", "+=", "a+=b", "@=x", "a=+=b", "-+=", "--x=@=y", "x=1=2"]
+
+
+def test_words_with_equals_are_shellcheck_clean_and_read_back_as_written(tmp_path: Path) -> None:
+    lines = ["#!/usr/bin/env bash", "set -eu"]
+    for i, value in enumerate(EQUALS_WORDS):
+        word = quote(value)
+        lines += [f"readonly V{i}={word}", f"A{i}=(", f"  {word}", f"  x {word}", ")"]
+        lines.append(f'printf "%s\\0" {word} "${{A{i}[@]}}" "$V{i}"')
+    script = tmp_path / "s.sh"
+    script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lint = subprocess.run([shellcheck_binary(), *SHELLCHECK_FLAGS, str(script)], capture_output=True, text=True)
+    assert lint.stdout == "", lint.stdout
+    out = subprocess.run(["bash", str(script)], capture_output=True, check=True).stdout.decode()
+    assert out.split("\0")[:-1] == [w for v in EQUALS_WORDS for w in (v, v, "x", v, v)]
