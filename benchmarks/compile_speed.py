@@ -196,9 +196,9 @@ def measure(trees: list[Tree], plan: list[Scenario], runs: int) -> dict[str, dic
 def stages(runs: int) -> dict[str, dict[str, float | int]]:
     """In this process, the seed's stages; shellcheck without its cache (what a cold compile pays)."""
     sys.path.insert(0, str(ROOT))
-    from compiler.lint import LintCache, lint_scripts
+    from compiler.output.lint import LintCache, lint_scripts
+    from compiler.output.render import render
     from compiler.pipeline import compile_text
-    from compiler.render import render
 
     text = (ROOT / SEED).read_text(encoding="utf-8")
     plan = compile_text(text, SEED, render_files=False).plan

@@ -10,17 +10,17 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
-from compiler.include import ClusterFile, include, place, wants_file
-from compiler.lint import LintCache, lint_scripts
-from compiler.loader import Document, load_text, locate, to_plain
-from compiler.model_facts import ModelFacts, read_model_facts
-from compiler.patches import PatchFolder, read_patch_folder
+from compiler.output.lint import LintCache, lint_scripts
+from compiler.output.render import render
 from compiler.plan import PATCHES_DIR, Plan
-from compiler.profiles import Profile
-from compiler.render import render
 from compiler.resolve import resolve
-from compiler.schema import field_schema, load_schema, other_values, validate, with_defaults
-from compiler.spec_build import build_spec
+from compiler.spec.build import build_spec
+from compiler.spec.include import ClusterFile, include, place, wants_file
+from compiler.spec.load import Document, load_text, locate, to_plain
+from compiler.spec.model_facts import ModelFacts, read_model_facts
+from compiler.spec.patches import PatchFolder, read_patch_folder
+from compiler.spec.profiles import Profile
+from compiler.spec.schema import field_schema, load_schema, other_values, validate, with_defaults
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from compiler.patches import PatchFile
-from compiler.spec import Backend, EngineKind, EntrypointMode, Source, Topology
+from compiler.spec.patches import PatchFile
+from compiler.spec.typed import Backend, EngineKind, EntrypointMode, Source, Topology
 
 # A command line as groups of words: a flag with its value, or one word alone. The words are what
 # runs; the groups only decide how a reviewer sees them (one group per line).

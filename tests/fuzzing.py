@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from compiler.cli import main
-from compiler.resolve.rules_ssh import ALLOWED
+from compiler.cli.main import main
+from compiler.resolve.rules.ssh import ALLOWED
 from tests.specs import EXAMPLES, example, with_changes
 
 # Fixed and derandomized, no example database: CI runs the same inputs every time. For a longer hunt
@@ -47,10 +47,10 @@ def examples(count: int) -> settings:
 
 # Bugs found by fuzzing and not fixed yet, each with a strict xfail in tests/test_fuzz_regressions.py
 # that turns red once it is fixed: then delete its line here too. A crash is one of these when the
-# innermost sparkc frame of its traceback is (module, function), e.g. ("loader.py", "load_text").
+# innermost sparkc frame of its traceback is (module, function), e.g. ("spec/load.py", "load_text").
 # The loader's crashes found first were fixed by its input hardening; none is open now.
 KNOWN_BUGS: Final[tuple[tuple[str, str], ...]] = ()
-_FRAME: Final = re.compile(r'File ".*[/\\]compiler[/\\](\w+\.py)", line \d+, in (\w+)')
+_FRAME: Final = re.compile(r'File ".*[/\\]compiler[/\\]((?:\w+[/\\])*\w+\.py)", line \d+, in (\w+)')
 
 
 def known_bug(traceback_text: str) -> str | None:
@@ -74,7 +74,7 @@ class Run:
 
 
 def run_cli(argv: list[str]) -> Run:
-    """compiler.cli.main in this process, its output captured; a crash's traceback is printed."""
+    """compiler.cli.main.main in this process, its output captured; a crash's traceback is printed."""
     out, err = io.StringIO(), io.StringIO()
     debug = os.environ.get("SPARKC_DEBUG")
     os.environ["SPARKC_DEBUG"] = "1"  # a crash prints its traceback: known_bug reads it

@@ -31,7 +31,7 @@ def _argv() -> list[str]:
     return [
         sys.executable,
         "-c",
-        f"import sys; sys.path.insert(0, {str(ROOT)!r}); from compiler.entry import run; run()",
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); from compiler.cli.entry import run; run()",
     ]
 
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 from ruamel.yaml import YAML
 
 from compiler.diagnostics import format_text
-from compiler.emit import emit
+from compiler.output.emit import emit
 from compiler.pipeline import CompileResult, compile_text
 from compiler.plan import NodePlan, Plan, Setting, flat
 

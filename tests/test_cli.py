@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from compiler import __version__, pipeline
-from compiler.cli import cli, main
+from compiler.cli.main import cli, main
 from tests.product import PACKAGE_HOME
 from tests.specs import EXAMPLES, dump, example, with_changes
 

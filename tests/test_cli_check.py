@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
+from compiler.cli.main import main
 from tests.product import PACKAGE_HOME
 from tests.specs import EXAMPLES
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compiler.cli import cli
+from compiler.cli.main import cli
 from compiler.pipeline import compile_text
 from tests.specs import dump, example
 
@@ -147,7 +147,7 @@ def test_the_schema_editors_read_accepts_the_file_form_and_every_example() -> No
     """Editors validate the spec as written, before sparkc replaces `cluster: {file}` by the file's section."""
     from jsonschema import Draft202012Validator
 
-    from compiler.schema import editor_schema
+    from compiler.spec.schema import editor_schema
     from tests.specs import EXAMPLES
 
     validator = Draft202012Validator(editor_schema())

@@ -15,11 +15,12 @@ import pytest
 from click.testing import CliRunner
 from ruamel.yaml import YAML
 
-from compiler import discover as disc
-from compiler.cli import cli
-from compiler.lint import shellcheck_binary
+from compiler.cli.main import cli
+from compiler.output.lint import shellcheck_binary
 from compiler.pipeline import compile_text
-from compiler.probe import NodeFacts, parse
+from compiler.resources import data_dir
+from compiler.tools import discover as disc
+from compiler.tools.probe import NodeFacts, parse
 from tests.specs import dump, example
 
 DATA = Path(__file__).parent / "data" / "discover"
@@ -183,7 +184,7 @@ def test_the_probe_runs_under_posix_shells(shell: str) -> None:
 
 
 def test_the_probe_is_shellcheck_clean_as_posix_sh() -> None:
-    probe = Path(disc.__file__).resolve().parent.parent / "templates" / "discover" / "probe.sh"
+    probe = data_dir("templates") / "discover" / "probe.sh"
     done = subprocess.run([shellcheck_binary(), "-s", "sh", str(probe)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
 

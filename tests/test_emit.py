@@ -26,10 +26,10 @@ from subprocess import PIPE
 
 import pytest
 
-import compiler.emit as emit_module
+import compiler.output.emit as emit_module
 import compiler.pipeline as pipeline
-from compiler.cli import main
-from compiler.emit import differences, emit
+from compiler.cli.main import main
+from compiler.output.emit import differences, emit
 from compiler.pipeline import CompileResult, compile_text
 from tests.product import PACKAGE_HOME
 from tests.specs import EXAMPLES
@@ -40,7 +40,7 @@ NOBODY = 65534
 
 CHILD = """
 import os, random, sys, time
-import compiler.cli as cli
+import compiler.cli.main as cli
 import compiler.pipeline as pipeline
 
 def announce(what):

@@ -13,7 +13,7 @@ import pytest
 
 from compiler import __version__
 from compiler.diagnostics import Severity, format_text
-from compiler.library import library_path, library_text
+from compiler.output.library import library_path, library_text
 from compiler.pipeline import Beside, CompileResult
 from compiler.plan import PATCHES_DIR
 from tests.product import SPARKC

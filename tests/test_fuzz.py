@@ -21,8 +21,8 @@ import pytest
 from hypothesis import assume, event, example, given
 from hypothesis import strategies as st
 
+from compiler.output.render import render
 from compiler.pipeline import GeneratedScriptError, compile_text
-from compiler.render import render
 from tests.fuzzing import (
     cpu_budget,
     dump_text,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compiler.cli import cli
+from compiler.cli.main import cli
 from compiler.pipeline import Beside
-from compiler.resolve.rules_ssh import RUNS_PROGRAMS
+from compiler.resolve.rules.ssh import RUNS_PROGRAMS
 from tests.fakes.cluster import FakeCluster
 from tests.product import needs
 from tests.specs import DELETE, EXAMPLES, compile_spec, dump, example, with_changes

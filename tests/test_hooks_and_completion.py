@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from compiler.precommit import run
+from compiler.cli.precommit import run
 from tests.product import SPARKC
 from tests.specs import EXAMPLES, ROOT
 

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 from ruamel.yaml import YAML
 
-from compiler.cli import cli
-from compiler.importer import PLACEHOLDER, RecipeError, import_recipe
+from compiler.cli.main import cli
 from compiler.pipeline import compile_text
+from compiler.tools.importer import PLACEHOLDER, RecipeError, import_recipe
 from tests.specs import ROOT
 
 RECIPES = ROOT / "tests" / "recipes"

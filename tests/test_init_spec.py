@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compiler import discover as disc
-from compiler.cli import cli
-from compiler.init_spec import CHANGE
+from compiler.cli.main import cli
 from compiler.pipeline import compile_text
-from compiler.probe import parse
+from compiler.tools import discover as disc
+from compiler.tools.init_spec import CHANGE
+from compiler.tools.probe import parse
 
 DATA = Path(__file__).parent / "data" / "discover"
 

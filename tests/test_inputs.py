@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
+from compiler.cli.main import main
 from compiler.diagnostics import Diagnostic, Severity
-from compiler.loader import MAX_ALIAS_EXPANSION, MAX_DEPTH, MAX_SPEC_BYTES, to_plain
 from compiler.pipeline import compile_text
-from compiler.schema import load_schema, validate
+from compiler.spec.load import MAX_ALIAS_EXPANSION, MAX_DEPTH, MAX_SPEC_BYTES, to_plain
+from compiler.spec.schema import load_schema, validate
 from tests.product import PACKAGE_HOME
 from tests.specs import EXAMPLES, ROOT
 

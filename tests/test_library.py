@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from compiler import render
-from compiler.check_library import check
-from compiler.library import library_path, library_sha256, library_text
-from compiler.lint import LintCache, lint_scripts
+from compiler.output import render
+from compiler.output.library import library_path, library_sha256, library_text
+from compiler.output.lint import LintCache, lint_scripts
 from compiler.pipeline import GeneratedScriptError, compile_text
+from compiler.tools.check_library import check
 from tests.fakes.cluster import FakeCluster
 from tests.specs import compile_spec, dump, example, with_changes
 
@@ -132,7 +132,7 @@ def test_the_library_and_the_node_snippets_are_shellcheck_clean() -> None:
 
 
 def test_an_earlier_versions_library_is_removed_and_nothing_deeper(tmp_path: Path) -> None:
-    from compiler.emit import emit
+    from compiler.output.emit import emit
 
     files = compile_spec(example(SEED)).files
     emit(files, tmp_path)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler import lint, render
-from compiler.lint import LintCache, lint_scripts
+from compiler.output import lint, render
+from compiler.output.lint import LintCache, lint_scripts
 from compiler.pipeline import GeneratedScriptError
 from tests.specs import compile_spec, example, with_changes
 

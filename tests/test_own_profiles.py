@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compiler.cli import cli
-from compiler.profile_draft import parse_inspect
-from compiler.profiles import load_user_profiles
+from compiler.cli.main import cli
+from compiler.spec.profiles import load_user_profiles
+from compiler.tools.profile_draft import parse_inspect
 from tests.specs import dump, example, with_changes
 
 INSPECT = [

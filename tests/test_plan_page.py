@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.cli import cli
-from compiler.plan_page import FILE_PURPOSES, PAGE, code, fenced, mermaid_text
-from compiler.render import SCRIPTS
-from compiler.runs_where import HIDDEN_KEY, runs_where, visible
+from compiler.cli.main import cli
+from compiler.output.plan_page import FILE_PURPOSES, PAGE, code, fenced, mermaid_text
+from compiler.output.render import SCRIPTS
+from compiler.output.runs_where import HIDDEN_KEY, runs_where, visible
 from tests.specs import compile_spec, dump, example, with_changes
 
 markdown_it = pytest.importorskip("markdown_it")

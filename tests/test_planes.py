@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.explain_view import explain_text
+from compiler.output.explain_view import explain_text
 from tests.specs import (
     compile_into,
     compile_spec,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from compiler.cli import cli
+from compiler.cli.main import cli
 from compiler.diagnostics import Severity
 from tests.specs import DELETE, compile_spec, dump, example, flag_value, ray_engine_words, with_changes
 

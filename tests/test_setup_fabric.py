@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compiler.cli import cli
+from compiler.cli.main import cli
 from tests.specs import EXAMPLES, dump, example, with_changes
 
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from compiler.plan import Command, Setting, Words
 from compiler.sizes import size_bytes
-from compiler.spec import Backend, EngineKind, Node, Spec
+from compiler.spec.typed import Backend, EngineKind, Node, Spec
 
 
 class Deployment(Protocol):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from compiler.engines import Deployment, EngineArgv, common_flags, group_args, host_port
 from compiler.plan import Command, Setting, Words
-from compiler.spec import Backend, EngineKind, Node, Source
+from compiler.spec.typed import Backend, EngineKind, Node, Source
 
 MANAGED_FLAGS = {
     "--port": "engine.port",

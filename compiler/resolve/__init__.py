@@ -8,14 +8,18 @@ report against paths into the spec, so cross-field problems get a line and colum
 from __future__ import annotations
 
 from compiler.diagnostics import Diagnostic, has_errors
-from compiler.model_facts import NO_FACTS, ModelFacts
-from compiler.patches import PatchFolder
 from compiler.plan import Plan
-from compiler.profiles import Profile
-from compiler.resolve import rules_cluster, rules_engine, rules_hooks, rules_model, rules_ssh
 from compiler.resolve.build import build_plan
 from compiler.resolve.context import derive
-from compiler.spec import Spec
+from compiler.resolve.rules import cluster as rules_cluster
+from compiler.resolve.rules import engine as rules_engine
+from compiler.resolve.rules import hooks as rules_hooks
+from compiler.resolve.rules import model as rules_model
+from compiler.resolve.rules import ssh as rules_ssh
+from compiler.spec.model_facts import NO_FACTS, ModelFacts
+from compiler.spec.patches import PatchFolder
+from compiler.spec.profiles import Profile
+from compiler.spec.typed import Spec
 
 RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES + rules_model.RULES + rules_hooks.RULES
 

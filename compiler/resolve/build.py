@@ -7,7 +7,6 @@ import json
 from compiler import __version__
 from compiler.engines import host_port
 from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
-from compiler.profiles import RayPresence
 from compiler.resolve.cache import cache_host_dir
 from compiler.resolve.containers import container_name, docker_run, model_plan, probe_run, ray_engine
 from compiler.resolve.context import Deployment
@@ -16,7 +15,8 @@ from compiler.resolve.env import node_envs, split_planes
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.hooks import hook_plan
 from compiler.resolve.ports import api_port_control, head_ports
-from compiler.spec import Backend, EntrypointMode, Node, Ssh
+from compiler.spec.profiles import RayPresence
+from compiler.spec.typed import Backend, EntrypointMode, Node, Ssh
 
 # The probe's own limit: long enough for a cold container to import torch and meet the other ranks.
 PROBE_TIMEOUT = 60

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from compiler.engines import EngineArgv, host_port
 from compiler.plan import Command, ModelPlan, Setting, Words, flat
-from compiler.profiles import ArgsStyle
 from compiler.resolve.cache import cache_mount
 from compiler.resolve.context import Deployment
 from compiler.resolve.hooks import patches_mount, with_hooks
 from compiler.sizes import size_bytes
-from compiler.spec import Backend, EntrypointMode, Node
+from compiler.spec.profiles import ArgsStyle
+from compiler.spec.typed import Backend, EntrypointMode, Node
 
 # Where a branch or tag's commit goes in a `docker run` word; the launcher reads it from refs/ on the nodes.
 SNAPSHOT_PLACEHOLDER = "@SPARKC_SNAPSHOT@"

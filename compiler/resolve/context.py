@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from compiler.engines import Engine, engines
-from compiler.model_facts import NO_FACTS, ModelFacts
-from compiler.patches import PatchFolder
-from compiler.profiles import Profile, find_profile
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
-from compiler.spec import Backend, Node, Spec, Topology
+from compiler.spec.model_facts import NO_FACTS, ModelFacts
+from compiler.spec.patches import PatchFolder
+from compiler.spec.profiles import Profile, find_profile
+from compiler.spec.typed import Backend, Node, Spec, Topology
 
 # Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
 ENGINE_TIMEOUT_MARGIN = 60

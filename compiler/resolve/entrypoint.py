@@ -13,8 +13,8 @@ from pathlib import PurePosixPath
 
 from compiler.diagnostics import Path
 from compiler.plan import Effective, Setting
-from compiler.profiles import ArgsStyle, Profile, load_profiles
-from compiler.spec import EntrypointMode, Source, Spec
+from compiler.spec.profiles import ArgsStyle, Profile, load_profiles
+from compiler.spec.typed import EntrypointMode, Source, Spec
 
 # The settings an entrypoint can take over, in the order they are reported.
 SETTINGS = ("model_path", "host", "port", "max_model_len", "gpu_memory_utilization")

@@ -7,7 +7,7 @@ import json
 from compiler.plan import Setting
 from compiler.resolve.cache import cache_env
 from compiler.resolve.context import Deployment
-from compiler.spec import Backend, Node, Source, Topology
+from compiler.spec.typed import Backend, Node, Source, Topology
 
 # Variables that carry one node's fabric interface; a cluster-wide override defeats per-node resolution.
 IFNAME_VARS = (

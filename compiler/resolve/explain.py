@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from compiler.plan import Setting
-from compiler.profiles import Profile, overridden
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import repeats
-from compiler.spec import Backend, EntrypointMode, Source
+from compiler.spec.profiles import Profile, overridden
+from compiler.spec.typed import Backend, EntrypointMode, Source
 
 
 def settings(d: Deployment) -> tuple[Setting, ...]:

@@ -7,9 +7,9 @@ import hashlib
 import json
 
 from compiler.plan import PATCHES_MOUNT, PATCHES_PLACEHOLDER, Command, HookPlan, Words
-from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
-from compiler.spec import EntrypointMode
+from compiler.spec.profiles import ArgsStyle
+from compiler.spec.typed import EntrypointMode
 
 # sparkc's own text, never the user's: runs each hook (an argument) by sh -c, stops at the first that
 # fails with a line naming it (the launcher looks for it in the log), then becomes the real program.

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from compiler.plan import HeadPort, PortControl
-from compiler.profiles import ArgsStyle
 from compiler.resolve.context import Deployment
-from compiler.spec import Backend, EntrypointMode
+from compiler.spec.profiles import ArgsStyle
+from compiler.spec.typed import Backend, EntrypointMode
 
 # Ray's head listens on these besides its own port; the API must not take them.
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compiler.cli import cli
+from compiler.cli.main import cli
 from tests.simcluster import SimCluster
 from tests.specs import dump, example
 

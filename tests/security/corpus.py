@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from compiler.resolve.rules_cluster import CONTROL, LINE_BREAKS
+from compiler.resolve.rules.cluster import CONTROL, LINE_BREAKS
 
 # A payload that manages to run `touch` creates this file: each case replaces the word with a path in
 # its own folder and asserts, at the end, that nothing is there.

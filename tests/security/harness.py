@@ -19,7 +19,7 @@ from typing import Any
 
 from compiler import __version__
 from compiler.diagnostics import Diagnostic, Severity
-from compiler.library import library_path, library_text
+from compiler.output.library import library_path, library_text
 from compiler.plan import NodePlan, Plan
 from tests.fakes.cluster import FakeCluster, image_entrypoint
 from tests.security.corpus import Arrival, Field

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
+from compiler.cli.main import main
+from compiler.output.render import render
 from compiler.pipeline import compile_text
-from compiler.render import render
 from tests.product import needs
 from tests.security.corpus import CANARY, SECRET_NAME, SECRET_SAMPLE, Case, cases
 from tests.security.harness import (

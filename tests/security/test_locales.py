@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler.emit import emit
+from compiler.output.emit import emit
+from compiler.output.render import SCRIPTS, render
 from compiler.pipeline import compile_text
-from compiler.render import SCRIPTS, render
 from tests.fakes.cluster import FakeCluster
 from tests.security.conftest import LEGACY_LOCALES
 from tests.security.corpus import CANARY, NATIVE

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
-from compiler.render import SCRIPTS, comment
+from compiler.cli.main import main
+from compiler.output.render import SCRIPTS, comment
 from tests.fakes.cluster import FakeCluster
 from tests.security.corpus import CANARY, NATIVE, PAYLOADS
 from tests.security.harness import write_functions

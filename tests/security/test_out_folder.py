@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.cli import main
+from compiler.cli.main import main
 from tests.specs import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.security

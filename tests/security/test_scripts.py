@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from compiler.emit import emit
-from compiler.lint import SHELLCHECK_FLAGS, shellcheck_binary
+from compiler.output.emit import emit
+from compiler.output.lint import SHELLCHECK_FLAGS, shellcheck_binary
+from compiler.output.render import quote, render
 from compiler.pipeline import compile_text
-from compiler.render import quote, render
-from compiler.resolve.rules_cluster import CONTROL, LINE_BREAKS, MAX_VALUE_BYTES
+from compiler.resolve.rules.cluster import CONTROL, LINE_BREAKS, MAX_VALUE_BYTES
 from tests.fakes.cluster import FakeCluster
 from tests.security.corpus import CANARY, ENV_NAME, NATIVE, PAYLOADS, SECRET_NAME
 from tests.security.harness import spec_text

@@ -1,0 +1,1 @@
+"""The command line: click, exit codes, and the commands that call the stages below."""

@@ -1,0 +1,290 @@
+"""The command line: a thin face over compiler.pipeline. Only compiler.cli knows click and exit codes.
+
+Exit codes: 0 success; 1 the spec has errors (or --check found differences); 2 usage error, or a
+spec or output folder the user must fix (unreadable, not writable, disk full); 3 a bug in sparkc
+(it names the command and version); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from compiler import __version__
+from compiler.cli.spec_file import (
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SPEC,
+    EXIT_USAGE,
+    compile_spec,
+    echo_json,
+    report,
+)
+
+if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads click and no more
+    from compiler.pipeline import CompileResult
+
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="How diagnostics, results and errors are printed (json: one document on stdout).",
+)
+_strict_option = click.option("--strict", is_flag=True, help="Treat warnings as errors.")
+_spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+_json_errors = False  # set by a command run with --format json: its errors are printed as JSON too
+_profiles_option = click.option(
+    "--profiles",
+    "profiles_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of your own image profiles (default: profiles/ beside SPEC, if there).",
+)
+
+
+class OutputFolderUnusable(click.ClickException):
+    exit_code = EXIT_USAGE
+
+
+def _formatted(fmt: str) -> None:
+    global _json_errors
+    _json_errors = fmt == "json"
+
+
+class _Interrupted(Exception):
+    """Ctrl-C inside a command: past click, which would print a blank line first, to main."""
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # also while a command imports its modules
+            raise _Interrupted from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sparkc")
+def cli() -> None:
+    """Compile one YAML spec into launch scripts for a small multi-node GPU cluster.
+
+    Exit codes: 0 success, 1 spec errors (or --check differences), 2 usage, 3 bug in sparkc.
+    """
+
+
+@cli.command("compile")
+@_spec_argument
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("build"),
+    show_default=True,
+    help="Output folder.",
+)
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 and list the differences if OUT is not what SPEC compiles to."
+)
+@click.option("--no-cache", is_flag=True, help="Shellcheck every script afresh, not trusting earlier clean results.")
+@_strict_option
+@_format_option
+@_profiles_option
+def compile_command(
+    spec: Path, out_dir: Path, check: bool, no_cache: bool, strict: bool, fmt: str, profiles_dir: Path | None
+) -> None:
+    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT."""
+    from compiler.output.emit import OutputFolderError
+
+    _formatted(fmt)
+    # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
+    # compile that wrote them.
+    result = compile_spec(spec, strict, profiles_dir, lint=not check, lint_cache=not no_cache)
+    if not result.ok or result.plan is None:
+        report(result, fmt)
+        sys.exit(EXIT_SPEC)
+    if fmt == "text" and result.diagnostics:
+        report(result, fmt)
+    try:
+        _write_or_check(spec, out_dir, check, fmt, result)
+    except OutputFolderError as exc:
+        raise OutputFolderUnusable(str(exc)) from None
+
+
+def _json_report(result: CompileResult) -> list[dict[str, object]]:
+    from compiler.diagnostics import format_json
+
+    diagnostics: list[dict[str, object]] = json.loads(
+        format_json(result.diagnostics, result.document.filename, result.document.data)
+    )["diagnostics"]
+    return diagnostics
+
+
+def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult) -> None:
+    from compiler.output.emit import compare, emit
+
+    if check:
+        from compiler.output.check_report import as_text, explain
+
+        try:
+            explained = explain(compare(result.files, out_dir), result.files)
+        except OSError as exc:
+            raise OutputFolderUnusable(f"{out_dir}: cannot read: {exc.strerror}") from None
+        if fmt == "json":
+            echo_json(
+                {
+                    "diagnostics": _json_report(result),
+                    "out": str(out_dir),
+                    "up_to_date": not explained,
+                    "differences": [e.as_json() for e in explained],
+                }
+            )
+        elif explained:
+            click.echo(f"{out_dir} is not what {spec} compiles to:\n{as_text(explained)}", err=True)
+            click.echo(f"run: sparkc compile {spec} -o {out_dir}", err=True)
+        else:
+            click.echo(f"{out_dir} is up to date with {spec}")
+        if explained:
+            sys.exit(EXIT_SPEC)
+        return
+    try:
+        done = emit(result.files, out_dir, spare=(spec,))
+    except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
+        raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
+    if fmt == "json":
+        written = sorted(result.files)
+        echo_json({"diagnostics": _json_report(result), "out": str(out_dir), "written": written, **done.as_json()})
+        return
+    scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh") and "/" not in n))
+    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, PLAN.md, manifest.json)")
+    if done.removed:
+        click.echo(f"removed files an earlier compile wrote: {', '.join(done.removed)}")
+    if done.kept:
+        click.echo(done.kept_warning(out_dir), err=True)
+    click.echo(
+        f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
+        f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
+    )
+
+
+@cli.command("validate")
+@_spec_argument
+@_strict_option
+@_format_option
+@_profiles_option
+def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
+    """Check SPEC (schema and cross-field rules) without writing anything."""
+    _formatted(fmt)
+    result = compile_spec(spec, strict, profiles_dir, render_files=False)
+    report(result, fmt)
+    if not result.ok:
+        sys.exit(EXIT_SPEC)
+    if fmt == "text":
+        click.echo(f"{spec}: valid")
+
+
+@cli.command("explain")
+@_spec_argument
+@_format_option
+@_profiles_option
+def explain_command(spec: Path, fmt: str, profiles_dir: Path | None) -> None:
+    """Show each resolved setting per node with where it came from, and what runs where (each node's command)."""
+    _formatted(fmt)
+    result = compile_spec(spec, False, profiles_dir, render_files=False)
+    if not result.ok or result.plan is None:
+        report(result, fmt)
+        sys.exit(EXIT_SPEC)
+    from compiler.output.explain_view import explain_json, explain_text
+
+    if fmt == "json":
+        click.echo(json.dumps(explain_json(result.plan), indent=2, sort_keys=True))
+        return
+    report(result, "text")
+    click.echo(explain_text(result.plan))
+
+
+@cli.command("schema")
+def schema_command() -> None:
+    """Print the spec's JSON schema (for editors and CI)."""
+    from compiler.spec.schema import editor_schema
+
+    click.echo(json.dumps(editor_schema(), indent=2))
+
+
+def _error_json(kind: str, message: str, code: int) -> None:
+    """An error under --format json: one document on stdout, as the command's results would be."""
+    echo_json({"diagnostics": [], "error": {"kind": kind, "message": message, "exit_code": code}})
+
+
+def main(argv: list[str] | None = None) -> int:
+    _formatted("text")
+    try:
+        cli.main(args=argv, prog_name="sparkc", standalone_mode=False)
+    except (click.exceptions.Abort, _Interrupted):
+        click.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        code = exc.exit_code if exc.exit_code != 1 else EXIT_USAGE
+        if _json_errors:
+            _error_json("usage", exc.format_message(), code)
+        else:
+            exc.show()
+        return code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_SPEC
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug in sparkc: one clear paragraph, the traceback only on request
+        _report_bug(exc, sys.argv[1:] if argv is None else argv)
+        return EXIT_BUG
+    return EXIT_OK
+
+
+def _report_bug(exc: Exception, argv: list[str]) -> None:
+    """A bug in sparkc: the command, the version and the error in one paragraph; the traceback on request."""
+    message = f"sparkc {__version__} hit a bug: {type(exc).__name__}: {exc}"
+    if _json_errors:
+        _error_json("bug", message, EXIT_BUG)
+    click.echo(f"{message}\n  command: {shlex.join(['sparkc', *argv])}", err=True)
+    if os.environ.get("SPARKC_DEBUG"):
+        traceback.print_exc()
+    else:
+        click.echo("  set SPARKC_DEBUG=1 and run it again for the traceback", err=True)
+    if url := _issues_url():
+        click.echo(f"  please report it at {url} with the command, the spec and the traceback", err=True)
+
+
+def _issues_url() -> str | None:
+    """Where the installed package's metadata says bugs go (a `[project.urls]` entry), if it names one."""
+    from importlib import metadata
+
+    try:
+        entries = metadata.metadata("sparkc").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in entries:
+        label, _, url = entry.partition(",")
+        if label.strip().lower().replace(" ", "") in {"issues", "bugtracker", "bugs", "tracker"}:
+            return str(url).strip()
+    return None
+
+
+def _register_setup_commands() -> None:
+    from compiler.cli.setup_commands import COMMANDS  # the setup-day commands live apart; cli imports nothing back
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_register_setup_commands()

@@ -1,0 +1,1 @@
+"""From the plan to files: rendered, linted (shellcheck, bash -n), written or compared, and explained."""

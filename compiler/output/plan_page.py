@@ -1,0 +1,303 @@
+"""`PLAN.md`: the page a reviewer reads in a pull request, rendered from the plan (and runs_where's rows).
+
+Every value that came from the user reaches the page through `code` (an inline code span, safe in a
+table cell) or `fenced` (a code block) or `mermaid_text` (a Mermaid label): in a code span Markdown
+makes no links, emphasis or HTML, and these functions make sure no value can end its span, its cell,
+its block or its label. Text of sparkc's own is written as it is.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Sequence
+
+from compiler.output.runs_where import Change, RunsWhere, runs_where, shown, visible
+from compiler.plan import Command, Plan
+from compiler.spec.typed import Topology
+
+PAGE = "PLAN.md"
+
+# One line per generated file: what it does (the scripts' own headers say the same at more length).
+FILE_PURPOSES = {
+    "launch-cluster.sh": "Run on the head: checks every node, starts the containers wave by wave, forms the "
+    "cluster and waits until the API answers.",
+    "stop-cluster.sh": "Stops and removes the deployment's containers on every node, workers first (the "
+    "compile cache stays).",
+    "status.sh": "Shows each node's container, the Ray cluster where there is one, and whether the API answers.",
+    "logs.sh": "Gathers every node's container log under `logs/`, or follows the head's.",
+    "distribute.sh": "Run on the head: copies the image and the model folder over the fabric to nodes that "
+    "lack them or hold another build.",
+    "manifest.json": "The resolved plan and the sha256 of the spec and of every file here.",
+    PAGE: "This page.",
+}
+
+_TOPOLOGY = {
+    Topology.DIRECT: "fabric: direct cable",
+    Topology.SWITCH: "fabric: switch",
+    Topology.MESH: "fabric: mesh, no switch",
+    Topology.RING: "fabric: ring, no switch",
+}
+
+
+def plan_page(plan: Plan) -> str:
+    view = runs_where(plan)
+    parts = [
+        _header(plan),
+        _nodes(view),
+        _diagram(plan, view),
+        _per_node_env(view),
+        _what_runs_where(plan, view),
+        _ports(plan),
+        _timeouts(plan),
+        _secrets_and_hooks(plan),
+        _files(),
+    ]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+# -- escaping -------------------------------------------------------------------------------------------
+
+
+def code(value: object) -> str:
+    """`value` as inline code, safe in running text and in a table cell. A pipe is written `\\|` outside
+    any code span (the table takes it as a character, not a cell's end; inside a span a backslash before
+    it would be ambiguous), so the value is split into one span per stretch between its pipes."""
+    return "\\|".join(_span(part) for part in visible(str(value)).split("|"))
+
+
+def _span(text: str) -> str:
+    if not text:
+        return ""
+    # Delimited by more backticks than any run inside, so none of them ends it; padded by a space where
+    # the text starts or ends with a backtick or would lose its own edge spaces (CommonMark strips one).
+    ticks = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = text[0] == "`" or text[-1] == "`" or (text[0] == text[-1] == " " and text.strip(" ") != "")
+    return f"{ticks} {text} {ticks}" if pad else f"{ticks}{text}{ticks}"
+
+
+def codes(values: Iterable[object], empty: str = "none") -> str:
+    shown_values = [code(v) for v in values]
+    return ", ".join(shown_values) if shown_values else empty
+
+
+def fenced(lines: Sequence[str], info: str = "") -> str:
+    """A code block whose fence is longer than any run of backticks in it, so no line of it closes it."""
+    body = "\n".join(lines)
+    ticks = "`" * max(3, max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    return f"{ticks}{info}\n{body}\n{ticks}"
+
+
+_MERMAID_SAFE = frozenset(string.ascii_letters + string.digits + " .:/_-")
+
+
+def mermaid_text(value: object) -> str:
+    """A value inside a quoted Mermaid label: every character but a few plain ones as Mermaid's `#N;`
+    entity, so no quote, bracket, pipe, HTML or line break of it can leave the label."""
+    return "".join(c if c in _MERMAID_SAFE else f"#{ord(c)};" for c in visible(str(value)))
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell or " " for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _command_lines(command: Command) -> list[str]:
+    """A command as a shell reads it, one group of words per line, continued with backslashes."""
+    groups = [shown(group) for group in command]
+    return [("  " if i else "") + g + (" \\" if i < len(groups) - 1 else "") for i, g in enumerate(groups)]
+
+
+# -- the sections ---------------------------------------------------------------------------------------
+
+
+def _header(plan: Plan) -> str:
+    source = f"Generated by sparkc {code(plan.sparkc_version)} from {code(plan.spec_path)}"
+    if plan.cluster_file:
+        source += f" with the cluster section of {code(plan.cluster_file)} (sha256 {code(plan.cluster_file_sha256)})"
+    source += f", spec sha256 {code(plan.spec_sha256)}. Do not edit: change the spec and run `sparkc compile` again."
+    profile = f"profile {code(plan.profile)}" if plan.profile else "no profile"
+    summary = (
+        f"{code(plan.engine_kind)}, {plan.backend} backend, {len(plan.nodes)} node(s), {plan.total_gpus} GPU(s). "
+        f"Image {code(plan.image)} ({profile}, entrypoint {plan.entrypoint_mode}). "
+        f"Model {code(plan.model_host_path)} served as {code(plan.served_model_name)} at {code(plan.endpoint_url)}."
+    )
+    return f"# Deployment {code(plan.name)}\n\n{source}\n\n{summary}"
+
+
+def _nodes(view: RunsWhere) -> str:
+    rows = [
+        (
+            code(n.name),
+            n.role,
+            str(n.rank),
+            code(n.ssh) if n.ssh else "local (the launcher runs here)",
+            code(n.fabric_netdev),
+            code(n.fabric_ip),
+            codes(n.hcas, "none (sockets)"),
+            codes(n.data_netdevs),
+            f"{code(n.control_ip)} on {code(n.control_netdev)}"
+            if (n.control_ip, n.control_netdev) != (n.fabric_ip, n.fabric_netdev)
+            else "the fabric",
+            str(n.gpus),
+        )
+        for n in view.nodes
+    ]
+    header = ("Node", "Role", "Rank", "SSH", "Fabric netdev", "Fabric IP", "HCAs", "Data netdevs", "Control plane")
+    return "## Nodes\n\n" + _table((*header, "GPUs"), rows)
+
+
+def _diagram(plan: Plan, view: RunsWhere) -> str:
+    """The cabling and planes: every node on the fabric (netdev, IP, RDMA devices), on the control plane
+    where the spec separates it, and the launcher's ssh from the head to each worker. Node order: rank."""
+    fabric = "fabric: one node, nothing cabled" if len(view.nodes) == 1 else _TOPOLOGY[plan.topology]
+    lines = ["graph LR", f'  fabric(["{fabric}"])']
+    split = any((n.control_ip, n.control_netdev) != (n.fabric_ip, n.fabric_netdev) for n in view.nodes)
+    if split:
+        lines.append('  control(["control plane"])')
+    for n in view.nodes:
+        gpus = f"{n.gpus} GPU" + ("" if n.gpus == 1 else "s")
+        lines.append(f'  n{n.rank}["{mermaid_text(n.name)} ({n.role}, rank {n.rank}, {gpus})"]')
+    for n in view.nodes:
+        link = " ".join([n.fabric_netdev, n.fabric_ip, *n.hcas])
+        lines.append(f'  n{n.rank} ---|"{mermaid_text(link)}"| fabric')
+        if split:
+            lines.append(f'  n{n.rank} -.-|"{mermaid_text(n.control_netdev + " " + n.control_ip)}"| control')
+    head = next(n for n in view.nodes if n.name == view.head)
+    for n in view.nodes:
+        if n.ssh:
+            lines.append(f'  n{head.rank} -.->|"ssh {mermaid_text(n.ssh)}"| n{n.rank}')
+    return "## Cabling and planes\n\n" + fenced(lines, "mermaid")
+
+
+def _per_node_env(view: RunsWhere) -> str:
+    header = ("Variable", *(code(n.name) for n in view.nodes))
+    if view.differing_env:
+        rows = [(code(r.name), *(code(v) if v else "(unset)" for v in r.values)) for r in view.differing_env]
+        differing = _table(header, rows)
+    else:
+        differing = "One node: nothing differs." if len(view.nodes) == 1 else "Every node's environment is the same."
+    shared = ""
+    if view.shared_env:
+        rows = [
+            (code(s.name), code(s.value), f"{s.source}" + (f": {code(s.why)}" if s.why else ""))
+            for s in view.shared_env
+        ]
+        shared = (
+            f"<details><summary>The {len(view.shared_env)} variables every node shares</summary>\n\n"
+            + _table(("Variable", "Value", "From"), rows)
+            + "\n\n</details>"
+        )
+    return "\n\n".join(p for p in ("## What differs per node", differing, shared) if p)
+
+
+def _what_runs_where(plan: Plan, view: RunsWhere) -> str:
+    waves = "; then ".join(", ".join(code(name) for name in wave) for wave in plan.start_waves)
+    parts = [
+        "## What runs where",
+        f"One container per node, started in waves: {waves}. The head's `docker run`, without its "
+        "`-e NAME=VALUE` words (the environment above):",
+        fenced(_command_lines(view.container), "bash"),
+    ]
+    others = [n for n in view.nodes if n.name != view.head]
+    if others:
+        rows = [
+            (
+                code(n.name),
+                f"{n.role}, rank {n.rank}, over ssh {code(n.ssh) if n.ssh else '(local)'}",
+                _changes(n.changes),
+            )
+            for n in others
+        ]
+        parts += ["Each other node runs the same command, but for:", _table(("Node", "Where", "Differs"), rows)]
+    if view.engine:
+        parts += [
+            "Once Ray reports every node, the engine starts in the head's container "
+            f"({code(plan.head_node.container_name)}, by `docker exec`):",
+            fenced(_command_lines(view.engine), "bash"),
+        ]
+    if plan.probe:
+        parts.append(
+            f"Before the engine, a fabric probe runs one all-reduce across the nodes, in a container of the same image "
+            f"on each node (rendezvous at {code(plan.head_fabric_ip)}:{plan.probe_port})."
+        )
+    return "\n\n".join(parts)
+
+
+def _changes(changes: tuple[Change, ...]) -> str:
+    said = []
+    for c in changes:
+        if c.head and c.node:
+            said.append(f"{code(shown(c.head))} → {code(shown(c.node))}")
+        elif c.node:
+            said.append(f"adds {code(shown(c.node))}")
+        else:
+            said.append(f"drops {code(shown(c.head))}")
+    return "; ".join(said) or "nothing"
+
+
+def _ports(plan: Plan) -> str:
+    control = plan.api_port_control
+    if control.flag:
+        moves = f"`launch-cluster.sh --port N` moves it (the engine's {code(control.flag)})"
+    elif control.variable:
+        moves = f"`launch-cluster.sh --port N` moves it (the entrypoint's {code(control.variable)})"
+    else:
+        moves = code(control.fixed)
+    rows = [(str(plan.api_port), "API", f"{code(plan.endpoint_url)}; {moves}")]
+    rows += [
+        (str(p.port), p.what, f"on the head, at {code(plan.head_fabric_ip)}")
+        for p in plan.head_ports
+        if p.what != "API"
+    ]
+    listed = {p.port for p in plan.head_ports}
+    rows += [
+        (str(p.port), p.what, "on the head; the API may not take it") for p in control.taken if p.port not in listed
+    ]
+    if plan.probe:
+        rows.append(
+            (str(plan.probe_port), "fabric probe", f"rendezvous at {code(plan.head_fabric_ip)}, before the engine")
+        )
+    return "## Ports\n\n" + _table(("Port", "What", "Where"), rows)
+
+
+def _timeouts(plan: Plan) -> str:
+    where = plan.engine_timeout_variable or plan.engine_timeout_flag
+    engine = (
+        f"the engine's own start limit ({code(where)})" if where else "the engine's own start limit (it reads none)"
+    )
+    rows = [
+        (
+            "the launcher's wait for the API (`launch.timeout`; `launch-cluster.sh --timeout N` for one launch)",
+            str(plan.launch_timeout),
+        ),
+        (f"{engine}, {plan.engine_timeout_margin} s under the launcher's", str(plan.engine_timeout)),
+    ]
+    if plan.probe:
+        rows.append(("the fabric probe (the launcher waits a little longer)", str(plan.probe_timeout)))
+    return "## Timeout budget\n\n" + _table(("What", "Seconds"), rows)
+
+
+def _secrets_and_hooks(plan: Plan) -> str:
+    parts = []
+    if plan.secrets:
+        parts.append(
+            "Secrets, by name only (each container takes the value from the launcher's environment): "
+            f"{codes(plan.secrets)}."
+        )
+    if plan.api_key_given:
+        parts.append("`engine.args` gives `--api-key`: its value is in the scripts and the manifest, not on this page.")
+    if plan.hooks:
+        hooks = plan.hooks
+        parts.append(f"Hooks, run in every container before the engine (sha256 {code(hooks.pre_engine_sha256)}):")
+        parts.append("\n".join(f"{i}. {code(c)}" for i, c in enumerate(hooks.pre_engine, 1)) or "(no commands)")
+        if hooks.patches:
+            parts.append("Patch files: " + ", ".join(f"{code(f.path)} ({code(f.sha256)})" for f in hooks.patches) + ".")
+    return "## Secrets and hooks\n\n" + "\n\n".join(parts) if parts else ""
+
+
+def _files() -> str:
+    return "## Files\n\n" + _table(
+        ("File", "What it does"), ((code(name), what) for name, what in FILE_PURPOSES.items())
+    )

@@ -1,0 +1,207 @@
+"""Render a Plan into file texts. The only module that knows Jinja; templates read the plan, decide nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
+from compiler.output.emit import MANIFEST
+from compiler.output.library import library_path, library_sha256, library_text
+from compiler.output.plan_page import PAGE, plan_page
+from compiler.plan import MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
+from compiler.resources import data_dir
+
+if TYPE_CHECKING:
+    import jinja2
+
+SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh", "distribute.sh")
+GITATTRIBUTES = ".gitattributes"
+# Review tools (GitHub, GitLab) fold the library: it is sparkc's code, the same for every deployment.
+GITATTRIBUTES_TEXT = "# Written by sparkc: lib/ is sparkc's own code, the same for every deployment.\n" + (
+    "lib/** linguist-generated=true\n"
+)
+
+
+# Words bash reads as one literal without quotes. Not the comma (shlex's safe set has it): in an array
+# shellcheck reads a bare comma as a mistake (SC2054).
+_BARE = re.compile(r"[A-Za-z0-9_@%+=:./-]+")
+# Written outside the single quotes, each after a backslash: a quote cannot stand inside them, and
+# shellcheck reads $ and ` in them as a forgotten expansion (SC2016), a backslash before the closing
+# quote as an attempt to escape it (SC1003).
+_SPECIAL = re.compile(r"([\\$`'])")
+
+
+# A word with `=` that shellcheck reads as the data it is, bare: `NAME=value`, `--flag=value`.
+_PLAIN_EQUALS = re.compile(r"[A-Za-z_-][^+@]*")
+
+
+def quote(value: Any) -> str:
+    """The one way a value enters a script: shell-quoted, so it is always data, never code.
+    Booleans become 1 and 0, what the scripts test with (( )).
+
+    Only single quotes and backslash-escaped ASCII outside them, never double quotes: under GBK, Big5
+    or Shift_JIS a byte 0x5C (backslash) can be the second half of a character, so a "...\\$..." that
+    is right in UTF-8 lets `$` loose in the caller's locale. Here a backslash never follows a byte of
+    the value, and ' (0x27) is never part of a character in those encodings, so every locale reads
+    the same words."""
+    text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    if text.startswith("~"):
+        # '~/x' is right, but shellcheck reads it as a tilde meant to expand (SC2088).
+        return "\\~" + quote(text[1:]) if len(text) > 1 else "\\~"
+    if _BARE.fullmatch(text) and ("=" not in text or _PLAIN_EQUALS.fullmatch(text)):
+        # Bare, a word whose `=` follows only digits, or `+`/`@` (where shellcheck starts a new piece of the
+        # word), is read as a mistaken assignment: SC2191 in an array, SC1097 after `NAME=`.
+        return text
+    parts = (part for part in _SPECIAL.split(text) if part)
+    return "".join("\\" + part if _SPECIAL.fullmatch(part) else f"'{part}'" for part in parts) or "''"
+
+
+def words(values: Iterable[Any], indent: int = 2) -> str:
+    """A bash array's body: `()` when empty, else one quoted word per line."""
+    items = [quote(v) for v in values]
+    if not items:
+        return "()"
+    return "(\n" + "\n".join(" " * indent + w for w in items) + f"\n{' ' * max(indent - 2, 0)})"
+
+
+def lines(command: Iterable[Iterable[Any]], indent: int = 2) -> str:
+    """A command's groups of words, one group per line, each word quoted: the body of a bash array."""
+    return "\n".join(" " * indent + " ".join(quote(w) for w in group) for group in command)
+
+
+def comment(value: Any) -> str:
+    """A value shown in a `#` comment: anything that could end the comment line (a line break of any
+    kind, any control character) becomes `?`, so the value stays inside the comment."""
+    return "".join("?" if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in str(value))
+
+
+_skeleton: ContextVar[bool] = ContextVar("sparkc_skeleton", default=False)
+
+
+def _value(placeholder: str, function: Callable[..., str]) -> Callable[..., str]:
+    """`function` as a template filter, writing `placeholder` instead while skeletons() renders."""
+
+    def apply(value: Any, *args: Any, **kwargs: Any) -> str:
+        return placeholder if _skeleton.get() else function(value, *args, **kwargs)
+
+    return apply
+
+
+@lru_cache(maxsize=8)
+def bash(name: str) -> str:
+    """A plain bash file of templates/lib/, verbatim (setup-fabric.sh takes its sh_quote from common.sh)."""
+    return (data_dir("templates") / "lib" / name).read_text(encoding="utf-8")
+
+
+def launch_timeout_minimum() -> int:
+    from compiler.spec.schema import load_schema
+
+    minimum = load_schema()["properties"]["launch"]["properties"]["timeout"]["minimum"]
+    assert isinstance(minimum, int)
+    return minimum
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    import jinja2  # here, not at the top: `validate`, `explain` and `--help` never render
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        # `{#` would swallow bash's `${#array[@]}`.
+        comment_start_string="{##",
+        comment_end_string="##}",
+    )
+    # Every value reaches a script through one of these; while skeletons() renders, each writes a placeholder.
+    env.filters["q"] = _value("v", quote)
+    env.filters["words"] = _value("(v)", words)
+    env.filters["lines"] = _value("  v", lines)
+    env.filters["comment"] = _value("v", comment)
+    env.globals["patches_dir"] = PATCHES_DIR
+    env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
+    # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
+    env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
+    env.globals["secret_name_pattern"] = SECRET_NAME.pattern
+    # What `launch-cluster.sh --timeout` takes: what the spec's launch.timeout may be.
+    env.globals["timeout_bounds"] = (launch_timeout_minimum(), MAX_LAUNCH_TIMEOUT)
+    # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
+    env.filters["json"] = _value("v", lambda v: json.dumps(v, ensure_ascii=False))
+    return env
+
+
+@dataclass(frozen=True)
+class Library:
+    """The library the scripts source (compiler/output/library.py), as the templates name it."""
+
+    version: str
+    path: str
+    sha256: str
+
+
+def library_of(plan: Plan) -> Library:
+    version = plan.sparkc_version
+    return Library(version, library_path(version), library_sha256(version))
+
+
+def render(plan: Plan) -> dict[str, str]:
+    """The build folder's files: the scripts, the library they source, .gitattributes, PLAN.md and the manifest."""
+    library = library_of(plan)
+    files = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    files[library.path] = library_text(library.version)
+    files[GITATTRIBUTES] = GITATTRIBUTES_TEXT
+    files[PAGE] = plan_page(plan)
+    files[MANIFEST] = manifest(plan, files)
+    return files
+
+
+def skeletons(plan: Plan) -> dict[str, str]:
+    """Each script as its template writes it for `plan`, every value a placeholder of its kind (a word, an
+    array): the template's own text, where compiler/output/lint.py finds the constants the template assigns."""
+    token = _skeleton.set(True)
+    try:
+        library = library_of(plan)
+        return {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    finally:
+        _skeleton.reset(token)
+
+
+def manifest(plan: Plan, files: dict[str, str]) -> str:
+    data: dict[str, Any] = {
+        "sparkc_version": plan.sparkc_version,
+        "spec": {"name": plan.spec_path, "sha256": plan.spec_sha256},
+        "plan": asdict(plan),
+        "library": {"path": library_of(plan).path, "sha256": library_of(plan).sha256},
+        "files": {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(files.items())},
+    }
+    # Provenance already heads the manifest; keep the plan's copy out to avoid two sources of truth.
+    if plan.cluster_file:
+        data["spec"] = {"path": plan.spec_path, "sha256": plan.spec_file_sha256, "inputs_sha256": plan.spec_sha256}
+        data["cluster_file"] = {"path": plan.cluster_file, "sha256": plan.cluster_file_sha256}
+    for key in (
+        "sparkc_version",
+        "spec_path",
+        "spec_sha256",
+        "cluster_file",
+        "cluster_file_sha256",
+        "spec_file_sha256",
+    ):
+        data["plan"].pop(key)
+    # Optional parts appear only where the spec uses them: a spec without them keeps its manifest.
+    for node in data["plan"]["nodes"]:
+        if node["planes"] is None:
+            del node["planes"]
+    if data["plan"]["hooks"] is None:
+        del data["plan"]["hooks"]
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"

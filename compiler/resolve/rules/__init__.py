@@ -1,0 +1,1 @@
+"""The resolver's rules: each reads the Deployment and reports diagnostics; none builds the plan."""

@@ -1,0 +1,270 @@
+"""Rules about the cluster: values, nodes, addresses, RDMA devices, the TP x PP layout. They only report."""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from compiler.diagnostics import Diagnostic, Path, error, warning
+from compiler.resolve.context import Deployment
+from compiler.spec.typed import Architecture, Node
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# C1 controls and Unicode line breaks: some terminals and shells treat them as control or newline.
+LINE_BREAKS = re.compile("[\x80-\x9f\u2028\u2029]")
+
+
+# An interface name or index, as the schema's ifname: what an IPv6 scope id (fe80::1%enp1s0f1np1) may be.
+SCOPE_ID = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+
+# Longer values would not fit one word of a command line (Linux takes at most 128 KiB) and no real
+# path, name or flag comes near this.
+MAX_VALUE_BYTES = 4096
+
+
+def plain_values(d: Deployment) -> Iterator[Diagnostic]:
+    """Every value the user wrote ends up in a script, a label or a log line: no control characters,
+    no line separators, and a size a command line takes. Names (env, ulimits) too: the schema's patterns
+    end in `$`, which in Python also matches before a final newline."""
+    for path, text, is_name in _given_strings(d.spec.given, ()):
+        what = "names" if is_name else "values"
+        if CONTROL.search(text):
+            yield Diagnostic(path, f"control characters (newline, tab, ...) are not allowed in {what}", at_key=is_name)
+        elif LINE_BREAKS.search(text):
+            yield Diagnostic(
+                path, f"line or paragraph separators (U+0085, U+2028, U+2029) are not allowed in {what}", at_key=is_name
+            )
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_VALUE_BYTES:
+            yield error(path, f"this value is {size} bytes long; at most {MAX_VALUE_BYTES} fit a command line safely")
+
+
+def bad_scope(text: str) -> str | None:
+    """Why the scope id of an IPv6 address is refused: ipaddress takes any text after '%' (spaces, quotes,
+    `$(...)`, ';'), and the address reaches env values, --master-addr, ssh targets and netplan YAML."""
+    _, percent, scope = text.partition("%")
+    if not percent or SCOPE_ID.fullmatch(scope.split("/")[0]):
+        return None
+    return (
+        f"'{text}': the scope id after '%' must be an interface name or number (letters, digits, '_', '.', '-', "
+        "at most 15), such as fe80::1%enp1s0f1np1"
+    )
+
+
+def _given_strings(value: Any, path: Path) -> Iterator[tuple[Path, str, bool]]:
+    """(path, text, whether it is a mapping's key) for every string the user wrote."""
+    if isinstance(value, str):
+        yield path, value, False
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield (*path, key), str(key), True
+            yield from _given_strings(item, (*path, key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _given_strings(item, (*path, i))
+
+
+def head_exists(d: Deployment) -> Iterator[Diagnostic]:
+    wanted = d.spec.cluster.head
+    names = [n.name for n in d.spec.cluster.nodes]
+    if wanted is None or wanted in names:
+        return
+    hint = difflib.get_close_matches(wanted, names, n=1)
+    yield error(
+        ("cluster", "head"),
+        f"no node is named '{wanted}'" + (f"; did you mean '{hint[0]}'?" if hint else f"; nodes: {', '.join(names)}"),
+    )
+
+
+def unique_nodes(d: Deployment) -> Iterator[Diagnostic]:
+    for what in ("name", "ssh", "fabric IP"):
+        seen: dict[str, int] = {}
+        for node in d.spec.cluster.nodes:
+            value = {"name": node.name, "ssh": node.ssh, "fabric IP": node.fabric.ip}[what]
+            if value is None:
+                continue
+            if value in seen:
+                path = node.fabric.at("ip") if what == "fabric IP" else node.at(what)
+                yield error(
+                    path, f"'{value}' is already used by node {seen[value] + 1}; every node needs its own {what}"
+                )
+            else:
+                seen[value] = node.index
+
+
+def fabric_addresses(d: Deployment) -> Iterator[Diagnostic]:
+    for node in d.spec.cluster.nodes:
+        path = node.fabric.at("ip")
+        address = _address(
+            node.fabric.ip,
+            "fabric",
+            "the fabric side needs the CX-7 port's address (e.g. 192.168.100.10), not a host name",
+        )
+        if isinstance(address, str):
+            yield error(path, address)
+            continue
+        if address.is_unspecified or address.is_multicast:
+            yield error(path, f"{address} cannot be a node's address")
+        elif address.is_loopback and d.multi:
+            yield warning(path, f"{address} is a loopback address: only nodes on one machine can reach it")
+
+
+def control_planes(d: Deployment) -> Iterator[Diagnostic]:
+    """A control plane is given on every node or on none: the head's control IP is every node's
+    rendezvous, which a node without one would look for on its fabric."""
+    nodes = d.spec.cluster.nodes
+    with_control = [n for n in nodes if n.control]
+    if with_control and len(with_control) < len(nodes):
+        for node in nodes:
+            if node.control is None:
+                yield error(
+                    node.location,
+                    f"node {node.name} has no 'control' while {with_control[0].name} has one: give every node "
+                    "its control netdev and IP, or none",
+                )
+    seen: dict[str, str] = {}
+    for node in with_control:
+        assert node.control is not None
+        path = node.control.at("ip")
+        address = _address(node.control.ip, "control", f"write the address {node.control.netdev} has")
+        if isinstance(address, str):
+            yield error(path, address)
+            continue
+        if address.is_unspecified or address.is_multicast or (address.is_loopback and d.multi):
+            yield error(path, f"{address} cannot be a node's control address: the other nodes must reach it")
+        elif node.control.ip in seen:
+            yield error(path, f"'{node.control.ip}' is already the control IP of {seen[node.control.ip]}")
+        else:
+            seen[node.control.ip] = node.name
+        if node.control.ip == node.fabric.ip and node.control.netdev != node.fabric.netdev:
+            yield error(
+                path,
+                f"{node.control.ip} is also the fabric IP, on {node.fabric.netdev}; an address sits on one "
+                f"interface: write {node.control.netdev}'s own address",
+            )
+
+
+def _address(text: str, plane: str, otherwise: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | str:
+    """A node's address on `plane`, or why `text` is not one (`otherwise`: what to write instead of a name)."""
+    scope = bad_scope(text)
+    if scope:
+        return scope
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        prefixed = _without_prefix(text)
+        if prefixed is not None:
+            return f"'{text}' must be the {plane} address alone, without the prefix length: write {prefixed}"
+        return f"'{text}' is not an IP address; {otherwise}"
+
+
+def _without_prefix(value: str) -> str | None:
+    """The address of an interface written as ADDRESS/PREFIX (as `ip addr` shows it), or None."""
+    try:
+        return str(ipaddress.ip_interface(value).ip) if "/" in value else None
+    except ValueError:
+        return None
+
+
+def workers_have_ssh(d: Deployment) -> Iterator[Diagnostic]:
+    for node in d.nodes[1:]:
+        if not node.ssh:
+            yield error(node.location, "a worker needs an 'ssh' address (its management address)")
+
+
+def rdma_devices(d: Deployment) -> Iterator[Diagnostic]:
+    for node in d.spec.cluster.nodes:
+        yield from _node_rdma(node)
+    with_hcas = [bool(n.fabric.hcas) for n in d.spec.cluster.nodes]
+    if any(with_hcas) and not all(with_hcas):
+        yield warning(
+            ("cluster", "nodes"),
+            "some nodes list RDMA devices and some do not: NCCL must use the same transport on every rank, "
+            "expect a hang or a fallback",
+        )
+
+
+def _node_rdma(node: Node) -> Iterator[Diagnostic]:
+    hcas = node.fabric.hcas
+    if len(hcas) == 1:
+        yield warning(
+            node.fabric.at("hcas"),
+            "only one RDMA device: a CX-7 port shows up as two twins; with one NCCL gets about half the "
+            "bandwidth (list both, e.g. rocep1s0f1 and roceP2p1s0f1)",
+        )
+    expected = roce_name(node.fabric.netdev)
+    names = [h.lstrip("=") for h in hcas]
+    if (
+        names
+        and expected
+        and all(h.startswith("roce") for h in names)
+        and expected not in [h.split(":")[0] for h in names]
+    ):
+        yield warning(
+            node.fabric.at("hcas"),
+            f"netdev {node.fabric.netdev} belongs to RDMA device {expected}, which is not listed "
+            "(check with ibdev2netdev)",
+        )
+
+
+def roce_name(netdev: str) -> str:
+    """enp1s0f1np1 -> rocep1s0f1 (how the kernel names a CX-7 port's RDMA device after its PCI
+    address); "" when the name is not of that shape."""
+    match = re.fullmatch(r"en(P?\d*p\d+s\d+f\d+)(np\d+)?", netdev)
+    return f"roce{match.group(1)}" if match else ""
+
+
+def layout(d: Deployment) -> Iterator[Diagnostic]:
+    engine, gpus = d.spec.engine, d.total_gpus
+    tp, pp = engine.tensor_parallel, engine.pipeline_parallel
+    if tp * pp != gpus:
+        yield error(
+            engine.at("tensor_parallel"),
+            f"tensor_parallel x pipeline_parallel = {tp} x {pp} = {tp * pp}, but the nodes have "
+            f"{gpus} GPU{'s' if gpus != 1 else ''}; they must be equal",
+        )
+    arch = d.spec.model.architecture
+    for count, what in (
+        (arch.attention_heads, "attention heads"),
+        (arch.kv_heads, "KV heads"),
+        (arch.experts, "experts"),
+    ):
+        if count is None or _divides(tp, count, kv=what == "KV heads"):
+            continue
+        # For the nodes' GPU count, not tp x pp: that is what the layout must equal, and it stays small
+        # where tensor_parallel (unbounded in the schema) would make the search run for ever.
+        alternative = _layout_alternative(arch, gpus)
+        hint = f"; try tensor_parallel: {alternative[0]}, pipeline_parallel: {alternative[1]}" if alternative else ""
+        yield error(
+            engine.at("tensor_parallel"), f"tensor_parallel {tp} does not divide the model's {count} {what}" + hint
+        )
+
+
+def _divides(tp: int, count: int, kv: bool) -> bool:
+    """KV heads may also be replicated: TP a multiple of them works too."""
+    return count % tp == 0 or (kv and tp % count == 0)
+
+
+def _layout_alternative(arch: Architecture, gpus: int) -> tuple[int, int] | None:
+    for tp in range(gpus, 0, -1):
+        if gpus % tp:
+            continue
+        heads_ok = all(c is None or c % tp == 0 for c in (arch.attention_heads, arch.experts))
+        if heads_ok and (arch.kv_heads is None or _divides(tp, arch.kv_heads, kv=True)):
+            return tp, gpus // tp
+    return None
+
+
+RULES = (
+    plain_values,
+    head_exists,
+    unique_nodes,
+    fabric_addresses,
+    control_planes,
+    workers_have_ssh,
+    rdma_devices,
+    layout,
+)

@@ -1,0 +1,155 @@
+"""Image profiles: data files in profiles/, one per image family, validated by their own schema.
+
+The built-in ones ship with sparkc; an operator's own (a `profiles/` folder beside the spec, or
+--profiles DIR) are loaded the same way and win over a built-in one for the same image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from compiler.diagnostics import display_path
+from compiler.resources import data_dir
+from compiler.spec.load import MAX_SPEC_BYTES, load_text, locate, to_plain
+from compiler.spec.schema import load_schema, validate
+from compiler.spec.typed import EngineKind, EntrypointMode
+from compiler.user_files import UnreadableFile, read_text
+
+
+class ArgsStyle(StrEnum):
+    """What the image's entrypoint does with the words after the image name."""
+
+    COMMAND = "command"  # runs them as the command
+    ENGINE_ARGS = "engine-args"  # passes them to the engine it starts itself (`vllm serve` ...)
+    ENV_DRIVEN = "env-driven"  # builds the engine's command from variables, appends the words
+
+
+class RayPresence(StrEnum):
+    PRESENT = "present"
+    ABSENT = "absent"
+    CHECK = "check"  # depends on the release: the launcher checks the image
+
+
+@dataclass(frozen=True)
+class Control:
+    env: str
+    default: str
+
+
+@dataclass(frozen=True)
+class Profile:
+    id: str  # file stem
+    family: str
+    match: tuple[str, ...]
+    engine: EngineKind
+    entrypoint: tuple[str, ...] | None
+    args: ArgsStyle
+    controls: tuple[tuple[str, Control], ...]  # effective setting -> the variable the entrypoint reads
+    ray: RayPresence
+    auto: EntrypointMode  # what entrypoint: auto means for this image
+    side_effects: tuple[str, ...]
+    notes: tuple[str, ...]
+    origin: str = ""  # the file of an operator's own profile; "" for a built-in one
+
+    def control(self, setting: str) -> Control | None:
+        return dict(self.controls).get(setting)
+
+
+class ProfileError(Exception):
+    """A shipped profile file is broken: a bug in sparkc, not in the user's spec."""
+
+
+@cache
+def load_profiles() -> tuple[Profile, ...]:
+    profiles = []
+    for path in sorted(data_dir("profiles").glob("*.yaml")):
+        profile, errors = _load(path.read_text(encoding="utf-8"), path.name, path.stem)
+        if profile is None:
+            raise ProfileError(f"profile {path.name} is invalid: {'; '.join(errors)}")
+        profiles.append(profile)
+    return tuple(profiles)
+
+
+class UserProfileError(Exception):
+    """An operator's profile folder or file cannot be used; the message names each file:line:col."""
+
+
+def load_user_profiles(folder: Path) -> tuple[Profile, ...]:
+    """Every *.yaml in `folder`, validated like the built-in ones; all problems of all files at once."""
+    if not folder.is_dir():
+        raise UserProfileError(f"{folder}: no such profiles folder")
+    profiles, errors = [], []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            text = read_text(path, MAX_SPEC_BYTES)  # a FIFO among them must not hang the compile
+        except UnreadableFile as exc:
+            errors.append(str(exc))
+            continue
+        profile, problems = _load(text, str(path), path.stem)
+        errors += problems
+        if profile is not None:
+            profiles.append(Profile(**{**profile.__dict__, "origin": f"{folder.name}/{path.name}"}))
+    if errors:
+        raise UserProfileError("\n".join(errors))
+    return tuple(profiles)
+
+
+def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str]]:
+    """A profile from one file's text, or None and its problems as `file:line:col: field: message`."""
+    document, problems = load_text(text, filename)
+    if problems:
+        return None, [f"{filename}:{d.line}:{d.column}: {d.message}" for d in problems]
+    data: Any = to_plain(document.data)
+    errors = []
+    for d in validate(data, load_schema("profile.schema.json")):
+        line, column = locate(document.data, d.path, at_key=d.at_key)
+        errors.append(f"{filename}:{line}:{column}: {display_path(d.path, data)}: {d.message}")
+    if errors:
+        return None, errors
+    return (
+        Profile(
+            id=stem,
+            family=data["family"],
+            match=tuple(data["match"]),
+            engine=EngineKind(data["engine"]),
+            entrypoint=tuple(data["entrypoint"]) if "entrypoint" in data else None,
+            args=ArgsStyle(data["args"]),
+            controls=tuple(sorted((k, Control(**v)) for k, v in data.get("controls", {}).items())),
+            ray=RayPresence(data["ray"]),
+            auto=EntrypointMode(data["auto"]),
+            side_effects=tuple(data.get("side_effects", ())),
+            notes=tuple(data.get("notes", ())),
+        ),
+        [],
+    )
+
+
+def repository(image: str) -> str:
+    """`docker.io/library/x:tag@sha256:..` -> `x`: the repository part that profiles match on."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > slash:
+        name = name[:colon]
+    for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/"):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
+    return name.lower()
+
+
+def find_profile(image: str, own: tuple[Profile, ...] = ()) -> Profile | None:
+    """The operator's own profile for the image if one matches, else the built-in one."""
+    repo = repository(image)
+    return next((p for p in (*own, *load_profiles()) if repo in p.match), None)
+
+
+def overridden(profile: Profile) -> Profile | None:
+    """The built-in profile an operator's own one takes the place of, if any."""
+    if not profile.origin:
+        return None
+    return next((p for p in load_profiles() if set(p.match) & set(profile.match)), None)

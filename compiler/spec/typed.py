@@ -1,0 +1,234 @@
+"""The validated spec as typed, frozen values, built once right after validation (by compiler.spec.build).
+
+Every section knows where it sits in the spec (`location`) and which of its keys the user wrote (`given`), so
+provenance travels with the values: `source("port")` is `spec` or `default`. Env values are already strings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from compiler.diagnostics import Path
+
+
+class Source(StrEnum):
+    """Where a resolved value came from."""
+
+    SPEC = "spec"  # the user wrote it
+    DEFAULT = "default"  # sparkc's (or the schema's) default
+    PROFILE = "profile"  # the image profile: what the image's entrypoint does
+    DERIVED = "derived"  # computed from other values
+
+
+class EngineKind(StrEnum):
+    VLLM = "vllm"
+    SGLANG = "sglang"
+
+
+class Backend(StrEnum):
+    RAY = "ray"
+    NATIVE = "native"  # the engine's own multi-node group (or a single node)
+
+
+class EntrypointMode(StrEnum):
+    AUTO = "auto"
+    BYPASS = "bypass"
+    ADAPT = "adapt"
+    KEEP = "keep"
+
+
+class Topology(StrEnum):
+    DIRECT = "direct"
+    SWITCH = "switch"
+    MESH = "mesh"
+    RING = "ring"
+
+
+@dataclass(frozen=True)
+class Section:
+    location: Path  # where the section sits in the spec
+    given: frozenset[str]
+
+    def is_given(self, key: str) -> bool:
+        return key in self.given
+
+    def source(self, key: str) -> Source:
+        return Source.SPEC if key in self.given else Source.DEFAULT
+
+    def at(self, *keys: str | int) -> Path:
+        return self.location + keys
+
+
+@dataclass(frozen=True)
+class Ssh(Section):
+    user: str | None
+    port: int
+    identity_file: str | None
+    connect_timeout: int
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fabric(Section):
+    ip: str
+    netdev: str
+    netdevs: tuple[str, ...]  # the data interfaces: fabric.netdevs, else netdev alone
+    hcas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ControlPlane(Section):
+    netdev: str
+    ip: str
+
+
+@dataclass(frozen=True)
+class Node(Section):
+    index: int  # position in cluster.nodes
+    name: str
+    ssh: str | None
+    fabric: Fabric
+    control: ControlPlane | None  # None: the fabric carries the control plane too
+    gpus: int
+    env: dict[str, str]
+    memory_gb: int | float  # memory the node's OS and engine share (unified on a Spark)
+
+    @property
+    def control_ip(self) -> str:  # rendezvous, Gloo, Ray and the engine's host address
+        return (self.control or self.fabric).ip
+
+
+@dataclass(frozen=True)
+class Cluster(Section):
+    ssh: Ssh
+    head: str | None
+    topology: Topology | None
+    nodes: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Mount(Section):
+    host: str
+    container: str
+    readonly: bool
+
+
+@dataclass(frozen=True)
+class Hooks(Section):
+    pre_engine: tuple[str, ...]  # each run by sh -c inside the container, in order
+    patches: str | None  # a folder beside the spec, mounted read-only into every container
+
+
+@dataclass(frozen=True)
+class Container(Section):
+    image: str
+    entrypoint: EntrypointMode
+    privileged: bool
+    gpus: str  # all | none
+    ulimits: dict[str, str | None]  # None removes one of sparkc's defaults
+    mounts: tuple[Mount, ...]
+    shm_size: int | str | None  # as written; sizes.size_bytes gives docker's byte count
+    env: dict[str, str]
+    secrets: tuple[str, ...]
+    cache: bool  # container.cache.enabled
+    cache_host: str | None  # container.cache.host; None: sparkc's default for the image
+    hooks: Hooks | None = None
+
+
+@dataclass(frozen=True)
+class Architecture(Section):
+    attention_heads: int | None
+    kv_heads: int | None
+    experts: int | None
+
+
+# A full commit id names a snapshot folder of a Hugging Face cache; anything else is a branch or tag,
+# which the cache resolves through refs/<name>.
+COMMIT = re.compile(r"[0-9a-f]{40}")
+HF_CONTAINER_CACHE = "/root/.cache/huggingface/hub"  # where huggingface_hub looks by default, as root
+
+
+class DraftMethod(StrEnum):
+    DRAFT_MODEL = "draft_model"  # a smaller model of the same family
+    EAGLE = "eagle"
+    EAGLE3 = "eagle3"
+
+
+@dataclass(frozen=True)
+class Draft(Section):
+    path: str
+    mount: str  # where the container sees the draft: draft.mount, else the host path
+    method: DraftMethod
+    num_speculative_tokens: int
+
+
+@dataclass(frozen=True)
+class HfCache(Section):
+    """Weights in a Hugging Face cache: `<cache>/models--ORG--NAME/{refs,snapshots,blobs}`."""
+
+    cache: str  # the host's hub folder
+    repo: str  # ORG/NAME
+    revision: str  # a commit, or a branch or tag resolved through refs/ at launch
+
+    @property
+    def repo_folder(self) -> str:
+        return f"{self.cache}/models--{self.repo.replace('/', '--')}"
+
+    @property
+    def pinned(self) -> bool:
+        return COMMIT.fullmatch(self.revision) is not None
+
+
+@dataclass(frozen=True)
+class Model(Section):
+    path: str
+    mount: str  # where the container sees the weights: model.mount, else the host path
+    name: str | None
+    architecture: Architecture
+    draft: Draft | None
+    revision: str | None  # the weights' revision as the spec gives it; checked at launch where it can be
+    hf: HfCache | None  # weights in a Hugging Face cache (path and mount then derive from it)
+    size_gb: int | float | None  # the weights' size where the compiling machine cannot read it
+
+
+@dataclass(frozen=True)
+class Engine(Section):
+    kind: EngineKind
+    backend: Backend | None
+    tensor_parallel: int
+    pipeline_parallel: int
+    port: int | None
+    host: str
+    max_model_len: int | None
+    gpu_memory_utilization: int | float | None
+    trust_remote_code: bool
+    reasoning_parser: str | None
+    args: tuple[str, ...]
+    env: dict[str, str]
+    kv_cache_memory: int | str | None  # a size as written (sizes.size_bytes: bytes per GPU)
+
+
+@dataclass(frozen=True)
+class Launch(Section):
+    timeout: int
+    ray_port: int
+    master_port: int
+    ray_object_store_memory: int
+    nccl_check: bool | None
+    drop_page_cache: bool
+    probe: bool | None
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    cluster: Cluster
+    container: Container
+    model: Model
+    engine: Engine
+    launch: Launch
+    # What the user wrote, for a rule that must see every string at its own path (rules_cluster.plain_values).
+    given: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

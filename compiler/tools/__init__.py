@@ -1,0 +1,2 @@
+"""The operator's setup-day tools (discover, init, setup-fabric, import, profile drafts). A compile
+never imports them."""

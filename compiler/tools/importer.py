@@ -1,0 +1,304 @@
+"""`sparkc import RECIPE`: a recipe of another launcher as a sparkc spec, and what did not carry over.
+
+Two shapes are read, both YAML: spark-vllm-docker's recipes (`recipes/*.yaml`: name, container, model,
+defaults, env, command with `{placeholder}`s) and sparkrun's (the same keys plus runtime, min_nodes, ...).
+The engine command's flags that sparkc manages become spec fields; the rest become engine.args. What a
+recipe cannot say (the nodes' addresses, where the weights sit) is written as a marked placeholder.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+
+from compiler.diagnostics import Path, printable, show_key
+from compiler.engines.sglang import MANAGED_FLAGS as SGLANG_FLAGS
+from compiler.engines.vllm import MANAGED_FLAGS as VLLM_FLAGS
+from compiler.names import SECRET_NAME
+from compiler.spec.load import kind_of, load_text, locate, to_plain
+
+PLACEHOLDER = "PLACEHOLDER"
+# Keys read into the spec; any other top-level key of the recipe is reported.
+_READ = {"name", "container", "model", "runtime", "defaults", "env", "command", "min_nodes", "description"}
+# Keys that describe the recipe, not the deployment: dropped without a word.
+_QUIET = {"recipe_version", "sparkrun_version", "description", "metadata", "maintainer"}
+# defaults: key -> (spec field, type)
+_DEFAULTS = {
+    "port": ("engine.port", int),
+    "host": ("engine.host", str),
+    "tensor_parallel": ("engine.tensor_parallel", int),
+    "pipeline_parallel": ("engine.pipeline_parallel", int),
+    "gpu_memory_utilization": ("engine.gpu_memory_utilization", float),
+    "max_model_len": ("engine.max_model_len", int),
+    "served_model_name": ("model.name", str),
+}
+# Nodes a recipe can ask for (one per GPU, at least min_nodes): spark-a to spark-z.
+MAX_NODES = 26
+_WHAT = {int: "a whole number", float: "a number", str: "text"}
+_PROGRAMS = (("vllm", "serve"), ("python3", "-m", "sglang.launch_server"), ("python", "-m", "sglang.launch_server"))
+
+
+class RecipeError(Exception):
+    """The recipe cannot be read as a recipe at all."""
+
+
+@dataclass(frozen=True)
+class RecipeWarning:
+    """What did not carry over, about one recipe key (`defaults.port`), at its line and column."""
+
+    key: str
+    message: str
+    line: int = 0
+    column: int = 0
+
+    def __str__(self) -> str:
+        return printable(f"{self.key}: {self.message}")
+
+
+@dataclass(frozen=True)
+class Imported:
+    spec_text: str
+    warnings: tuple[RecipeWarning, ...]
+
+
+class _Notes(list[tuple[Path, str, bool]]):
+    """The warnings as they are found: the recipe path each is about, the message, and whether it is
+    about the key (placed at the key) or its value (placed at the value)."""
+
+    def add(self, path: Path, message: str, at_key: bool = False) -> None:
+        self.append((path, message, at_key))
+
+
+def import_recipe(text: str, filename: str) -> Imported:
+    document, problems = load_text(text, filename)
+    if problems:
+        first = problems[0]
+        raise RecipeError(f"{filename}:{first.line}:{first.column}: {first.message}")
+    recipe = to_plain(document.data)
+    if not isinstance(recipe.get("container"), str) or not isinstance(recipe.get("command", ""), str):
+        raise RecipeError(f"{filename}: not a recipe: it needs 'container' (an image) and a 'command' text")
+    warnings = _Notes()
+    fields: dict[str, Any] = {}
+    kind = str(recipe.get("runtime") or "vllm")
+    if kind not in ("vllm", "sglang"):
+        raise RecipeError(f"{printable(filename)}: runtime {printable(repr(kind))}: sparkc runs vllm and sglang")
+    defaults = _defaults(recipe.get("defaults"), fields, warnings)
+    args = _command(recipe.get("command", ""), defaults, kind, fields, warnings)
+    for key in sorted(set(recipe) - _READ - _QUIET, key=str):
+        warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
+    for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"}, key=str):
+        if not re.search(r"\{" + re.escape(str(key)) + r"\}", str(recipe.get("command", ""))):
+            warnings.add(("defaults", key), "not mapped; the command does not use it", at_key=True)
+    spec = _spec(recipe, kind, fields, args, warnings)
+    out = io.StringIO()
+    yaml = YAML()
+    yaml.width = 200
+    yaml.dump(spec, out)
+    located = tuple(_located(document.data, *warning) for warning in warnings)
+    header = f"Imported from {filename} by `sparkc import`; {PLACEHOLDER} marks what the recipe does not say."
+    notes = "".join(f"# warning: {w}\n" for w in located)
+    return Imported(f"# {printable(header)}\n" + notes + out.getvalue(), located)
+
+
+def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, Any]:
+    """The recipe's defaults; those that are spec fields, typed, into `fields`."""
+    if not isinstance(raw, dict):
+        if raw is not None:
+            warnings.add(("defaults",), f"{kind_of(raw)}, not a mapping of values; ignored")
+        return {}
+    for key, value in raw.items():
+        if key in _DEFAULTS:
+            target, type_of = _DEFAULTS[key]
+            typed = _typed(value, type_of)
+            if typed is None:
+                warnings.add(
+                    ("defaults", key), f"{_shown(value)} is not {_WHAT[type_of]}; left out: set {target} by hand"
+                )
+            else:
+                fields[target] = typed
+    return raw
+
+
+def _located(data: Any, path: Path, message: str, at_key: bool) -> RecipeWarning:
+    line, column = locate(data, path, at_key)
+    return RecipeWarning(".".join(show_key(str(part)) for part in path), message, line, column)
+
+
+def _shown(value: Any) -> str:
+    """A recipe's value in a warning: itself where it is short text or a number, else what kind it is."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or len(repr(value)) > 60:
+        return kind_of(value)
+    return repr(value)
+
+
+def _typed(value: Any, type_of: type) -> Any:
+    """`value` as a spec field of type `type_of` takes it (a whole number may be written as text), or None."""
+    if type_of is str:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return value if isinstance(value, str) else str(value) if number else None
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
+        value = int(value)
+    if type_of is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str, Any], warnings: _Notes) -> list[str]:
+    """The engine command's flags: managed ones into `fields`, the rest returned as engine.args."""
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group(1) in defaults:
+            return str(defaults[match.group(1)])
+        warnings.add(("command",), f"{{{match.group(1)}}} has no value in defaults; left as written")
+        return match.group(0)
+
+    text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", fill, command.replace("\\\n", " "))
+    text = text.replace("{{", "{").replace("}}", "}")
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        warnings.add(("command",), f"cannot be split into words ({exc}); no engine flags imported")
+        return []
+    for program in _PROGRAMS:
+        if tuple(words[: len(program)]) == program:
+            words = words[len(program) :]
+            break
+    else:
+        if words:
+            warnings.add(("command",), f"does not start with vllm serve or sglang.launch_server; read as {kind} flags")
+    if words and not words[0].startswith("-"):
+        words = words[1:]  # vllm serve's positional model: sparkc passes the mounted path
+    return _flags(words, VLLM_FLAGS if kind == "vllm" else SGLANG_FLAGS, fields, warnings)
+
+
+def _flags(words: list[str], managed: dict[str, str], fields: dict[str, Any], warnings: _Notes) -> list[str]:
+    args: list[str] = []
+    i = 0
+    while i < len(words):
+        flag, eq, value = words[i].partition("=")
+        takes = not eq and i + 1 < len(words) and not words[i + 1].startswith("--")
+        if not eq and takes:
+            value, i = words[i + 1], i + 1
+        i += 1
+        target = managed.get(flag)
+        if target is None:
+            args += [flag + eq + value] if eq else ([flag, value] if takes else [flag])
+        elif not _set_field(target, flag, value, fields):
+            warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
+    return args
+
+
+def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bool:
+    if target == "engine.trust_remote_code":
+        fields[target] = True
+    elif target == "engine.backend":
+        fields[target] = value
+    elif target == "model.mount":
+        if value.startswith("/"):
+            fields[target] = value
+    elif target in ("engine.port", "engine.tensor_parallel", "engine.pipeline_parallel", "engine.max_model_len"):
+        fields[target] = int(value) if re.fullmatch(r"[0-9]+", value) else value
+    elif target == "engine.gpu_memory_utilization":
+        fields[target] = float(value) if re.fullmatch(r"[0-9]*\.?[0-9]+", value) else value
+    elif target in ("engine.host", "engine.reasoning_parser", "model.name"):
+        fields[target] = value
+    else:
+        return False
+    return True
+
+
+def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[str], warnings: _Notes) -> Any:
+    model = recipe.get("model") or ""
+    if not isinstance(model, str):
+        warnings.add(("model",), f"{kind_of(model)}, not a Hugging Face id; left out: set model.name by hand")
+        model = ""
+    folder = model.rsplit("/", 1)[-1] or "model"
+    in_defaults = isinstance(recipe.get("defaults"), dict) and "tensor_parallel" in recipe["defaults"]
+    count = _count(recipe.get("min_nodes"), fields, in_defaults, warnings)
+    spec = CommentedMap(sparkc=1, name=_name(str(recipe.get("name") or folder)))
+    spec["cluster"] = CommentedMap(nodes=[_node(i) for i in range(count)])
+    container = CommentedMap(image=recipe["container"])
+    env, secrets = _env(recipe.get("env"), warnings)
+    if env:
+        container["env"] = env
+    if secrets:
+        container["secrets"] = secrets
+    spec["container"] = container
+    spec["model"] = CommentedMap(path=f"/{PLACEHOLDER}/models/{folder}")
+    spec["model"].yaml_add_eol_comment(
+        printable(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node"), "path"
+    )
+    for key in ("mount", "name"):
+        if f"model.{key}" in fields:
+            spec["model"][key] = fields[f"model.{key}"]
+    if "name" not in spec["model"] and model:
+        spec["model"]["name"] = model  # what the recipe's clients asked for: the Hugging Face id
+    engine = CommentedMap(kind=kind)
+    for target, value in fields.items():
+        if target.startswith("engine."):
+            engine[target.removeprefix("engine.")] = value
+    if args:
+        engine["args"] = args
+    spec["engine"] = engine
+    return spec
+
+
+def _count(min_nodes: Any, fields: dict[str, Any], from_defaults: bool, warnings: _Notes) -> int:
+    """Nodes to write: one per GPU the parallelism needs (a DGX Spark has one), at least min_nodes."""
+    parallel = [fields.get(f"engine.{key}", 1) for key in ("tensor_parallel", "pipeline_parallel")]
+    gpus = math.prod(n if isinstance(n, int) and not isinstance(n, bool) else 1 for n in parallel)
+    least = _typed(min_nodes, int) if min_nodes is not None else 1
+    if least is None:
+        warnings.add(("min_nodes",), f"{_shown(min_nodes)} is not a whole number; read as 1")
+        least = 1
+    count = max(gpus, least, 1)
+    if count > MAX_NODES:
+        about = ("min_nodes",) if least == count else ("defaults", "tensor_parallel") if from_defaults else ("command",)
+        warnings.add(
+            about, f"needs more than {MAX_NODES} nodes; the first {MAX_NODES} are written: add the rest by hand"
+        )
+    return min(count, MAX_NODES)
+
+
+def _node(index: int) -> CommentedMap:
+    """A node the recipe does not describe: every address is a marked placeholder to replace."""
+    name = f"spark-{chr(ord('a') + index)}"
+    node = CommentedMap(name=name)
+    if index:
+        node["ssh"] = f"{PLACEHOLDER}-{name}"
+    node["fabric"] = CommentedMap(ip=f"192.168.100.{10 + index}", netdev="enp1s0f1np1")
+    node.yaml_add_eol_comment(f"{PLACEHOLDER}: this node's CX-7 address and netdev", "fabric")
+    return node
+
+
+def _env(raw: Any, warnings: _Notes) -> tuple[CommentedMap, list[str]]:
+    env, secrets = CommentedMap(), []
+    for name, value in (raw or {}).items() if isinstance(raw, dict) else []:
+        if SECRET_NAME.search(str(name).upper()):
+            secrets.append(str(name))
+            warnings.add(
+                ("env", name), "looks like a secret: listed under container.secrets (export it at launch)", at_key=True
+            )
+        else:
+            env[str(name)] = value if isinstance(value, (str, int, float, bool)) else str(value)
+    return env, secrets
+
+
+def _name(text: str) -> str:
+    """A deployment name sparkc accepts: lower-case letters, digits and '-', starting with a letter, <= 40."""
+    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    name = name if name[:1].isalpha() else f"m-{name}"
+    return name[:40].rstrip("-") or "imported"

@@ -1,0 +1,129 @@
+"""`sparkc init`: a commented starter spec that validates and compiles as written.
+
+Every value the operator must check carries a `# CHANGE:` comment; the values are plausible ones (a
+Spark's fabric addresses, NGC's vLLM image), so `sparkc validate` accepts the file at once and the
+operator replaces them one by one. With discover's output the cluster part is the discovered one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path as FilePath
+from typing import Any
+
+from compiler.diagnostics import format_text, has_errors
+from compiler.spec.include import KEY as FILE_KEY
+from compiler.spec.load import SpecReadError, load_text, read_spec, to_plain
+from compiler.tools.discover import scalar as _scalar
+
+CHANGE = "# CHANGE:"
+
+
+class InitProblem(Exception):
+    """The discover file cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class StarterNode:
+    name: str
+    ssh: str
+    ip: str
+    netdev: str
+    hcas: tuple[str, ...]
+    gpus: int
+
+
+def placeholder_nodes(count: int) -> list[StarterNode]:
+    return [
+        StarterNode(
+            f"spark-{chr(ord('a') + i)}" if i < 26 else f"spark-{i + 1}",
+            f"spark-{chr(ord('a') + i)}.local" if i < 26 else f"spark-{i + 1}.local",
+            f"192.168.100.{10 + i}",
+            "enp1s0f1np1",
+            ("rocep1s0f1", "roceP2p1s0f1"),
+            1,
+        )
+        for i in range(count)
+    ]
+
+
+def discovered(path: FilePath) -> tuple[list[StarterNode], dict[str, Any]]:
+    """The nodes and ssh settings of a file `sparkc discover` wrote (YAML or JSON)."""
+    try:
+        text = read_spec(path)
+    except SpecReadError as exc:
+        raise InitProblem(str(exc)) from None
+    document, problems = load_text(text, str(path))
+    if has_errors(problems):
+        raise InitProblem(format_text(problems, str(path), None))
+    data = to_plain(document.data)
+    cluster = data.get("cluster") if isinstance(data, dict) else None
+    if not isinstance(cluster, dict) or not isinstance(cluster.get("nodes"), list) or FILE_KEY in cluster:
+        raise InitProblem(f"{path}: not what sparkc discover writes (a 'cluster:' section with 'nodes:')")
+    try:
+        found = [
+            StarterNode(
+                str(n["name"]),
+                str(n["ssh"]),
+                str(n["fabric"]["ip"]),
+                str(n["fabric"]["netdev"]),
+                tuple(str(h) for h in n["fabric"].get("hcas", [])),
+                int(n.get("gpus", 1)),
+            )
+            for n in cluster["nodes"]
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InitProblem(f"{path}: a node lacks {exc} or has the wrong shape; run sparkc discover again") from None
+    if not found:
+        raise InitProblem(f"{path}: no nodes")
+    ssh = cluster.get("ssh")
+    return found, ssh if isinstance(ssh, dict) else {}
+
+
+def starter(name: str, nodes: list[StarterNode], ssh: dict[str, Any], source: str = "") -> str:
+    """The spec's text."""
+    total = sum(n.gpus for n in nodes)
+    head = "# Starter spec written by sparkc init"
+    head += f" from {source} (sparkc discover)." if source else f" for {len(nodes)} node(s)."
+    lines = [
+        "# yaml-language-server: $schema=https://sparkc.dev/schemas/spec.schema.json",
+        head,
+        f"# Lines marked '{CHANGE}' hold example values: replace each, then run",
+        "#   sparkc validate THIS-FILE  and  sparkc compile THIS-FILE -o build/",
+        "sparkc: 1",
+        f"name: {name}  {CHANGE} the deployment's name (container names derive from it)",
+        "cluster:",
+    ]
+    if ssh:
+        lines.append("  ssh:")
+        lines += [f"    {key}: {_scalar(value)}" for key, value in sorted(ssh.items())]
+    else:
+        lines.append(f"  # ssh: {{user: aurora, identity_file: /home/aurora/.ssh/id_ed25519}}  {CHANGE} if needed")
+    lines.append("  nodes:  # the first node is the head: the scripts run there")
+    for n in nodes:
+        mark = "" if source else f"  {CHANGE} this node's"
+        lines += [
+            f"    - name: {_scalar(n.name)}",
+            f"      ssh: {_scalar(n.ssh)}" + (f"{mark} management address (ssh reaches it there)" if mark else ""),
+            "      fabric:  # the ConnectX-7 port every NCCL, Ray and engine address uses",
+            f"        ip: {_scalar(n.ip)}" + (f"{mark} fabric address" if mark else ""),
+            f"        netdev: {_scalar(n.netdev)}" + (f"{mark} cabled netdev (ibdev2netdev shows it)" if mark else ""),
+            f"        hcas: [{', '.join(_scalar(h) for h in n.hcas)}]" + ("  # both twins of the port" if mark else ""),
+            f"      gpus: {n.gpus}",
+        ]
+    lines += [
+        "container:",
+        f"  image: nvcr.io/nvidia/vllm:26.05-py3  {CHANGE} the engine image (the same on every node)",
+        "model:",
+        f"  path: /models/CHANGE-ME  {CHANGE} the weights' folder, the same absolute path on every node",
+        "engine:",
+        "  kind: vllm  # or sglang",
+        *(["  backend: native  # vLLM's own multi-node mode; ray needs an image with Ray"] if len(nodes) > 1 else []),
+        f"  tensor_parallel: {total}  # x pipeline_parallel must equal the GPUs of all nodes ({total})",
+        "  port: 8000",
+        "  # max_model_len: 32768",
+        "  # gpu_memory_utilization: 0.8  # a fraction of the 128 GB a Spark shares with its OS",
+        "launch:",
+        "  timeout: 3600  # the whole start; a first start on GB10 can take long",
+    ]
+    return "\n".join(lines) + "\n"
