@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-from importlib import metadata
+from pathlib import Path
 
 
 def _version() -> str:
-    """The installed distribution's version; a source checkout run without installing reads pyproject.toml."""
+    """The installed distribution's version, from its metadata; a source checkout never installed reads
+    pyproject.toml. An installed wheel's METADATA sits beside the package: read directly, it costs far less
+    than importing importlib.metadata, which every `sparkc` run would pay."""
+    package = Path(__file__).resolve().parent
+    for metadata_file in sorted(package.parent.glob("sparkc-*.dist-info/METADATA")):
+        with metadata_file.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip()
+                if not line.strip():  # the headers end at the first empty line
+                    break
+    from importlib import metadata
+
     try:
-        return metadata.version("sparkc")
+        return metadata.version("sparkc")  # an editable install: its metadata lives elsewhere
     except metadata.PackageNotFoundError:
         import tomllib
-        from pathlib import Path
 
-        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        pyproject = package.parent / "pyproject.toml"
         return str(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"])
 
 
