@@ -37,22 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compiler.tools.check_library import spec_with_nodes  # the seed with N nodes, as the library check makes it
+
 ROOT = Path(__file__).resolve().parent.parent
 SEED = "examples/seed-qwen35-122b-2spark-ray.yaml"
 RESULTS = ROOT / "benchmarks" / "results" / "compile_speed.json"
-
-
-def spec_with_nodes(seed_text: str, count: int) -> str:
-    """The seed example with `count` nodes (tensor_parallel = count, one GPU each)."""
-    head, rest = seed_text.split("  nodes:\n", 1)
-    tail = rest[rest.index("container:") :]
-    nodes = "".join(
-        f"    - name: spark-{i:02d}\n"
-        f"      ssh: spark-{i:02d}.local\n"
-        f"      fabric: {{ip: 192.168.100.{10 + i}, netdev: enp1s0f1np1, hcas: [rocep1s0f1, roceP2p1s0f1]}}\n"
-        for i in range(count)
-    )
-    return (head + "  nodes:\n" + nodes + tail).replace("tensor_parallel: 2", f"tensor_parallel: {count}")
 
 
 @dataclass
