@@ -30,6 +30,9 @@ launcher=$1 sparkc_test_mode=$2
 shift 2
 # shellcheck source=/dev/null
 source "$launcher"
+# what launch_main does before its options: the secrets from the environment, the compiled timeout
+read_secrets
+TIMEOUT=$DEFAULT_TIMEOUT
 for sparkc_test_node; do
   if [[ $sparkc_test_mode == secrets ]]; then
     start_one "$sparkc_test_node"

@@ -99,7 +99,8 @@ def check_case(
     files = render(result.plan)
     runs = deliver(result.plan, files["launch-cluster.sh"], tmp_path, fake_path, secret_env(case, value), shells)
     assert arrival_problems(result.plan, runs, case.field.arrives(value)) == []
-    if case.field.secret == "value" and len(value) >= 3 and value not in files["launch-cluster.sh"]:
+    # (a short value may stand in the generated text by chance: in the library's prose, say)
+    if case.field.secret == "value" and len(value) >= 3 and not any(value in text for text in files.values()):
         # on no command line (ssh's, docker's), in no generated file, in no output
         assert value not in everything_recorded(runs, files)
     assert not canary.exists()
