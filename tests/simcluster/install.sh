@@ -83,7 +83,8 @@ install_apt() {
 install_venv() {
   step_start "python venv ${VENV}"
   local py
-  py="$(command -v python3)"
+  # The machine's interpreter, also when a virtual environment is active (.ci/run runs this from one).
+  py="$(python3 -c 'import sys; print(getattr(sys, "_base_executable", sys.executable))')"
   if ! "$VENV/bin/python" -c 'import sys' 2>/dev/null; then
     rm -rf "$VENV"
     mkdir -p "$SIM_ROOT"
