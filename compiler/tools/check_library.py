@@ -28,7 +28,8 @@ from compiler.pipeline import Beside, compile_text
 from compiler.resources import data_dir
 
 FLAGS = ("--format=gcc", "--norc", "--external-sources", "--source-path=SCRIPTDIR")
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"  # a source checkout's; the wheel has none
+# A source checkout's examples (the wheel ships none): the folder beside compiler/, or one given.
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SEED = "seed-qwen35-122b-2spark-ray.yaml"
 NODE_COUNTS = (8,)  # besides the examples' 1 and 2
 # Where a script stops being its own: from here on it checks, reads and runs the library.
@@ -54,19 +55,19 @@ def spec_with_nodes(seed_text: str, count: int) -> str:
     return (head + "  nodes:\n" + nodes + tail).replace("tensor_parallel: 2", f"tensor_parallel: {count}")
 
 
-def matrix() -> Iterator[tuple[str, str, Path]]:
+def matrix(examples: Path) -> Iterator[tuple[str, str, Path]]:
     """(name, spec text, the folder it sits in) of every deployment the library is checked with."""
-    for spec in sorted(EXAMPLES.glob("*.yaml")):
+    for spec in sorted(examples.glob("*.yaml")):
         yield spec.stem, spec.read_text(encoding="utf-8"), spec.parent
-    seed = (EXAMPLES / SEED).read_text(encoding="utf-8")
+    seed = (examples / SEED).read_text(encoding="utf-8")
     for count in NODE_COUNTS:
-        yield f"seed-{count}-nodes", spec_with_nodes(seed, count), EXAMPLES
+        yield f"seed-{count}-nodes", spec_with_nodes(seed, count), examples
 
 
-def write_deployments(folder: Path) -> list[str]:
+def write_deployments(folder: Path, examples: Path) -> list[str]:
     """Each matrix deployment's scripts under `folder`, each beside its lib/; the scripts to check."""
     roots = []
-    for name, text, spec_dir in matrix():
+    for name, text, spec_dir in matrix(examples):
         result = compile_text(text, f"{name}.yaml", lint=False, beside=Beside(spec_dir=spec_dir))
         if not result.ok:
             raise SystemExit(f"{name}: the matrix spec does not compile: {[d.message for d in result.diagnostics]}")
@@ -91,11 +92,11 @@ def library_in_context(folder: Path, script: str) -> str:
     return str(path.relative_to(folder))
 
 
-def check() -> list[str]:
+def check(examples: Path = EXAMPLES) -> list[str]:
     shellcheck = shellcheck_binary()
     with tempfile.TemporaryDirectory(prefix="sparkc-check-library-") as tmp:
         folder = Path(tmp)
-        roots = write_deployments(folder)
+        roots = write_deployments(folder, examples)
         seed = f"{SEED.removesuffix('.yaml')}/launch-cluster.sh"
         roots = [library_in_context(folder, seed) if root == seed else root for root in roots]
         half = len(roots) // 2
@@ -113,8 +114,10 @@ def check() -> list[str]:
     return findings
 
 
-def main() -> int:
-    findings = check()
+def main(argv: list[str] | None = None) -> int:
+    """`python -m compiler.tools.check_library [EXAMPLES_FOLDER]` (default: the checkout's examples/)."""
+    args = sys.argv[1:] if argv is None else argv
+    findings = check(Path(args[0]) if args else EXAMPLES)
     for line in findings:
         print(line)
     print(f"check_library: {len(findings)} finding(s)" if findings else "check_library: clean", file=sys.stderr)
