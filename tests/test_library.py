@@ -16,7 +16,8 @@ from compiler.output.lint import LintCache, lint_scripts
 from compiler.pipeline import GeneratedScriptError, compile_text
 from compiler.tools.check_library import check
 from tests.fakes.cluster import FakeCluster
-from tests.specs import EXAMPLES, compile_spec, dump, example, with_changes
+from tests.specs import EXAMPLES as EXAMPLE_FOLDER
+from tests.specs import compile_spec, dump, example, with_changes
 
 SEED = "seed-qwen35-122b-2spark-ray"
 EXAMPLES = ["seed-qwen35-122b-2spark-ray", "qwen3-32b-2spark-control-data", "solo-qwen3-32b-api-key"]
@@ -128,7 +129,7 @@ def test_a_value_that_escapes_broken_quoting_is_caught_by_the_sentinel(
 def test_the_library_and_the_node_snippets_are_shellcheck_clean() -> None:
     """What sparkc is built with: the library in its feature matrix, the node side as POSIX sh (slow: the
     library is read once per script it is checked with)."""
-    assert check(EXAMPLES) == []  # the checkout's examples: an installed sparkc has none
+    assert check(EXAMPLE_FOLDER) == []  # the checkout's examples: an installed sparkc has none
 
 
 def test_an_earlier_versions_library_is_removed_and_nothing_deeper(tmp_path: Path) -> None:
