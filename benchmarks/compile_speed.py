@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout it measures (as `python -m compiler`), also for this helper
 from compiler.tools.check_library import spec_with_nodes  # noqa: E402  # the seed with N nodes
+
 SEED = "examples/seed-qwen35-122b-2spark-ray.yaml"
 RESULTS = ROOT / "benchmarks" / "results" / "compile_speed.json"
 
