@@ -66,6 +66,13 @@ def ready_then_compile(*args, **kwargs):
     announce("ready")
     result = compile_spec(*args, **kwargs)
     if os.environ.get("DROP_ROOT") and os.geteuid() == 0:
+        # What sparkc imports later must be loaded now: nobody may not read the install (CI's venv lies in
+        # a 0700 temporary folder, its Python under /root), where a user's own install is theirs to read.
+        import importlib, importlib.metadata, pkgutil
+        import compiler
+        for module in pkgutil.walk_packages(compiler.__path__, "compiler."):
+            if not module.name.endswith("__main__"):  # that one runs the command line
+                importlib.import_module(module.name)
         os.setgroups([])
         os.setgid(65534)
         os.setuid(65534)

@@ -267,11 +267,11 @@ def _report_bug(exc: Exception, argv: list[str]) -> None:
 
 def _issues_url() -> str | None:
     """Where the installed package's metadata says bugs go (a `[project.urls]` entry), if it names one."""
-    from importlib import metadata
+    try:  # a bug report must not end in a second bug: no metadata, no address
+        from importlib import metadata
 
-    try:
         entries = metadata.metadata("sparkc").get_all("Project-URL") or []
-    except metadata.PackageNotFoundError:
+    except (ImportError, OSError, ValueError):  # PackageNotFoundError is an ImportError
         return None
     for entry in entries:
         label, _, url = entry.partition(",")
