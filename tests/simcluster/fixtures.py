@@ -23,7 +23,9 @@ from . import ClusterUnavailable, NodeSpec, SimCluster, docker_mount_args, prefl
 HEAD_NETDEV = "enp1s0f1np1"
 ODD_NETDEV = "enp1s0f0np0"  # spark3 is cabled to the other port twin (DOMAIN: F3)
 MODEL_IN_CONTAINER = "/models/tiny"
-CLUSTER_NAME = "sparkc-test"  # not the CLI default, so a by-hand cluster survives a test run
+# Not the CLI default, so a by-hand cluster survives a test run; SPARKC_SIM_NAME lets two test runs on one
+# machine (two work trees) keep apart.
+CLUSTER_NAME = os.environ.get("SPARKC_SIM_NAME", "sparkc-test")
 
 
 def _in_ci() -> bool:
