@@ -13,3 +13,9 @@ def data_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"sparkc data folder '{name}' is missing from the installation")
+
+
+def compiled_templates() -> Path:
+    """Where a built sparkc keeps its templates compiled to Python: inside the package (setup.py writes it; a
+    source checkout has none)."""
+    return _PACKAGE / "templates_compiled"

@@ -73,7 +73,7 @@ def test_native_launch_starts_workers_first_then_rank0(fake: FakeCluster) -> Non
     fake.prepare("llama33-70b-2spark-native.yaml")
     launch = fake.run("launch-cluster.sh")
     assert launch.returncode == 0, launch.stdout + launch.stderr
-    runs = [node for node, argv in fake.docker_calls() if argv[:2] == ["run", "-d"] and not argv[3].endswith("-probe")]
+    runs = [node for node, argv in fake.docker_calls() if argv[:2] == ["run", "-d"] and not fake.is_probe(argv)]
     assert runs == ["spark-b", "spark-a"]
     worker = fake.container("spark-b", "sparkc-llama33-70b-spark-b")
     head = fake.container("spark-a", "sparkc-llama33-70b-spark-a")
@@ -176,7 +176,7 @@ def test_a_container_that_does_not_start_names_its_node(fake: FakeCluster) -> No
         "FAILED in phase containers on node spark-b: docker run failed on spark-b: docker: Error response"
         in launch.stderr
     )
-    engine_runs = [argv for argv in docker_runs(fake, "spark-a") if not argv[3].endswith("-probe")]
+    engine_runs = [argv for argv in docker_runs(fake, "spark-a") if not fake.is_probe(argv)]
     assert not engine_runs  # rank 0 waits for its wave: never started
 
 
@@ -264,7 +264,8 @@ def test_dry_run_touches_nothing(fake: FakeCluster) -> None:
     dry = fake.run("launch-cluster.sh", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert fake.calls() == []
-    assert "[spark-b] docker run \\\n    -d \\\n    --name sparkc-qwen35-122b-spark-b \\\n" in dry.stdout
+    spark_b_run = dry.stdout.rsplit("[spark-b] docker run \\\n    -d \\\n", 1)[1].split("\n[", 1)[0]  # not the probe
+    assert "    --name sparkc-qwen35-122b-spark-b \\\n" in spark_b_run  # one flag per line, the node's own name
     assert "[spark-a] docker exec \\\n    -d \\\n    sparkc-qwen35-122b-spark-a \\\n    sh \\\n    -c " in dry.stdout
     assert "[spark-b] sh -c <preflight: host docker model weights draft fabric" in dry.stdout  # preflight shown
     assert "image=hellohal2064/vllm-qwen3.5-gb10:latest" in dry.stdout

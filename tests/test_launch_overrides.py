@@ -73,7 +73,7 @@ def _docker_words(fake: FakeCluster) -> list[list[str]]:
     return [
         argv
         for _, argv in fake.docker_calls()
-        if argv[:2] in (["run", "-d"], ["exec", "-d"]) and not argv[3].endswith("-probe")
+        if argv[:2] in (["run", "-d"], ["exec", "-d"]) and not fake.is_probe(argv)
     ]
 
 

@@ -105,7 +105,9 @@ def constants(skeleton: str) -> list[tuple[str, bool]]:
 
 
 def _check(texts: dict[str, str], shellcheck: str, bash: str) -> list[str]:
-    """`bash -n` on each script and one shellcheck over all of them, all running at once."""
+    """`bash -n` and shellcheck on each script, all running at once: shellcheck uses one core per process, and
+    the launch script alone takes half of a compile's checking, so one process per script spreads the work
+    over the cores the machine has."""
     import subprocess  # here, not at the top: only a compile that misses the cache pays for it
     import tempfile
 
@@ -117,15 +119,16 @@ def _check(texts: dict[str, str], shellcheck: str, bash: str) -> list[str]:
             return subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         syntax = [(name, start([bash, "-n", name])) for name in texts]
-        checking = start([shellcheck, *SHELLCHECK_FLAGS, *texts])
+        checking = [start([shellcheck, *SHELLCHECK_FLAGS, name]) for name in texts]
         findings: list[str] = []
         for name, process in syntax:
             _, err = process.communicate()
             if process.returncode:
                 findings.append(f"{name}: bash -n: {err.strip()}")
-        out, err = checking.communicate()
-        if checking.returncode:
-            findings += [line for line in (out + err).splitlines() if line.strip()]
+        for process in checking:
+            out, err = process.communicate()
+            if process.returncode:
+                findings += [line for line in (out + err).splitlines() if line.strip()]
     return findings
 
 

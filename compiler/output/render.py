@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
@@ -17,7 +18,7 @@ from compiler.output.emit import MANIFEST
 from compiler.output.library import library_path, library_sha256, library_text
 from compiler.output.plan_page import PAGE, plan_page
 from compiler.plan import MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
-from compiler.resources import data_dir
+from compiler.resources import compiled_templates, data_dir
 
 if TYPE_CHECKING:
     import jinja2
@@ -77,6 +78,26 @@ def lines(command: Iterable[Iterable[Any]], indent: int = 2) -> str:
     return "\n".join(" " * indent + " ".join(quote(w) for w in group) for group in command)
 
 
+@dataclass(frozen=True)
+class SplitRuns:
+    """The nodes' `docker run` commands as the launch script writes them: the option groups every node's has
+    (in the head's order), then each node's own groups, its entrypoint, image and command (by rank)."""
+
+    shared: tuple[tuple[str, ...], ...]
+    own: tuple[tuple[tuple[str, ...], ...], ...]
+
+
+def split_runs(commands: Iterable[Iterable[Iterable[str]]], image: str) -> SplitRuns:
+    """`commands` (one per node, by rank, groups of words) split into what all share and what each adds.
+    An option group is shared when every node's command has it before the image; docker reads its options
+    in any order (none is given twice), so the words run are the same, in a reviewable order."""
+    runs = [[tuple(group) for group in command] for command in commands]
+    options = [run[: run.index((image,))] for run in runs]
+    common = set(options[0]).intersection(*options[1:])
+    shared = tuple(group for group in options[0] if group in common)
+    return SplitRuns(shared, tuple(tuple(group for group in run if group not in common) for run in runs))
+
+
 def comment(value: Any) -> str:
     """A value shown in a `#` comment: anything that could end the comment line (a line break of any
     kind, any control character) becomes `?`, so the value stays inside the comment."""
@@ -113,8 +134,41 @@ def launch_timeout_minimum() -> int:
 def environment() -> jinja2.Environment:
     import jinja2  # here, not at the top: `validate`, `explain` and `--help` never render
 
+    # A built sparkc has its templates compiled to Python modules (setup.py, with compile_templates below; pip
+    # byte-compiles them as it installs): loading them costs a few milliseconds where compiling the templates'
+    # source costs about 60. A source checkout has none and reads templates/.
+    compiled = compiled_templates()
+    if compiled.is_dir():
+        env = _environment(jinja2.ModuleLoader(str(compiled)))
+    else:
+        env = _environment(jinja2.FileSystemLoader(str(data_dir("templates"))))
+    # Values the templates read when they render (compiling needs none of them).
+    env.globals["patches_dir"] = PATCHES_DIR
+    env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
+    # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
+    env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
+    env.globals["secret_name_pattern"] = SECRET_NAME.pattern
+    # What `launch-cluster.sh --timeout` takes: what the spec's launch.timeout may be.
+    env.globals["timeout_bounds"] = (launch_timeout_minimum(), MAX_LAUNCH_TIMEOUT)
+    env.globals["split_runs"] = split_runs
+    return env
+
+
+def compile_templates(target: Path) -> None:
+    """Every template compiled to a Python module under `target`, for environment()'s ModuleLoader. Runs when
+    sparkc is built, with only Jinja installed."""
+    import jinja2
+
+    env = _environment(jinja2.FileSystemLoader(str(data_dir("templates"))))
+    env.compile_templates(str(target), zip=None, ignore_errors=False, filter_func=lambda name: name.endswith(".j2"))
+
+
+def _environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
+    """The options and filters a template is compiled with (the same for compiling at build and at render)."""
+    import jinja2
+
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        loader=loader,
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -129,13 +183,6 @@ def environment() -> jinja2.Environment:
     env.filters["words"] = _value("(v)", words)
     env.filters["lines"] = _value("  v", lines)
     env.filters["comment"] = _value("v", comment)
-    env.globals["patches_dir"] = PATCHES_DIR
-    env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
-    # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
-    env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
-    env.globals["secret_name_pattern"] = SECRET_NAME.pattern
-    # What `launch-cluster.sh --timeout` takes: what the spec's launch.timeout may be.
-    env.globals["timeout_bounds"] = (launch_timeout_minimum(), MAX_LAUNCH_TIMEOUT)
     # Raw UTF-8, as the engines' JSON answers carry it: /v1/models is matched against this text.
     env.filters["json"] = _value("v", lambda v: json.dumps(v, ensure_ascii=False))
     return env

@@ -14,10 +14,17 @@ secret_bytes() {
   printf '%s' "${#value}"
 }
 
+# compiled_run KIND NODE INTO: the array INTO set to a node's compiled `docker run` words (KIND DOCKER_RUN
+# for its container, PROBE_RUN for its probe): the words every node's has, then the node's own.
+compiled_run() {
+  local -n compiled_shared="$1_SHARED" compiled_own="$1_${RANK[$2]}" compiled_into=$3
+  # shellcheck disable=SC2034  # the caller's array, through the name reference
+  compiled_into=("${compiled_shared[@]}" "${compiled_own[@]}")
+}
+
 # ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.
 docker_run_argv() {
-  local -n words="DOCKER_RUN_${RANK[$1]}"
-  ARGV=("${words[@]}")
+  compiled_run DOCKER_RUN "$1" ARGV
   local i engine_timeout=$((TIMEOUT - ENGINE_TIMEOUT_MARGIN))
   ((engine_timeout >= 30)) || engine_timeout=30
   for i in "${!ARGV[@]}"; do
@@ -66,9 +73,9 @@ add_extra_env() {
 # A name the plan already sets (the spec's env or sparkc's per-node settings) changes what was
 # compiled and checked together: refused, with the way to change it.
 check_extra_env() {
-  local node item i
+  local node item i planned=()
   for node in "${NODES[@]}"; do
-    local -n planned="DOCKER_RUN_${RANK[$node]}"
+    compiled_run DOCKER_RUN "$node" planned
     for ((i = 1; i < ${#planned[@]}; i++)); do
       [[ ${planned[i - 1]} == -e ]] || continue
       for item in "${EXTRA_ENV[@]}"; do
@@ -78,7 +85,6 @@ check_extra_env() {
           "sparkc compile again"
       done
     done
-    unset -n planned
   done
 }
 
@@ -126,7 +132,8 @@ with_api_port() {
 # it through Ray); a plan where it would not is a bug, stopped before anything starts.
 check_port_override() {
   [[ -n $PORT_OVERRIDE ]] || return 0
-  local -n head_words="DOCKER_RUN_${RANK[$HEAD]}"
+  local head_words=()
+  compiled_run DOCKER_RUN "$HEAD" head_words
   local before=("${head_words[@]}" "${ENGINE_EXEC[@]}")
   ARGV=("${before[@]}")
   with_api_port

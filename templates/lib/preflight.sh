@@ -229,8 +229,8 @@ human_bytes() {
 
 # The node's pinned NCCL_IB_GID_INDEX, if its container gets one.
 pinned_gid_index() {
-  local -n words="DOCKER_RUN_${RANK[$1]}"
-  local word
+  local words=() word
+  compiled_run DOCKER_RUN "$1" words
   for word in "${words[@]}"; do
     [[ $word == "NCCL_IB_GID_INDEX="* ]] && { printf '%s' "${word#*=}"; return 0; }
   done
@@ -275,8 +275,8 @@ judge_hcas() {
 }
 
 docker_run_has() {
-  local -n words="DOCKER_RUN_${RANK[$1]}"
-  local word
+  local words=() word
+  compiled_run DOCKER_RUN "$1" words
   for word in "${words[@]}"; do
     [[ $word == "$2" ]] && return 0
   done

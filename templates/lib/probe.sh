@@ -78,8 +78,7 @@ probe_fabric() {
 
 # ARGV: the probe's `docker run` words for a node (its program follows as python3 -c).
 probe_argv() {
-  local -n words="PROBE_RUN_${RANK[$1]}"
-  ARGV=("${words[@]}")
+  compiled_run PROBE_RUN "$1" ARGV
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
   with_api_port  # the engine's environment, as --port leaves it

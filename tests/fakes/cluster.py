@@ -178,6 +178,11 @@ class FakeCluster:
                     found.append((tag[len("docker[") : -1], json.loads(argv)))
         return found
 
+    @staticmethod
+    def is_probe(argv: list[str]) -> bool:
+        """Whether a `docker run` argv starts the fabric probe's container (its name ends in -probe)."""
+        return "--name" in argv and argv[argv.index("--name") + 1].endswith("-probe")
+
     def ssh_calls(self) -> list[list[str]]:
         """Each ssh call's argv, exactly as ssh received it."""
         path = self.state / "ssh.jsonl"

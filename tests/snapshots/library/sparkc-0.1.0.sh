@@ -773,8 +773,8 @@ human_bytes() {
 
 # The node's pinned NCCL_IB_GID_INDEX, if its container gets one.
 pinned_gid_index() {
-  local -n words="DOCKER_RUN_${RANK[$1]}"
-  local word
+  local words=() word
+  compiled_run DOCKER_RUN "$1" words
   for word in "${words[@]}"; do
     [[ $word == "NCCL_IB_GID_INDEX="* ]] && { printf '%s' "${word#*=}"; return 0; }
   done
@@ -819,8 +819,8 @@ judge_hcas() {
 }
 
 docker_run_has() {
-  local -n words="DOCKER_RUN_${RANK[$1]}"
-  local word
+  local words=() word
+  compiled_run DOCKER_RUN "$1" words
   for word in "${words[@]}"; do
     [[ $word == "$2" ]] && return 0
   done
@@ -1278,8 +1278,7 @@ probe_fabric() {
 
 # ARGV: the probe's `docker run` words for a node (its program follows as python3 -c).
 probe_argv() {
-  local -n words="PROBE_RUN_${RANK[$1]}"
-  ARGV=("${words[@]}")
+  compiled_run PROBE_RUN "$1" ARGV
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
   with_api_port  # the engine's environment, as --port leaves it
@@ -1319,10 +1318,17 @@ secret_bytes() {
   printf '%s' "${#value}"
 }
 
+# compiled_run KIND NODE INTO: the array INTO set to a node's compiled `docker run` words (KIND DOCKER_RUN
+# for its container, PROBE_RUN for its probe): the words every node's has, then the node's own.
+compiled_run() {
+  local -n compiled_shared="$1_SHARED" compiled_own="$1_${RANK[$2]}" compiled_into=$3
+  # shellcheck disable=SC2034  # the caller's array, through the name reference
+  compiled_into=("${compiled_shared[@]}" "${compiled_own[@]}")
+}
+
 # ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.
 docker_run_argv() {
-  local -n words="DOCKER_RUN_${RANK[$1]}"
-  ARGV=("${words[@]}")
+  compiled_run DOCKER_RUN "$1" ARGV
   local i engine_timeout=$((TIMEOUT - ENGINE_TIMEOUT_MARGIN))
   ((engine_timeout >= 30)) || engine_timeout=30
   for i in "${!ARGV[@]}"; do
@@ -1371,9 +1377,9 @@ add_extra_env() {
 # A name the plan already sets (the spec's env or sparkc's per-node settings) changes what was
 # compiled and checked together: refused, with the way to change it.
 check_extra_env() {
-  local node item i
+  local node item i planned=()
   for node in "${NODES[@]}"; do
-    local -n planned="DOCKER_RUN_${RANK[$node]}"
+    compiled_run DOCKER_RUN "$node" planned
     for ((i = 1; i < ${#planned[@]}; i++)); do
       [[ ${planned[i - 1]} == -e ]] || continue
       for item in "${EXTRA_ENV[@]}"; do
@@ -1383,7 +1389,6 @@ check_extra_env() {
           "sparkc compile again"
       done
     done
-    unset -n planned
   done
 }
 
@@ -1431,7 +1436,8 @@ with_api_port() {
 # it through Ray); a plan where it would not is a bug, stopped before anything starts.
 check_port_override() {
   [[ -n $PORT_OVERRIDE ]] || return 0
-  local -n head_words="DOCKER_RUN_${RANK[$HEAD]}"
+  local head_words=()
+  compiled_run DOCKER_RUN "$HEAD" head_words
   local before=("${head_words[@]}" "${ENGINE_EXEC[@]}")
   ARGV=("${before[@]}")
   with_api_port

@@ -171,11 +171,11 @@ readonly ENGINE_EXEC=()
 PROBE=1  # --no-probe turns it off
 readonly PROBE_PORT=29501
 readonly PROBE_TIMEOUT=60
-# shellcheck disable=SC2034  # read through a name reference in probe_argv
-readonly PROBE_RUN_0=(
+# Each node's probe container: these words, then the node's own below, then python3 -c PROGRAM.
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly PROBE_RUN_SHARED=(
   docker run
   -d
-  --name sparkc-qwen3-32b-planes-spark-a-probe
   --label sparkc.probe=qwen3-32b-planes
   --network host
   --ipc host
@@ -206,75 +206,39 @@ readonly PROBE_RUN_0=(
   -e 'UCX_NET_DEVICES=rocep1s0f1:1,roceP2p1s0f1:1'
   -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
+  -e LOCAL_RANK=0
+  -e WORLD_SIZE=2
+  -e MASTER_ADDR=10.0.0.10
+  -e MASTER_PORT=29501
+  -e SPARKC_PROBE_TIMEOUT=60
+  --entrypoint python3
+)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly PROBE_RUN_0=(
+  --name sparkc-qwen3-32b-planes-spark-a-probe
   -e VLLM_HOST_IP=10.0.0.10
   -e RANK=0
-  -e LOCAL_RANK=0
-  -e WORLD_SIZE=2
-  -e MASTER_ADDR=10.0.0.10
-  -e MASTER_PORT=29501
-  -e SPARKC_PROBE_TIMEOUT=60
-  --entrypoint python3
   nvcr.io/nvidia/vllm:26.05-py3
 )
-# shellcheck disable=SC2034  # read through a name reference in probe_argv
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly PROBE_RUN_1=(
-  docker run
-  -d
   --name sparkc-qwen3-32b-planes-spark-b-probe
-  --label sparkc.probe=qwen3-32b-planes
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
-  -v /var/cache/sparkc/nvcr.io_nvidia_vllm_26.05-py3:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enP7s7
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
-  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
-  -e 'NCCL_SOCKET_IFNAME=enp1s0f1np1,enP2p1s0f1np1'
-  -e 'OMPI_MCA_btl_tcp_if_include=enp1s0f1np1,enP2p1s0f1np1'
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enP7s7
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e 'UCX_NET_DEVICES=rocep1s0f1:1,roceP2p1s0f1:1'
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=10.0.0.11
   -e RANK=1
-  -e LOCAL_RANK=0
-  -e WORLD_SIZE=2
-  -e MASTER_ADDR=10.0.0.10
-  -e MASTER_PORT=29501
-  -e SPARKC_PROBE_TIMEOUT=60
-  --entrypoint python3
   nvcr.io/nvidia/vllm:26.05-py3
 )
-# The container of each node, by rank: `docker run` exactly as it will be executed.
+# The container of each node, by rank: `docker run` with the words every node's container gets, then the
+# node's own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
 declare -rA RANK=(
   [spark-a]=0
   [spark-b]=1
 )
-# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
-readonly DOCKER_RUN_0=(
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_SHARED=(
   docker run
   -d
-  --name sparkc-qwen3-32b-planes-spark-a
   --label sparkc.deployment=qwen3-32b-planes
   --label sparkc.spec-sha256=279b81366e8595542729e10074445ba9ef5d5ae6c704668223430945ed9aa445
-  --label sparkc.node=spark-a
   --network host
   --ipc host
   --gpus all
@@ -306,6 +270,12 @@ readonly DOCKER_RUN_0=(
   -e 'UCX_NET_DEVICES=rocep1s0f1:1,roceP2p1s0f1:1'
   -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
+)
+# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_0=(
+  --name sparkc-qwen3-32b-planes-spark-a
+  --label sparkc.node=spark-a
   -e VLLM_HOST_IP=10.0.0.10
   nvcr.io/nvidia/vllm:26.05-py3
   vllm
@@ -324,45 +294,10 @@ readonly DOCKER_RUN_0=(
   --master-port 29501
 )
 # spark-b: worker rank 1, fabric 192.168.100.11 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly DOCKER_RUN_1=(
-  docker run
-  -d
   --name sparkc-qwen3-32b-planes-spark-b
-  --label sparkc.deployment=qwen3-32b-planes
-  --label sparkc.spec-sha256=279b81366e8595542729e10074445ba9ef5d5ae6c704668223430945ed9aa445
   --label sparkc.node=spark-b
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
-  -v /var/cache/sparkc/nvcr.io_nvidia_vllm_26.05-py3:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enP7s7
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e MASTER_ADDR=10.0.0.10
-  -e MASTER_PORT=29501
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
-  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
-  -e 'NCCL_SOCKET_IFNAME=enp1s0f1np1,enP2p1s0f1np1'
-  -e 'OMPI_MCA_btl_tcp_if_include=enp1s0f1np1,enP2p1s0f1np1'
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enP7s7
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e 'UCX_NET_DEVICES=rocep1s0f1:1,roceP2p1s0f1:1'
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=10.0.0.11
   nvcr.io/nvidia/vllm:26.05-py3
   vllm
@@ -390,7 +325,7 @@ readonly HAS_HOOKS=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=2e5be2478f7223f96a7c174c46327d099f85ca0d393494d2af6eb4da94e24f15
+readonly SPARKC_LIB_SHA256=8e66c7fa11e205e8f040dd594522cd65f288f25482affec4866bde4baa427f2c
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

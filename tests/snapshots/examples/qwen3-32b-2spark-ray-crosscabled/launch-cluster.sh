@@ -187,11 +187,11 @@ readonly ENGINE_EXEC=(
 PROBE=1  # --no-probe turns it off
 readonly PROBE_PORT=29501
 readonly PROBE_TIMEOUT=60
-# shellcheck disable=SC2034  # read through a name reference in probe_argv
-readonly PROBE_RUN_0=(
+# Each node's probe container: these words, then the node's own below, then python3 -c PROGRAM.
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly PROBE_RUN_SHARED=(
   docker run
   -d
-  --name sparkc-qwen3-32b-ray-spark-a-probe
   --label sparkc.probe=qwen3-32b-ray
   --network host
   --ipc host
@@ -205,106 +205,72 @@ readonly PROBE_RUN_0=(
   -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
   -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
   -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
   -e HF_HOME=/var/cache/sparkc/huggingface
   -e HF_HUB_OFFLINE=1
   -e NCCL_DEBUG=INFO
   -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
   -e NCCL_IB_DISABLE=0
+  -e NCCL_IGNORE_CPU_AFFINITY=1
+  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e RAY_memory_monitor_refresh_ms=0
+  -e RAY_num_prestart_python_workers=0
+  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_GID_INDEX","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
+  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
+  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
+  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
+  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
+  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
+  -e LOCAL_RANK=0
+  -e WORLD_SIZE=2
+  -e MASTER_ADDR=192.168.100.10
+  -e MASTER_PORT=29501
+  -e SPARKC_PROBE_TIMEOUT=60
+  --entrypoint python3
+)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly PROBE_RUN_0=(
+  --name sparkc-qwen3-32b-ray-spark-a-probe
+  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
   -e NCCL_IB_GID_INDEX=3
   -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
   -e NCCL_SOCKET_IFNAME=enp1s0f1np1
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   -e RAY_NODE_IP_ADDRESS=192.168.100.10
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.10
-  -e RAY_memory_monitor_refresh_ms=0
-  -e RAY_num_prestart_python_workers=0
-  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_GID_INDEX","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
   -e TP_SOCKET_IFNAME=enp1s0f1np1
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
   -e UCX_NET_DEVICES=enp1s0f1np1
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
-  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.10
   -e RANK=0
-  -e LOCAL_RANK=0
-  -e WORLD_SIZE=2
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e SPARKC_PROBE_TIMEOUT=60
-  --entrypoint python3
   vllm/vllm-openai:v0.11.2
 )
-# shellcheck disable=SC2034  # read through a name reference in probe_argv
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly PROBE_RUN_1=(
-  docker run
-  -d
   --name sparkc-qwen3-32b-ray-spark-b-probe
-  --label sparkc.probe=qwen3-32b-ray
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
-  -v /var/cache/sparkc/vllm_vllm-openai_v0.11.2:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
   -e GLOO_SOCKET_IFNAME=enp1s0f0np0
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
   -e NCCL_IB_GID_INDEX=5
   -e 'NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
   -e NCCL_SOCKET_IFNAME=enp1s0f0np0
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f0np0
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   -e RAY_NODE_IP_ADDRESS=192.168.100.11
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.11
-  -e RAY_memory_monitor_refresh_ms=0
-  -e RAY_num_prestart_python_workers=0
-  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_GID_INDEX","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
   -e TP_SOCKET_IFNAME=enp1s0f0np0
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
   -e UCX_NET_DEVICES=enp1s0f0np0
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
-  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.11
   -e RANK=1
-  -e LOCAL_RANK=0
-  -e WORLD_SIZE=2
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e SPARKC_PROBE_TIMEOUT=60
-  --entrypoint python3
   vllm/vllm-openai:v0.11.2
 )
-# The container of each node, by rank: `docker run` exactly as it will be executed.
+# The container of each node, by rank: `docker run` with the words every node's container gets, then the
+# node's own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
 declare -rA RANK=(
   [spark-a]=0
   [spark-b]=1
 )
-# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
-readonly DOCKER_RUN_0=(
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_SHARED=(
   docker run
   -d
-  --name sparkc-qwen3-32b-ray-spark-a
   --label sparkc.deployment=qwen3-32b-ray
   --label sparkc.spec-sha256=883b9eab1fa04f7b42050ecfe0aab2fc92b7f97841f85d6ad9214c56da152619
-  --label sparkc.node=spark-a
   --network host
   --ipc host
   --gpus all
@@ -317,7 +283,6 @@ readonly DOCKER_RUN_0=(
   -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
   -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
   -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
   -e HF_HOME=/var/cache/sparkc/huggingface
   -e HF_HUB_OFFLINE=1
   -e MASTER_ADDR=192.168.100.10
@@ -325,26 +290,33 @@ readonly DOCKER_RUN_0=(
   -e NCCL_DEBUG=INFO
   -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
   -e NCCL_IB_DISABLE=0
-  -e NCCL_IB_GID_INDEX=3
-  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
   -e NCCL_IGNORE_CPU_AFFINITY=1
-  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  -e RAY_NODE_IP_ADDRESS=192.168.100.10
-  -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.10
   -e RAY_memory_monitor_refresh_ms=0
   -e RAY_num_prestart_python_workers=0
   -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_GID_INDEX","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
   -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enp1s0f1np1
   -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e UCX_NET_DEVICES=enp1s0f1np1
   -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
   -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
-  -e VLLM_HOST_IP=192.168.100.10
   --entrypoint ray
+)
+# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_0=(
+  --name sparkc-qwen3-32b-ray-spark-a
+  --label sparkc.node=spark-a
+  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
+  -e NCCL_IB_GID_INDEX=3
+  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
+  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
+  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
+  -e RAY_NODE_IP_ADDRESS=192.168.100.10
+  -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.10
+  -e TP_SOCKET_IFNAME=enp1s0f1np1
+  -e UCX_NET_DEVICES=enp1s0f1np1
+  -e VLLM_HOST_IP=192.168.100.10
   vllm/vllm-openai:v0.11.2
   start
   --head
@@ -356,54 +328,20 @@ readonly DOCKER_RUN_0=(
   --block
 )
 # spark-b: worker rank 1, fabric 192.168.100.11 on enp1s0f0np0, RDMA rocep1s0f0,roceP2p1s0f0, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly DOCKER_RUN_1=(
-  docker run
-  -d
   --name sparkc-qwen3-32b-ray-spark-b
-  --label sparkc.deployment=qwen3-32b-ray
-  --label sparkc.spec-sha256=883b9eab1fa04f7b42050ecfe0aab2fc92b7f97841f85d6ad9214c56da152619
   --label sparkc.node=spark-b
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  -v /home/aurora/models/Qwen3-32B:/home/aurora/models/Qwen3-32B:ro
-  -v /var/cache/sparkc/vllm_vllm-openai_v0.11.2:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
   -e GLOO_SOCKET_IFNAME=enp1s0f0np0
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
   -e NCCL_IB_GID_INDEX=5
   -e 'NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
   -e NCCL_SOCKET_IFNAME=enp1s0f0np0
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f0np0
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   -e RAY_NODE_IP_ADDRESS=192.168.100.11
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.11
-  -e RAY_memory_monitor_refresh_ms=0
-  -e RAY_num_prestart_python_workers=0
-  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_GID_INDEX","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
   -e TP_SOCKET_IFNAME=enp1s0f0np0
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
   -e UCX_NET_DEVICES=enp1s0f0np0
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
-  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.11
-  --entrypoint ray
   vllm/vllm-openai:v0.11.2
   start
   --address=192.168.100.10:6379
@@ -422,7 +360,7 @@ readonly HAS_HOOKS=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=2e5be2478f7223f96a7c174c46327d099f85ca0d393494d2af6eb4da94e24f15
+readonly SPARKC_LIB_SHA256=8e66c7fa11e205e8f040dd594522cd65f288f25482affec4866bde4baa427f2c
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

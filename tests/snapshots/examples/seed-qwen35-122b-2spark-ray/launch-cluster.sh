@@ -183,11 +183,11 @@ readonly ENGINE_EXEC=(
 PROBE=1  # --no-probe turns it off
 readonly PROBE_PORT=29501
 readonly PROBE_TIMEOUT=60
-# shellcheck disable=SC2034  # read through a name reference in probe_argv
-readonly PROBE_RUN_0=(
+# Each node's probe container: these words, then the node's own below, then python3 -c PROGRAM.
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly PROBE_RUN_SHARED=(
   docker run
   -d
-  --name sparkc-qwen35-122b-spark-a-probe
   --label sparkc.probe=qwen35-122b
   --network host
   --ipc host
@@ -217,98 +217,53 @@ readonly PROBE_RUN_0=(
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
   -e PORT=30000
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e RAY_memory_monitor_refresh_ms=0
+  -e RAY_num_prestart_python_workers=0
+  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
+  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
+  -e TP_SOCKET_IFNAME=enp1s0f1np1
+  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
+  -e UCX_NET_DEVICES=enp1s0f1np1
+  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
+  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
+  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
+  -e LOCAL_RANK=0
+  -e WORLD_SIZE=2
+  -e MASTER_ADDR=192.168.100.10
+  -e MASTER_PORT=29501
+  -e SPARKC_PROBE_TIMEOUT=60
+  --entrypoint python3
+)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly PROBE_RUN_0=(
+  --name sparkc-qwen35-122b-spark-a-probe
   -e RAY_NODE_IP_ADDRESS=192.168.100.10
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.10
-  -e RAY_memory_monitor_refresh_ms=0
-  -e RAY_num_prestart_python_workers=0
-  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enp1s0f1np1
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e UCX_NET_DEVICES=enp1s0f1np1
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
-  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.10
   -e RANK=0
-  -e LOCAL_RANK=0
-  -e WORLD_SIZE=2
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e SPARKC_PROBE_TIMEOUT=60
-  --entrypoint python3
   hellohal2064/vllm-qwen3.5-gb10:latest
 )
-# shellcheck disable=SC2034  # read through a name reference in probe_argv
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly PROBE_RUN_1=(
-  docker run
-  -d
   --name sparkc-qwen35-122b-spark-b-probe
-  --label sparkc.probe=qwen35-122b
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  -v /home/aurora/models/Qwen3.5-122B-A10B-FP8:/models/Qwen3.5-122B-A10B-FP8:ro
-  -v /var/cache/sparkc/hellohal2064_vllm-qwen3.5-gb10_latest:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
-  -e GPU_MEMORY_UTIL=0.85
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e HOST=0.0.0.0
-  -e MAX_MODEL_LEN=4096
-  -e MODEL_PATH=/models/Qwen3.5-122B-A10B-FP8
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
-  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
-  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-  -e PORT=30000
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   -e RAY_NODE_IP_ADDRESS=192.168.100.11
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.11
-  -e RAY_memory_monitor_refresh_ms=0
-  -e RAY_num_prestart_python_workers=0
-  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enp1s0f1np1
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e UCX_NET_DEVICES=enp1s0f1np1
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
-  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.11
   -e RANK=1
-  -e LOCAL_RANK=0
-  -e WORLD_SIZE=2
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e SPARKC_PROBE_TIMEOUT=60
-  --entrypoint python3
   hellohal2064/vllm-qwen3.5-gb10:latest
 )
-# The container of each node, by rank: `docker run` exactly as it will be executed.
+# The container of each node, by rank: `docker run` with the words every node's container gets, then the
+# node's own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
 declare -rA RANK=(
   [spark-a]=0
   [spark-b]=1
 )
-# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
-readonly DOCKER_RUN_0=(
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_SHARED=(
   docker run
   -d
-  --name sparkc-qwen35-122b-spark-a
   --label sparkc.deployment=qwen35-122b
   --label sparkc.spec-sha256=9b27a8eec73d29c94e168a5295c6acd91de8752f4c6e7cd62520b750d2c7a5a5
-  --label sparkc.node=spark-a
   --network host
   --ipc host
   --gpus all
@@ -339,8 +294,6 @@ readonly DOCKER_RUN_0=(
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
   -e PORT=30000
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  -e RAY_NODE_IP_ADDRESS=192.168.100.10
-  -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.10
   -e RAY_memory_monitor_refresh_ms=0
   -e RAY_num_prestart_python_workers=0
   -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
@@ -351,8 +304,16 @@ readonly DOCKER_RUN_0=(
   -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
   -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
-  -e VLLM_HOST_IP=192.168.100.10
   --entrypoint ray
+)
+# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_0=(
+  --name sparkc-qwen35-122b-spark-a
+  --label sparkc.node=spark-a
+  -e RAY_NODE_IP_ADDRESS=192.168.100.10
+  -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.10
+  -e VLLM_HOST_IP=192.168.100.10
   hellohal2064/vllm-qwen3.5-gb10:latest
   start
   --head
@@ -364,58 +325,13 @@ readonly DOCKER_RUN_0=(
   --block
 )
 # spark-b: worker rank 1, fabric 192.168.100.11 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly DOCKER_RUN_1=(
-  docker run
-  -d
   --name sparkc-qwen35-122b-spark-b
-  --label sparkc.deployment=qwen35-122b
-  --label sparkc.spec-sha256=9b27a8eec73d29c94e168a5295c6acd91de8752f4c6e7cd62520b750d2c7a5a5
   --label sparkc.node=spark-b
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  -v /home/aurora/models/Qwen3.5-122B-A10B-FP8:/models/Qwen3.5-122B-A10B-FP8:ro
-  -v /var/cache/sparkc/hellohal2064_vllm-qwen3.5-gb10_latest:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
-  -e GPU_MEMORY_UTIL=0.85
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e HOST=0.0.0.0
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e MAX_MODEL_LEN=4096
-  -e MODEL_PATH=/models/Qwen3.5-122B-A10B-FP8
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
-  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
-  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-  -e PORT=30000
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   -e RAY_NODE_IP_ADDRESS=192.168.100.11
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.11
-  -e RAY_memory_monitor_refresh_ms=0
-  -e RAY_num_prestart_python_workers=0
-  -e 'SPARKC_RAY_NON_CARRY_OVER=["NCCL_IB_DISABLE","NCCL_IB_HCA","NCCL_SOCKET_IFNAME","UCX_NET_DEVICES","VLLM_HOST_IP"]'
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enp1s0f1np1
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e UCX_NET_DEVICES=enp1s0f1np1
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  -e VLLM_CONFIG_ROOT=/tmp/sparkc-vllm-config
-  -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.11
-  --entrypoint ray
   hellohal2064/vllm-qwen3.5-gb10:latest
   start
   --address=192.168.100.10:6379
@@ -434,7 +350,7 @@ readonly HAS_HOOKS=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=2e5be2478f7223f96a7c174c46327d099f85ca0d393494d2af6eb4da94e24f15
+readonly SPARKC_LIB_SHA256=8e66c7fa11e205e8f040dd594522cd65f288f25482affec4866bde4baa427f2c
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

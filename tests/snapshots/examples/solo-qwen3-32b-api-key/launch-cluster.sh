@@ -144,13 +144,13 @@ readonly ENGINE_EXEC=()
 PROBE=0  # --no-probe turns it off
 readonly PROBE_PORT=29501
 readonly PROBE_TIMEOUT=60
-# The container of each node, by rank: `docker run` exactly as it will be executed.
+# The container of each node, by rank: `docker run` with the words every node's container gets, then the
+# node's own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
 declare -rA RANK=(
   [spark-a]=0
 )
-# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, no RDMA, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
-readonly DOCKER_RUN_0=(
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_SHARED=(
   docker run
   -d
   --name sparkc-qwen3-32b-key-spark-a
@@ -187,6 +187,10 @@ readonly DOCKER_RUN_0=(
   -e VLLM_ENGINE_READY_TIMEOUT_S=3540
   -e VLLM_HOST_IP=192.168.100.10
   -e VLLM_API_KEY
+)
+# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, no RDMA, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_0=(
   vllm/vllm-openai:v0.11.2
   /home/aurora/models/Qwen3-32B
   --served-model-name qwen3-32b
@@ -206,7 +210,7 @@ readonly HAS_HOOKS=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=2e5be2478f7223f96a7c174c46327d099f85ca0d393494d2af6eb4da94e24f15
+readonly SPARKC_LIB_SHA256=8e66c7fa11e205e8f040dd594522cd65f288f25482affec4866bde4baa427f2c
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
