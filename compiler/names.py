@@ -91,7 +91,7 @@ SCRIPT_NAMES = frozenset(
         "ENDPOINT",
         "ENDPOINT_HOST",
         "ENGINE",
-        "ENGINE_EXEC",
+        "ENGINE_COMMAND",
         "ENGINE_LOOKED",
         "ENGINE_STARTED",
         "ENGINE_TIMEOUT_FLAG",

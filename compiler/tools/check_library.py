@@ -38,7 +38,7 @@ LIBRARY_PART = "\n# The code every script of this deployment shares"
 
 def node_files() -> list[Path]:
     templates = data_dir("templates")
-    others = [templates / "setup" / "fabric-node.sh", templates / "discover" / "probe.sh"]
+    others = [*(templates / "setup").glob("*.sh"), templates / "discover" / "probe.sh"]
     return sorted([*(templates / "lib" / "node").glob("*.sh"), *others])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from compiler.output.library import single_quoted
 from compiler.output.render import bash, environment
 from compiler.resources import data_dir
 from compiler.spec.typed import Spec
@@ -72,5 +73,9 @@ def _sh_quote_function() -> str:
 def render_setup(plan: FabricPlan) -> str:
     node_script = (data_dir("templates") / "setup" / "fabric-node.sh").read_text(encoding="utf-8")
     assert "\nSPARKC_NODE_SCRIPT\n" not in node_script
+    snippets = {
+        f"{name}_sh": single_quoted((data_dir("templates") / "setup" / f"{file}.sh").read_text(encoding="utf-8"))
+        for name, file in (("key", "head-key"), ("authorize", "authorize-key"))
+    }
     template = environment().get_template("setup/setup-fabric.sh.j2")
-    return template.render(plan=plan, sh_quote=_sh_quote_function(), node_script=node_script)
+    return template.render(plan=plan, sh_quote=_sh_quote_function(), node_script=node_script, **snippets)

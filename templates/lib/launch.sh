@@ -134,7 +134,7 @@ check_port_override() {
   [[ -n $PORT_OVERRIDE ]] || return 0
   local head_words=()
   compiled_run DOCKER_RUN "$HEAD" head_words
-  local before=("${head_words[@]}" "${ENGINE_EXEC[@]}")
+  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}")
   ARGV=("${before[@]}")
   with_api_port
   if [[ "${ARGV[*]}" == "${before[*]}" ]]; then
@@ -779,17 +779,25 @@ form_ray() {
 }
 
 # -- phase 5 -----------------------------------------------------------------------------------
+# Under Ray the engine is started in the head's container by docker exec, through this wrapper.
+# shellcheck disable=SC2016  # expanded by the container's sh
+# sparkc-embed ENGINE_WRAPPER node/engine-wrapper.sh
+
 start_engine() {
-  if ((${#ENGINE_EXEC[@]} == 0)); then
+  if ((${#ENGINE_COMMAND[@]} == 0)); then
     phase engine "the engine is each container's main process; nothing more to start"
     phase_done
     return 0
   fi
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
-  ARGV=("${ENGINE_EXEC[@]}")
+  ARGV=(docker exec -d "${CONTAINER[$HEAD]}" sh -c "$ENGINE_WRAPPER" sparkc-engine "${ENGINE_COMMAND[@]}")
   with_api_port
-  run_on "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  if ((DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
+    dry_print "$HEAD" "${ARGV[@]:0:6}" "<the engine wrapper>" "${ARGV[@]:7}" >&3
+  else
+    on_node "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  fi
   ENGINE_STARTED=$((DRY_RUN == 0))
   ((DRY_RUN)) || engine_watch_start
   FAILED_NODE=""
@@ -799,7 +807,7 @@ start_engine() {
 # The engine's exit status once it ended (Ray: it runs by docker exec); fails while it runs, or
 # where the engine is the container's main process (then the container's state tells).
 engine_exit_status() {
-  ((${#ENGINE_EXEC[@]})) || return 1
+  ((${#ENGINE_COMMAND[@]})) || return 1
   on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" cat /tmp/sparkc-engine.exit 2>/dev/null
 }
 

@@ -1438,7 +1438,7 @@ check_port_override() {
   [[ -n $PORT_OVERRIDE ]] || return 0
   local head_words=()
   compiled_run DOCKER_RUN "$HEAD" head_words
-  local before=("${head_words[@]}" "${ENGINE_EXEC[@]}")
+  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}")
   ARGV=("${before[@]}")
   with_api_port
   if [[ "${ARGV[*]}" == "${before[*]}" ]]; then
@@ -2104,17 +2104,39 @@ form_ray() {
 }
 
 # -- phase 5 -----------------------------------------------------------------------------------
+# Under Ray the engine is started in the head's container by docker exec, through this wrapper.
+# shellcheck disable=SC2016  # expanded by the container's sh
+readonly ENGINE_WRAPPER='# The engine under Ray, in the head'\''s container (sh -c SCRIPT sparkc-engine ENGINE-WORDS...): it records its
+# pid, writes SPARKC_RAY_NON_CARRY_OVER where vLLM reads the variables its Ray executor must leave to each
+# worker (each node'\''s own netdev, RDMA devices, GID), runs the engine with its output in the container'\''s log,
+# and records how the engine ended, in the log and in /tmp/sparkc-engine.exit.
+echo "$$" >/tmp/sparkc-engine.pid
+rm -f /tmp/sparkc-engine.exit
+if [ -n "${SPARKC_RAY_NON_CARRY_OVER:-}" ]; then
+  mkdir -p "$VLLM_CONFIG_ROOT" &&
+    printf "%s\n" "$SPARKC_RAY_NON_CARRY_OVER" >"$VLLM_CONFIG_ROOT/ray_non_carry_over_env_vars.json"
+fi
+"$@" >>/proc/1/fd/1 2>>/proc/1/fd/2
+code=$?
+echo "sparkc: engine exited with status $code" >>/proc/1/fd/2
+echo "$code" >/tmp/sparkc-engine.exit
+'
+
 start_engine() {
-  if ((${#ENGINE_EXEC[@]} == 0)); then
+  if ((${#ENGINE_COMMAND[@]} == 0)); then
     phase engine "the engine is each container's main process; nothing more to start"
     phase_done
     return 0
   fi
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
-  ARGV=("${ENGINE_EXEC[@]}")
+  ARGV=(docker exec -d "${CONTAINER[$HEAD]}" sh -c "$ENGINE_WRAPPER" sparkc-engine "${ENGINE_COMMAND[@]}")
   with_api_port
-  run_on "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  if ((DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
+    dry_print "$HEAD" "${ARGV[@]:0:6}" "<the engine wrapper>" "${ARGV[@]:7}" >&3
+  else
+    on_node "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+  fi
   ENGINE_STARTED=$((DRY_RUN == 0))
   ((DRY_RUN)) || engine_watch_start
   FAILED_NODE=""
@@ -2124,7 +2146,7 @@ start_engine() {
 # The engine's exit status once it ended (Ray: it runs by docker exec); fails while it runs, or
 # where the engine is the container's main process (then the container's state tells).
 engine_exit_status() {
-  ((${#ENGINE_EXEC[@]})) || return 1
+  ((${#ENGINE_COMMAND[@]})) || return 1
   on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" cat /tmp/sparkc-engine.exit 2>/dev/null
 }
 

@@ -64,7 +64,7 @@ readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=8e66c7fa11e205e8f040dd594522cd65f288f25482affec4866bde4baa427f2c
+readonly SPARKC_LIB_SHA256=4cdb4887cd5f64a88750ba1deb73e380fcfba678a0d5f060de16720b63262ab0
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
