@@ -2,19 +2,18 @@
 
     python benchmarks/compile_speed.py [--runs N] [--compare NAME=CHECKOUT ...] [--out FILE] [--stages]
 
-Run it from anywhere; it runs `python -m compiler ...` in this checkout and in each --compare checkout
-(another commit: `git worktree add /tmp/base COMMIT`), alternating them run by run so that all see the
-same load; name one of them `baseline` to get speedups over it. Results go to
-benchmarks/results/compile_speed.json; a table is printed too. Not part of the test run.
+Run it from anywhere; it measures sparkc as a user installs it: each checkout (this one, and each --compare
+checkout: another commit, `git worktree add /tmp/base COMMIT`) is installed with pip into a fresh virtual
+environment of its own (pip byte-compiles it, setup.py compiles the templates), and its `sparkc` command is
+run, alternating the checkouts run by run so that all see the same load; name one of them `baseline` to get
+speedups over it. Results go to benchmarks/results/compile_speed.json; a table is printed too. Not part of
+the test run.
 
 Scenarios: `--help`; `validate`; `compile` of the seed example with a cold cache (an empty cache folder
 each run: shellcheck of the deployment's scripts and the whole pipeline run) and a warm one (the same
 folder, filled by an untimed run: clean scripts are not checked again); `compile --check` of an unchanged
 output folder, cold and warm; a 2-node and a 64-node spec made from the seed, cold and warm; an
 edit-compile loop. The cache folder is chosen with XDG_CACHE_HOME.
-
-Python runs with its bytecode cached (PYTHONPYCACHEPREFIX in a temporary folder, after an untimed run), as
-for an installed package; pass --no-bytecode to measure with PYTHONDONTWRITEBYTECODE=1 instead.
 
 The comparison with sparkrun itself is benchmarks/versus_sparkrun.py; the figures here are absolute, and
 against other checkouts of sparkc.
@@ -54,17 +53,23 @@ class Tree:
     scratch: Path
     env: dict[str, str]
     warm_cache: Path = field(init=False)
+    sparkc: Path = field(init=False)
     runs: int = 0
 
     def __post_init__(self) -> None:
         self.warm_cache = self.scratch / "cache-warm"
+        self.sparkc = self.scratch / "venv" / "bin" / "sparkc"
+
+    def install(self) -> None:
+        """The checkout as a user gets it: `pip install CHECKOUT` into a fresh virtual environment."""
+        venv = self.scratch / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(self.root)], check=True)
 
     def run(self, args: list[str], cache: Path, expect: int = 0) -> float:
         env = {**self.env, "XDG_CACHE_HOME": str(cache)}
         start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "compiler", *args], cwd=self.root, env=env, capture_output=True, text=True
-        )
+        done = subprocess.run([str(self.sparkc), *args], cwd=self.root, env=env, capture_output=True, text=True)
         elapsed = time.perf_counter() - start
         if done.returncode != expect:
             raise SystemExit(f"{self.name}: sparkc {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
@@ -259,7 +264,6 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--stages", action="store_true", help="also time the stages in this process")
-    parser.add_argument("--no-bytecode", action="store_true", help="run Python with PYTHONDONTWRITEBYTECODE=1")
     parser.add_argument("--only", help="comma-separated scenario names")
     options = parser.parse_args()
 
@@ -271,10 +275,6 @@ def main() -> None:
         for count in (2, 64):
             (specs / f"nodes-{count}.yaml").write_text(spec_with_nodes(seed_text, count), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-        if options.no_bytecode:
-            env["PYTHONDONTWRITEBYTECODE"] = "1"
-        else:
-            env["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")
         trees = [Tree("this", ROOT, scratch / "this", env)]
         for item in options.compare:
             name, _, checkout = item.partition("=")
@@ -282,6 +282,7 @@ def main() -> None:
         for tree in trees:
             tree.scratch.mkdir()
             tree.warm_cache.mkdir()
+            tree.install()
         plan = scenarios(specs)
         if options.only:
             wanted = set(options.only.split(","))
@@ -302,7 +303,7 @@ def main() -> None:
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in load_after],
             "shellcheck": tool_version(["shellcheck", "--version"]),
-            "bytecode": "PYTHONDONTWRITEBYTECODE=1" if options.no_bytecode else "cached (PYTHONPYCACHEPREFIX)",
+            "installed": "pip install CHECKOUT into a fresh virtual environment (byte-compiled by pip)",
         },
         "results": results["this"],
     }

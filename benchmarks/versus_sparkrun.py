@@ -10,10 +10,10 @@ succeed, so nothing leaves the machine, and it runs with --offline --no-auto-det
 lookups: without a network each would wait for its timeout). HOME is an empty temporary folder for it.
 
 Pairs (each run: sparkrun's command, then sparkc's, then the next pair):
-- `sparkrun run RECIPE --dry-run` against `sparkc compile SEED -o OUT`, three ways: the same spec
-  compiled again (a user's repeated compile: the whole-compile cache answers), the spec with one value
-  changed each run (the edit loop: shellcheck runs on the changed values), and an empty cache folder
-  each run (nothing reused but Python's bytecode);
+- `sparkrun run RECIPE --dry-run` against `sparkc compile SEED -o OUT` (sparkc installed from this checkout
+  into a fresh virtual environment), three ways: the same spec compiled again (a user's repeated compile:
+  its scripts are known clean, shellcheck is skipped), the spec with one value changed each run (the edit
+  loop: the launch script is checked again), and an empty cache folder each run (every script checked);
 - `sparkrun --help` against `sparkc --help`, and against `sparkc validate SEED` (warm cache).
 
 Writes benchmarks/results/versus_sparkrun.json (medians, p90, ratios against the goals) and prints a table.
@@ -142,10 +142,10 @@ def main() -> None:
             "HF_HUB_OFFLINE": "1",
         }
         ours_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-        ours_env["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")  # bytecode kept, as for an installed package
         ours = Tree("sparkc", ROOT, scratch / "sparkc", ours_env)
         ours.scratch.mkdir()
         ours.warm_cache.mkdir()
+        ours.install()  # as a user has it: pip install of this checkout into a fresh environment
 
         def edited_spec() -> list[str]:
             ours.runs += 1
