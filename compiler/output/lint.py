@@ -14,6 +14,7 @@ turn a finding into a pass. Only clean results are stored; findings are always c
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import sys
@@ -105,9 +106,9 @@ def constants(skeleton: str) -> list[tuple[str, bool]]:
 
 
 def _check(texts: dict[str, str], shellcheck: str, bash: str) -> list[str]:
-    """`bash -n` and shellcheck on each script, all running at once: shellcheck uses one core per process, and
-    the launch script alone takes half of a compile's checking, so one process per script spreads the work
-    over the cores the machine has."""
+    """`bash -n` on each script and shellcheck on all of them, all running at once. shellcheck uses one core a
+    process, and each process costs a start of its own: the scripts go into one shellcheck per core, the
+    biggest first into the lightest group (the launch script alone is about half of the work)."""
     import subprocess  # here, not at the top: only a compile that misses the cache pays for it
     import tempfile
 
@@ -119,7 +120,7 @@ def _check(texts: dict[str, str], shellcheck: str, bash: str) -> list[str]:
             return subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         syntax = [(name, start([bash, "-n", name])) for name in texts]
-        checking = [start([shellcheck, *SHELLCHECK_FLAGS, name]) for name in texts]
+        checking = [start([shellcheck, *SHELLCHECK_FLAGS, *group]) for group in _groups(texts, os.cpu_count() or 1)]
         findings: list[str] = []
         for name, process in syntax:
             _, err = process.communicate()
@@ -130,6 +131,17 @@ def _check(texts: dict[str, str], shellcheck: str, bash: str) -> list[str]:
             if process.returncode:
                 findings += [line for line in (out + err).splitlines() if line.strip()]
     return findings
+
+
+def _groups(texts: dict[str, str], cores: int) -> list[list[str]]:
+    """The scripts' names in at most `cores` groups of about equal size (in bytes), each in name order."""
+    groups: list[list[str]] = [[] for _ in range(max(1, min(cores, len(texts))))]
+    sizes = [0] * len(groups)
+    for name in sorted(texts, key=lambda n: (-len(texts[n]), n)):
+        lightest = sizes.index(min(sizes))
+        groups[lightest].append(name)
+        sizes[lightest] += len(texts[name])
+    return [sorted(group) for group in groups]
 
 
 def _identity(binary: str) -> str:
