@@ -18,5 +18,6 @@ setup(
         "compiler.templates",
         "compiler.schemas",
         "compiler.profiles",
+        "compiler.flag_tables",
     ],
 )
