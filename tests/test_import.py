@@ -67,7 +67,10 @@ def test_a_sparkrun_recipe_maps_runtime_and_model_path() -> None:
     [
         ("- a\n", "mapping"),
         ("name: x\ncommand: vllm serve m\n", "needs 'container'"),
-        ("name: x\ncontainer: img\nruntime: llama-cpp\ncommand: llama-server\n", "sparkc runs vllm and sglang"),
+        (
+            "name: x\ncontainer: img\nruntime: llama-cpp\ncommand: llama-server\n",
+            "sparkc runs eugr-vllm, eugr-vllm-ray, sglang, vllm",
+        ),
     ],
 )
 def test_what_is_not_a_usable_recipe_is_refused(text: str, message: str) -> None:
@@ -139,3 +142,65 @@ def test_text_from_the_recipe_cannot_leave_its_comment() -> None:
     comments = [line for line in result.spec_text.splitlines() if line.lstrip().startswith("#")]
     assert len(comments) == 3 and all(c.isprintable() for c in result.spec_text.splitlines())
     assert "\x1b" not in "".join(map(str, result.warnings))
+
+
+def _engine(recipe: str) -> tuple[dict, tuple[str, ...]]:
+    result = import_recipe(recipe, "r.yaml")
+    return YAML(typ="safe").load(result.spec_text), tuple(map(str, result.warnings))
+
+
+@pytest.mark.parametrize(
+    ("runtime", "backend"),
+    [("vllm-ray", "ray"), ("eugr-vllm-ray", "ray"), ("vllm-distributed", "native"), ("vllm", None)],
+)
+def test_every_runtime_name_of_sparkrun_and_eugr_runs_as_its_launcher_would(runtime: str, backend: str | None) -> None:
+    spec, _ = _engine(f"container: img\nruntime: {runtime}\ncommand: vllm serve m -tp 2\n")
+    assert spec["engine"]["kind"] == "vllm" and spec["engine"].get("backend") == backend
+
+
+def test_sglang_serve_is_read_as_sglangs_program() -> None:
+    spec, warnings = _engine("container: img\nruntime: sglang\ncommand: sglang serve --model-path /m --tp 2\n")
+    assert spec["engine"]["tensor_parallel"] == 2 and "args" not in spec["engine"], spec
+    assert not any("does not start with" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "defaults: {max_model_len: auto}\n",
+        "defaults: {max_model_len: auto}\ncommand: vllm serve m --max-model-len {max_model_len}\n",
+    ],
+)
+def test_max_model_len_auto_leaves_the_length_to_the_engine(tmp_path: Path, where: str) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("container: img\n" + where, encoding="utf-8")
+    done = CliRunner().invoke(cli, ["import", str(recipe)])
+    assert done.exit_code == 0, done.output
+    spec = YAML(typ="safe").load(done.stdout)
+    assert "max_model_len" not in spec["engine"]
+    assert "defaults.max_model_len: 'auto': left to the engine" in done.stderr
+
+
+def test_the_flag_table_decides_what_is_a_value() -> None:
+    spec, warnings = _engine(
+        "container: img\ncommand: vllm serve m --trust-remote-code -tp 2 --enforce-eager --ignore-patterns a b\n"
+    )
+    engine = spec["engine"]
+    assert engine["trust_remote_code"] is True and engine["tensor_parallel"] == 2
+    assert engine["args"] == ["--enforce-eager", "--ignore-patterns", "a", "b"]  # nargs +: both kept
+    assert warnings == ()
+
+
+def test_several_served_names_are_named_where_one_is_kept() -> None:
+    spec, warnings = _engine("container: img\ncommand: vllm serve m --served-model-name a b\n")
+    assert spec["model"]["name"] == "a" and "args" not in spec["engine"]
+    assert warnings == ("command: --served-model-name a b: model.name holds one value: a is kept, b is not served",)
+
+
+def test_a_placeholder_without_a_value_drops_its_flag_with_a_warning_not_a_stray_word() -> None:
+    spec, warnings = _engine("container: img\ncommand: vllm serve {model} --kv-cache-dtype {kv} --enforce-eager\n")
+    assert spec["engine"]["args"] == ["--enforce-eager"]
+    assert warnings == (
+        "command: --kv-cache-dtype {kv}: the recipe's defaults give {kv} no value; left out (the engine's default "
+        "applies): add --kv-cache-dtype with a value to engine.args",
+    )  # and none for {model}: the positional model is the spec's model

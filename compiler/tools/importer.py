@@ -19,10 +19,13 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from compiler.diagnostics import Path, printable, show_key
-from compiler.engines.sglang import MANAGED_FLAGS as SGLANG_FLAGS
-from compiler.engines.vllm import MANAGED_FLAGS as VLLM_FLAGS
+from compiler.engines import engines
+from compiler.engines.flag_table import is_flag, newest, read_words
+from compiler.engines.sglang import MANAGED as SGLANG_MANAGED
+from compiler.engines.vllm import MANAGED as VLLM_MANAGED
 from compiler.names import SECRET_NAME
 from compiler.spec.load import kind_of, load_text, locate, to_plain
+from compiler.spec.typed import EngineKind
 
 PLACEHOLDER = "PLACEHOLDER"
 # Keys read into the spec; any other top-level key of the recipe is reported.
@@ -42,7 +45,26 @@ _DEFAULTS = {
 # Nodes a recipe can ask for (one per GPU, at least min_nodes): spark-a to spark-z.
 MAX_NODES = 26
 _WHAT = {int: "a whole number", float: "a number", str: "text"}
-_PROGRAMS = (("vllm", "serve"), ("python3", "-m", "sglang.launch_server"), ("python", "-m", "sglang.launch_server"))
+_PROGRAMS = (
+    ("vllm", "serve"),
+    ("python3", "-m", "vllm.entrypoints.openai.api_server"),
+    ("python3", "-m", "sglang.launch_server"),
+    ("python", "-m", "sglang.launch_server"),
+    ("sglang", "serve"),
+)
+# The runtime names of sparkrun and spark-vllm-docker -> the engine, and how its launcher forms a group of
+# nodes (None: as the command or sparkc's default says). sparkrun's vllm-distributed runs vLLM's own
+# --nnodes mode; vllm-ray and eugr-vllm-ray start Ray first.
+_RUNTIMES: dict[str, tuple[str, str | None]] = {
+    "vllm": ("vllm", None),
+    "eugr-vllm": ("vllm", None),
+    "vllm-ray": ("vllm", "ray"),
+    "eugr-vllm-ray": ("vllm", "ray"),
+    "vllm-distributed": ("vllm", "native"),
+    "sglang": ("sglang", None),
+}
+# Values recipes give a limit to mean "the engine decides": the field is left out, so the engine's default applies.
+_ENGINE_DECIDES = {"auto", "none", "null", "default", ""}
 
 
 class RecipeError(Exception):
@@ -86,11 +108,15 @@ def import_recipe(text: str, filename: str) -> Imported:
         raise RecipeError(f"{filename}: not a recipe: it needs 'container' (an image) and a 'command' text")
     warnings = _Notes()
     fields: dict[str, Any] = {}
-    kind = str(recipe.get("runtime") or "vllm")
-    if kind not in ("vllm", "sglang"):
-        raise RecipeError(f"{printable(filename)}: runtime {printable(repr(kind))}: sparkc runs vllm and sglang")
+    runtime = str(recipe.get("runtime") or "vllm")
+    if runtime not in _RUNTIMES:
+        known = ", ".join(sorted(_RUNTIMES))
+        raise RecipeError(f"{printable(filename)}: runtime {printable(repr(runtime))}: sparkc runs {known}")
+    kind, backend = _RUNTIMES[runtime]
     defaults = _defaults(recipe.get("defaults"), fields, warnings)
     args = _command(recipe.get("command", ""), defaults, kind, fields, warnings)
+    if backend is not None:
+        fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
     for key in sorted(set(recipe) - _READ - _QUIET, key=str):
         warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
     for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"}, key=str):
@@ -114,7 +140,9 @@ def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, A
             warnings.add(("defaults",), f"{kind_of(raw)}, not a mapping of values; ignored")
         return {}
     for key, value in raw.items():
-        if key in _DEFAULTS:
+        if key in _DEFAULTS and isinstance(value, str) and value.strip().lower() in _ENGINE_DECIDES:
+            warnings.add(("defaults", key), f"{value!r}: left to the engine (its default applies)")
+        elif key in _DEFAULTS:
             target, type_of = _DEFAULTS[key]
             typed = _typed(value, type_of)
             if typed is None:
@@ -158,11 +186,12 @@ def _typed(value: Any, type_of: type) -> Any:
 
 def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str, Any], warnings: _Notes) -> list[str]:
     """The engine command's flags: managed ones into `fields`, the rest returned as engine.args."""
+    unfilled: set[str] = set()
 
     def fill(match: re.Match[str]) -> str:
         if match.group(1) in defaults:
             return str(defaults[match.group(1)])
-        warnings.add(("command",), f"{{{match.group(1)}}} has no value in defaults; left as written")
+        unfilled.add(match.group(0))
         return match.group(0)
 
     text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", fill, command.replace("\\\n", " "))
@@ -181,35 +210,59 @@ def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str
             warnings.add(("command",), f"does not start with vllm serve or sglang.launch_server; read as {kind} flags")
     if words and not words[0].startswith("-"):
         words = words[1:]  # vllm serve's positional model: sparkc passes the mounted path
-    return _flags(words, VLLM_FLAGS if kind == "vllm" else SGLANG_FLAGS, fields, warnings)
+    return _flags(words, EngineKind(kind), unfilled, fields, warnings)
 
 
-def _flags(words: list[str], managed: dict[str, str], fields: dict[str, Any], warnings: _Notes) -> list[str]:
+def _flags(
+    words: list[str], kind: EngineKind, unfilled: set[str], fields: dict[str, Any], warnings: _Notes
+) -> list[str]:
+    """The words as the engine's newest parser reads them (its flag table says which words are a flag's
+    values): managed flags into `fields`, the rest kept whole as engine.args."""
+    engine = engines()[kind]
+    managed = VLLM_MANAGED if kind is EngineKind.VLLM else SGLANG_MANAGED
+    table = newest(kind)
+    read, _ = read_words(table, tuple(words), engine.canonical)
     args: list[str] = []
-    i = 0
-    while i < len(words):
-        flag, eq, value = words[i].partition("=")
-        takes = not eq and i + 1 < len(words) and not words[i + 1].startswith("--")
-        if not eq and takes:
-            value, i = words[i + 1], i + 1
-        i += 1
-        target = managed.get(flag)
+    for word in read:
+        values = [words[j] for j in word.values]
+        flag, eq, inline = word.text.partition("=")
+        given = [inline] if eq else values
+        if any(v in unfilled for v in given):
+            shown = " ".join([word.text, *values])
+            warnings.add(
+                ("command",),
+                f"{shown}: the recipe's defaults give {', '.join(v for v in given if v in unfilled)} no value; "
+                f"left out (the engine's default applies): add {flag} with a value to engine.args",
+            )
+            continue
+        if word.option is None and not is_flag(word.text):
+            warnings.add(("command",), f"{word.text!r} follows no flag that takes it; left out")
+            continue
+        target = managed.get(word.option.name) if word.option is not None else None
         if target is None:
-            args += [flag + eq + value] if eq else ([flag, value] if takes else [flag])
-        elif not _set_field(target, flag, value, fields):
+            args += [word.text, *values]
+        elif len(given) > 1:
+            fields_set = _set_field(target, flag, given[0], fields)
+            lost = " ".join(given[1:])
+            what = f"{target} holds one value: {given[0]} is kept" if fields_set else "dropped"
+            warnings.add(("command",), f"{flag} {' '.join(given)}: {what}, {lost} is not served")
+        elif not _set_field(target, flag, given[0] if given else "", fields):
             warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
     return args
 
 
 def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bool:
-    if target == "engine.trust_remote_code":
+    numeric = ("engine.port", "engine.tensor_parallel", "engine.pipeline_parallel", "engine.max_model_len")
+    if target in (*numeric, "engine.gpu_memory_utilization") and value.strip().lower() in _ENGINE_DECIDES:
+        fields.pop(target, None)  # `--max-model-len auto`: the engine decides, as without the flag
+    elif target == "engine.trust_remote_code":
         fields[target] = True
     elif target == "engine.backend":
         fields[target] = value
     elif target == "model.mount":
         if value.startswith("/"):
             fields[target] = value
-    elif target in ("engine.port", "engine.tensor_parallel", "engine.pipeline_parallel", "engine.max_model_len"):
+    elif target in numeric:
         fields[target] = int(value) if re.fullmatch(r"[0-9]+", value) else value
     elif target == "engine.gpu_memory_utilization":
         fields[target] = float(value) if re.fullmatch(r"[0-9]*\.?[0-9]+", value) else value
