@@ -48,7 +48,7 @@ def test_a_spark_vllm_docker_recipe_maps_its_command_to_fields() -> None:
     assert spec["cluster"]["nodes"][1]["ssh"].startswith(PLACEHOLDER)
     assert spec["model"]["path"].startswith(f"/{PLACEHOLDER}/") and text.count(PLACEHOLDER) >= 4
     keys = sorted(w.split(":", 1)[0] for w in warnings)
-    assert keys == ["build_args", "cluster_only", "command", "defaults.unused_knob", "env.HF_TOKEN", "mods"]
+    assert keys == ["build_args", "command", "defaults.unused_knob", "env.HF_TOKEN", "mods.0"]
     assert any("{kv_dtype}" in w for w in warnings)
 
 
@@ -58,7 +58,7 @@ def test_a_sparkrun_recipe_maps_runtime_and_model_path() -> None:
     assert spec["model"]["mount"] == "/models" and spec["model"]["name"] == "tiny"
     assert spec["engine"]["args"] == ["--tool-call-parser", "qwen3_coder"]
     assert len(spec["cluster"]["nodes"]) == 1
-    assert sorted(w.split(":", 1)[0] for w in warnings) == ["benchmark", "command", "max_nodes"]
+    assert sorted(w.split(":", 1)[0] for w in warnings) == ["benchmark", "command"]  # max_nodes: nothing lost
     assert any("--nnodes" in w and "cluster.nodes" in w for w in warnings)
 
 
@@ -80,9 +80,12 @@ def test_what_is_not_a_usable_recipe_is_refused(text: str, message: str) -> None
 
 def test_the_command_writes_the_spec_and_lists_warnings(tmp_path: Path) -> None:
     out = tmp_path / "spec.yaml"
-    done = CliRunner().invoke(cli, ["import", str(RECIPES / "eugr-style.yaml"), "-o", str(out)])
+    recipe = tmp_path / "r.yaml"
+    text = (RECIPES / "eugr-style.yaml").read_text(encoding="utf-8")
+    recipe.write_text(text.replace("build_args:\n  - --rebuild-vllm\n", ""), encoding="utf-8")
+    done = CliRunner().invoke(cli, ["import", str(recipe), "-o", str(out)])
     assert done.exit_code == 0, done.output
-    assert "eugr-style.yaml:10:1: warning: mods: not mapped" in done.output
+    assert "r.yaml:9:5: warning: mods.0: the mod mods/fix-something is not applied" in done.output
     assert YAML(typ="safe").load(out.read_text())["engine"]["kind"] == "vllm"
     missing = CliRunner().invoke(cli, ["import", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2 and "no such file" in missing.output
@@ -204,3 +207,37 @@ def test_a_placeholder_without_a_value_drops_its_flag_with_a_warning_not_a_stray
         "command: --kv-cache-dtype {kv}: the recipe's defaults give {kv} no value; left out (the engine's default "
         "applies): add --kv-cache-dtype with a value to engine.args",
     )  # and none for {model}: the positional model is the spec's model
+
+
+def test_build_args_are_an_error_that_prints_the_build_command(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("container: vllm-node-x\nbuild_args: [-f, Dockerfile.mxfp4]\ncommand: vllm serve m\n")
+    done = CliRunner().invoke(cli, ["import", str(recipe), "-o", str(tmp_path / "spec.yaml")])
+    assert done.exit_code == 1, done.output
+    assert (
+        "r.yaml:2:1: error: build_args: the image vllm-node-x is built from spark-vllm-docker's Dockerfiles"
+        in done.output
+    )
+    assert (
+        "`./build-and-copy.sh -t vllm-node-x -f Dockerfile.mxfp4 --copy-to NODE2,NODE3 --copy-parallel`" in done.output
+    )
+    assert not (tmp_path / "spec.yaml").exists() and "no spec written" in done.output
+
+
+def test_a_mod_the_command_depends_on_is_an_error_else_a_warning_naming_what_is_lost() -> None:
+    needs = import_recipe(
+        "container: img\nmods: [mods/fix-template]\ncommand: vllm serve m --chat-template unsloth.jinja\n", "r.yaml"
+    )
+    assert [(w.key, w.error) for w in needs.warnings] == [("mods.0", True)]
+    assert "names unsloth.jinja, which the mod mods/fix-template puts into the container" in needs.warnings[0].message
+    alone = import_recipe("container: img\nmods: [mods/fix-gemm]\ncommand: vllm serve m --enforce-eager\n", "r.yaml")
+    assert [(w.key, w.error) for w in alone.warnings] == [("mods.0", False)]
+    assert "the mod mods/fix-gemm is not applied: what it patches in the container is lost" in alone.warnings[0].message
+
+
+def test_keys_that_lose_nothing_say_nothing() -> None:
+    quiet = import_recipe(
+        "container: img\nmods: []\nsolo_only: true\ncluster_only: false\nmax_nodes: 2\ncommand: vllm serve m\n",
+        "r.yaml",
+    )
+    assert quiet.warnings == ()

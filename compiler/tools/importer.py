@@ -32,6 +32,10 @@ PLACEHOLDER = "PLACEHOLDER"
 _READ = {"name", "container", "model", "runtime", "defaults", "env", "command", "min_nodes", "description"}
 # Keys that describe the recipe, not the deployment: dropped without a word.
 _QUIET = {"recipe_version", "sparkrun_version", "description", "metadata", "maintainer"}
+# Keys about how many nodes the recipe's launcher may use: a spec names its nodes, so nothing is lost.
+_NODE_COUNT = {"solo_only", "cluster_only", "max_nodes", "solo"}
+# Keys read by their own step below (what the image needs before it runs).
+_IMAGE_STEPS = {"build_args", "mods"}
 # defaults: key -> (spec field, type)
 _DEFAULTS = {
     "port": ("engine.port", int),
@@ -79,6 +83,7 @@ class RecipeWarning:
     message: str
     line: int = 0
     column: int = 0
+    error: bool = False  # the spec would not do what the recipe does: nothing is written
 
     def __str__(self) -> str:
         return printable(f"{self.key}: {self.message}")
@@ -87,15 +92,22 @@ class RecipeWarning:
 @dataclass(frozen=True)
 class Imported:
     spec_text: str
-    warnings: tuple[RecipeWarning, ...]
+    warnings: tuple[RecipeWarning, ...]  # errors among them (`error`): the spec must not be used as it is
+
+    @property
+    def errors(self) -> tuple[RecipeWarning, ...]:
+        return tuple(w for w in self.warnings if w.error)
 
 
-class _Notes(list[tuple[Path, str, bool]]):
-    """The warnings as they are found: the recipe path each is about, the message, and whether it is
-    about the key (placed at the key) or its value (placed at the value)."""
+class _Notes(list[tuple[Path, str, bool, bool]]):
+    """The warnings and errors as they are found: the recipe path each is about, the message, whether it is
+    about the key (placed at the key) or its value (placed at the value), and whether it is an error."""
 
     def add(self, path: Path, message: str, at_key: bool = False) -> None:
-        self.append((path, message, at_key))
+        self.append((path, message, at_key, False))
+
+    def error(self, path: Path, message: str, at_key: bool = False) -> None:
+        self.append((path, message, at_key, True))
 
 
 def import_recipe(text: str, filename: str) -> Imported:
@@ -117,7 +129,8 @@ def import_recipe(text: str, filename: str) -> Imported:
     args = _command(recipe.get("command", ""), defaults, kind, fields, warnings)
     if backend is not None:
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
-    for key in sorted(set(recipe) - _READ - _QUIET, key=str):
+    _image_steps(recipe, args, warnings)
+    for key in sorted(set(recipe) - _READ - _QUIET - _NODE_COUNT - _IMAGE_STEPS, key=str):
         warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
     for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"}, key=str):
         if not re.search(r"\{" + re.escape(str(key)) + r"\}", str(recipe.get("command", ""))):
@@ -129,8 +142,49 @@ def import_recipe(text: str, filename: str) -> Imported:
     yaml.dump(spec, out)
     located = tuple(_located(document.data, *warning) for warning in warnings)
     header = f"Imported from {filename} by `sparkc import`; {PLACEHOLDER} marks what the recipe does not say."
-    notes = "".join(f"# warning: {w}\n" for w in located)
+    notes = "".join(f"# {'error' if w.error else 'warning'}: {w}\n" for w in located)
     return Imported(f"# {printable(header)}\n" + notes + out.getvalue(), located)
+
+
+# A command word that names a file by a relative path (`unsloth.jinja`, `tool_parser.py`): a file in the
+# container's working folder, which an eugr mod puts there.
+_RELATIVE_FILE = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.(?:jinja|j2|json|py|yaml|yml|txt|tiktoken|model)")
+
+
+def _image_steps(recipe: dict[str, Any], args: list[str], warnings: _Notes) -> None:
+    """build_args and mods: what spark-vllm-docker does to the image before the engine starts."""
+    image = str(recipe.get("container"))
+    build = recipe.get("build_args")
+    if build:
+        words = [str(w) for w in build] if isinstance(build, list) else shlex.split(str(build))
+        command = shlex.join(
+            ["./build-and-copy.sh", "-t", image, *words, "--copy-to", "NODE2,NODE3", "--copy-parallel"]
+        )
+        warnings.error(
+            ("build_args",),
+            f"the image {image} is built from spark-vllm-docker's Dockerfiles, not pulled: build it on the head node "
+            f"and copy it to the other nodes first, in a checkout of eugr/spark-vllm-docker: `{command}` (NODE2,NODE3: "
+            "the other nodes); then remove build_args from the recipe and import it again",
+            at_key=True,
+        )
+    mods = recipe.get("mods")
+    for i, mod in enumerate(mods if isinstance(mods, list) else [mods] if mods else []):
+        needed = [w for w in args if _RELATIVE_FILE.fullmatch(w)]
+        if needed:
+            warnings.error(
+                ("mods", i),
+                f"the command names {', '.join(needed)}, which the mod {mod} puts into the container; sparkc "
+                "does not apply spark-vllm-docker's mods: copy the mod's files into a folder, name it as "
+                "container.hooks.patches and the mod's script under container.hooks.pre_engine, and give the "
+                "file's path in the container",
+            )
+        else:
+            warnings.add(
+                ("mods", i),
+                f"the mod {mod} is not applied: what it patches in the container is lost; apply it with "
+                "container.hooks (its script under pre_engine, its files as the patches folder) or build it into "
+                "the image",
+            )
 
 
 def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, Any]:
@@ -154,9 +208,9 @@ def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, A
     return raw
 
 
-def _located(data: Any, path: Path, message: str, at_key: bool) -> RecipeWarning:
+def _located(data: Any, path: Path, message: str, at_key: bool, error: bool) -> RecipeWarning:
     line, column = locate(data, path, at_key)
-    return RecipeWarning(".".join(show_key(str(part)) for part in path), message, line, column)
+    return RecipeWarning(".".join(show_key(str(part)) for part in path), message, line, column, error)
 
 
 def _shown(value: Any) -> str:
