@@ -241,3 +241,35 @@ def test_keys_that_lose_nothing_say_nothing() -> None:
         "r.yaml",
     )
     assert quiet.warnings == ()
+
+
+def test_a_recipe_without_a_command_gets_the_flags_sparkruns_launcher_builds_from_its_defaults() -> None:
+    spec, warnings = _engine(
+        "container: img\nruntime: vllm-ray\ndefaults:\n  tensor_parallel: 2\n  max_num_seqs: 8\n  enforce_eager: true\n"
+        "  served_model_name: x\n  kv_cache_dtype: fp8\n"
+    )
+    assert spec["engine"]["tensor_parallel"] == 2 and spec["model"]["name"] == "x"
+    assert spec["engine"]["args"] == ["--max-num-seqs", "8", "--kv-cache-dtype", "fp8", "--enforce-eager"]
+    assert warnings == ()
+    spec, _ = _engine("container: img\nruntime: sglang\ndefaults: {tensor_parallel: 2, max_num_seqs: 4}\n")
+    assert spec["engine"]["tensor_parallel"] == 2 and spec["engine"]["args"] == ["--max-running-requests", "4"]
+
+
+SPECULATIVE = "container: img\nmodel: org/M\ncommand: |\n  vllm serve org/M --speculative-config '{config}'\n"
+
+
+def test_a_draft_named_by_repo_id_becomes_model_draft_with_a_placeholder_path() -> None:
+    config = '{"method":"eagle3","model":"org/M-eagle3","num_speculative_tokens":3}'
+    spec, warnings = _engine(SPECULATIVE.replace("{config}", config))
+    draft = {"path": f"/{PLACEHOLDER}/models/M-eagle3", "method": "eagle3", "num_speculative_tokens": 3}
+    assert spec["model"]["draft"] == draft and "args" not in spec["engine"]
+    assert len(warnings) == 1 and "the draft org/M-eagle3 is named by its Hugging Face id" in warnings[0]
+
+
+def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> None:
+    config = '{"method":"eagle3","model":"org/M-eagle3","num_speculative_tokens":3,"draft_tensor_parallel_size":1}'
+    result = import_recipe(SPECULATIVE.replace("{config}", config), "r.yaml")
+    assert [w.error for w in result.warnings] == [True]
+    assert "names the draft org/M-eagle3 by its Hugging Face id" in result.warnings[0].message
+    ngram = import_recipe(SPECULATIVE.replace("{config}", '{"method":"ngram","num_speculative_tokens":3}'), "r.yaml")
+    assert ngram.warnings == ()  # no draft weights: the config stays in engine.args

@@ -9,6 +9,7 @@ recipe cannot say (the nodes' addresses, where the weights sit) is written as a 
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 import shlex
@@ -126,14 +127,16 @@ def import_recipe(text: str, filename: str) -> Imported:
         raise RecipeError(f"{printable(filename)}: runtime {printable(repr(runtime))}: sparkc runs {known}")
     kind, backend = _RUNTIMES[runtime]
     defaults = _defaults(recipe.get("defaults"), fields, warnings)
-    args = _command(recipe.get("command", ""), defaults, kind, fields, warnings)
+    command = recipe.get("command") or _default_command(kind, defaults)
+    args = _command(command, defaults, kind, fields, warnings)
     if backend is not None:
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
     _image_steps(recipe, args, warnings)
     for key in sorted(set(recipe) - _READ - _QUIET - _NODE_COUNT - _IMAGE_STEPS, key=str):
         warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
-    for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"}, key=str):
-        if not re.search(r"\{" + re.escape(str(key)) + r"\}", str(recipe.get("command", ""))):
+    switches = set() if recipe.get("command") else set(_DEFAULT_SWITCHES[kind])
+    for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"} - switches, key=str):
+        if not re.search(r"\{" + re.escape(str(key)) + r"\}", command):
             warnings.add(("defaults", key), "not mapped; the command does not use it", at_key=True)
     spec = _spec(recipe, kind, fields, args, warnings)
     out = io.StringIO()
@@ -144,6 +147,68 @@ def import_recipe(text: str, filename: str) -> Imported:
     header = f"Imported from {filename} by `sparkc import`; {PLACEHOLDER} marks what the recipe does not say."
     notes = "".join(f"# {'error' if w.error else 'warning'}: {w}\n" for w in located)
     return Imported(f"# {printable(header)}\n" + notes + out.getvalue(), located)
+
+
+# sparkrun builds the command of a recipe without one from these defaults (recipe key -> the engine's flag);
+# a switch is written when its value is true.
+_DEFAULT_FLAGS = {
+    "vllm": {
+        "port": "--port",
+        "host": "--host",
+        "tensor_parallel": "--tensor-parallel-size",
+        "pipeline_parallel": "--pipeline-parallel-size",
+        "gpu_memory_utilization": "--gpu-memory-utilization",
+        "max_model_len": "--max-model-len",
+        "max_num_batched_tokens": "--max-num-batched-tokens",
+        "max_num_seqs": "--max-num-seqs",
+        "served_model_name": "--served-model-name",
+        "dtype": "--dtype",
+        "quantization": "--quantization",
+        "kv_cache_dtype": "--kv-cache-dtype",
+        "distributed_executor_backend": "--distributed-executor-backend",
+    },
+    "sglang": {
+        "port": "--port",
+        "host": "--host",
+        "tensor_parallel": "--tp-size",
+        "pipeline_parallel": "--pp-size",
+        "gpu_memory_utilization": "--mem-fraction-static",
+        "max_model_len": "--context-length",
+        "max_num_seqs": "--max-running-requests",
+        "served_model_name": "--served-model-name",
+        "dtype": "--dtype",
+        "quantization": "--quantization",
+        "chunked_prefill": "--chunked-prefill-size",
+        "kv_cache_dtype": "--kv-cache-dtype",
+        "tokenizer_path": "--tokenizer-path",
+    },
+}
+_DEFAULT_SWITCHES = {
+    "vllm": {
+        "enforce_eager": "--enforce-eager",
+        "enable_prefix_caching": "--enable-prefix-caching",
+        "trust_remote_code": "--trust-remote-code",
+        "enable_auto_tool_choice": "--enable-auto-tool-choice",
+    },
+    "sglang": {
+        "trust_remote_code": "--trust-remote-code",
+        "enable_torch_compile": "--enable-torch-compile",
+        "disable_radix_cache": "--disable-radix-cache",
+    },
+}
+
+
+def _default_command(kind: str, defaults: dict[Any, Any]) -> str:
+    """The command sparkrun's launcher builds for a recipe without one, with `{key}` for each value."""
+    program = "vllm serve {model}" if kind == "vllm" else "python3 -m sglang.launch_server"
+    words = [program]
+    for key, flag in _DEFAULT_FLAGS[kind].items():
+        if key in defaults and defaults[key] is not None:
+            words.append(f"{flag} {{{key}}}")
+    for key, flag in _DEFAULT_SWITCHES[kind].items():
+        if defaults.get(key) is True:
+            words.append(flag)
+    return " ".join(words)
 
 
 # A command word that names a file by a relative path (`unsloth.jinja`, `tool_parser.py`): a file in the
@@ -293,6 +358,9 @@ def _flags(
             warnings.add(("command",), f"{word.text!r} follows no flag that takes it; left out")
             continue
         target = managed.get(word.option.name) if word.option is not None else None
+        speculative = word.option is not None and word.option.name == "--speculative-config" and len(given) == 1
+        if speculative and _draft(given[0], fields, warnings):
+            continue
         if target is None:
             args += [word.text, *values]
         elif len(given) > 1:
@@ -303,6 +371,42 @@ def _flags(
         elif not _set_field(target, flag, given[0] if given else "", fields):
             warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
     return args
+
+
+_DRAFT_METHODS = {"draft_model", "eagle", "eagle3"}
+
+
+def _draft(config_text: str, fields: dict[str, Any], warnings: _Notes) -> bool:
+    """vLLM's --speculative-config as model.draft, where the spec can say it (True: it is in `fields`). A draft
+    named by its Hugging Face id is downloaded by nothing on the nodes (HF_HUB_OFFLINE=1): its path is a
+    PLACEHOLDER to fill, or, where the spec cannot carry the config, an error."""
+    try:
+        config = json.loads(config_text)
+    except ValueError:
+        return False
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, str):
+        return False  # ngram, mtp: no draft weights to mount
+    tokens = config.get("num_speculative_tokens")
+    fits = set(config) <= {"method", "model", "num_speculative_tokens"} and config.get("method") in _DRAFT_METHODS
+    if not fits or not isinstance(tokens, int) or isinstance(tokens, bool):
+        if not model.startswith("/"):
+            warnings.error(
+                ("command",),
+                f"--speculative-config names the draft {model} by its Hugging Face id: nothing downloads it on the "
+                "nodes (sparkc sets HF_HUB_OFFLINE=1) and nothing mounts it; download it to the same folder on every "
+                "node, mount it with container.mounts and write its path in the container as the config's model",
+            )
+        return False
+    path = model if model.startswith("/") else f"/{PLACEHOLDER}/models/{model.rsplit('/', 1)[-1]}"
+    fields["model.draft"] = {"path": path, "method": config["method"], "num_speculative_tokens": tokens}
+    if not model.startswith("/"):
+        warnings.add(
+            ("command",),
+            f"the draft {model} is named by its Hugging Face id: nothing downloads it on the nodes; put it in the "
+            f"same folder on every node and write that folder as model.draft.path (now {path})",
+        )
+    return True
 
 
 def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bool:
@@ -348,7 +452,7 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
     spec["model"].yaml_add_eol_comment(
         printable(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node"), "path"
     )
-    for key in ("mount", "name"):
+    for key in ("mount", "name", "draft"):
         if f"model.{key}" in fields:
             spec["model"][key] = fields[f"model.{key}"]
     if "name" not in spec["model"] and model:
