@@ -61,7 +61,7 @@ def _specs() -> list[tuple[str, dict[str, Any], bool]]:
         specs.append((path.stem, example(path.stem), True))
     for i, (name, changes) in enumerate(VARIANTS):
         specs.append((f"{name}+{i}", with_changes(example(name), changes), True))
-    for path in sorted(RECIPES.glob("*.yaml")):
+    for path in sorted(RECIPES.rglob("*.yaml")):  # the test recipes and the public ones
         text = import_recipe(path.read_text(encoding="utf-8"), path.name).spec_text
         specs.append((f"recipe {path.name}", YAML(typ="safe").load(text), False))
     return specs

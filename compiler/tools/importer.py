@@ -128,7 +128,11 @@ def import_recipe(text: str, filename: str) -> Imported:
     kind, backend = _RUNTIMES[runtime]
     defaults = _defaults(recipe.get("defaults"), fields, warnings)
     command = recipe.get("command") or _default_command(kind, defaults)
-    args = _command(command, defaults, kind, fields, warnings)
+    # sparkrun fills `{model}` with the recipe's model (the Hub id); a `defaults.model` wins.
+    # One word, whatever it holds (a Hub id has no spaces; a hostile one must not become several flags).
+    model = recipe.get("model")
+    values = {"model": shlex.quote(model), **defaults} if isinstance(model, str) else defaults
+    args = _command(command, values, kind, fields, warnings)
     if backend is not None:
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
     _image_steps(recipe, args, warnings)
@@ -200,7 +204,7 @@ _DEFAULT_SWITCHES = {
 
 def _default_command(kind: str, defaults: dict[Any, Any]) -> str:
     """The command sparkrun's launcher builds for a recipe without one, with `{key}` for each value."""
-    program = "vllm serve {model}" if kind == "vllm" else "python3 -m sglang.launch_server"
+    program = "vllm serve" if kind == "vllm" else "python3 -m sglang.launch_server"  # the model: the spec's
     words = [program]
     for key, flag in _DEFAULT_FLAGS[kind].items():
         if key in defaults and defaults[key] is not None:
@@ -468,16 +472,23 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
 
 
 def _count(min_nodes: Any, fields: dict[str, Any], from_defaults: bool, warnings: _Notes) -> int:
-    """Nodes to write: one per GPU the parallelism needs (a DGX Spark has one), at least min_nodes."""
+    """Nodes to write: one per GPU the parallelism uses (a DGX Spark has one). A larger min_nodes is named:
+    the engine would use only that many GPUs, and sparkc refuses nodes the layout leaves idle."""
     parallel = [fields.get(f"engine.{key}", 1) for key in ("tensor_parallel", "pipeline_parallel")]
     gpus = math.prod(n if isinstance(n, int) and not isinstance(n, bool) else 1 for n in parallel)
     least = _typed(min_nodes, int) if min_nodes is not None else 1
     if least is None:
         warnings.add(("min_nodes",), f"{_shown(min_nodes)} is not a whole number; read as 1")
         least = 1
-    count = max(gpus, least, 1)
+    count = max(gpus, 1)
+    if least > count:
+        warnings.add(
+            ("min_nodes",),
+            f"{least} nodes, but the command uses {count} GPU(s) (tensor x pipeline parallel): {min(count, MAX_NODES)} "
+            "node(s) written; to use more, raise engine.tensor_parallel and add the nodes",
+        )
     if count > MAX_NODES:
-        about = ("min_nodes",) if least == count else ("defaults", "tensor_parallel") if from_defaults else ("command",)
+        about = ("defaults", "tensor_parallel") if from_defaults else ("command",)
         warnings.add(
             about, f"needs more than {MAX_NODES} nodes; the first {MAX_NODES} are written: add the rest by hand"
         )
