@@ -273,3 +273,12 @@ def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> N
     assert "names the draft org/M-eagle3 by its Hugging Face id" in result.warnings[0].message
     ngram = import_recipe(SPECULATIVE.replace("{config}", '{"method":"ngram","num_speculative_tokens":3}'), "r.yaml")
     assert ngram.warnings == ()  # no draft weights: the config stays in engine.args
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["vllm serve org/Real-Model --enforce-eager", "sglang serve --model-path org/Real-Model --enable-metrics"],
+)
+def test_a_recipe_without_model_takes_it_from_the_command(command: str) -> None:
+    spec, _ = _engine(f"container: img\nruntime: {command.split()[0]}\ncommand: {command}\n")
+    assert spec["model"]["name"] == "org/Real-Model" and spec["model"]["path"].endswith("/Real-Model")

@@ -332,7 +332,9 @@ def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str
         if words:
             warnings.add(("command",), f"does not start with vllm serve or sglang.launch_server; read as {kind} flags")
     if words and not words[0].startswith("-"):
-        words = words[1:]  # vllm serve's positional model: sparkc passes the mounted path
+        # vllm serve's positional model: sparkc passes the mounted path; the id names the model where the
+        # recipe has no `model:`.
+        fields["recipe.model"], words = words[0], words[1:]
     return _flags(words, EngineKind(kind), unfilled, fields, warnings)
 
 
@@ -422,8 +424,8 @@ def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bo
     elif target == "engine.backend":
         fields[target] = value
     elif target == "model.mount":
-        if value.startswith("/"):
-            fields[target] = value
+        # A path is where the container sees the weights; a Hub id names the model (where `model:` does not).
+        fields[target if value.startswith("/") else "recipe.model"] = value
     elif target in numeric:
         fields[target] = int(value) if re.fullmatch(r"[0-9]+", value) else value
     elif target == "engine.gpu_memory_utilization":
@@ -436,7 +438,7 @@ def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bo
 
 
 def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[str], warnings: _Notes) -> Any:
-    model = recipe.get("model") or ""
+    model = recipe.get("model") or fields.pop("recipe.model", "")
     if not isinstance(model, str):
         warnings.add(("model",), f"{kind_of(model)}, not a Hugging Face id; left out: set model.name by hand")
         model = ""
