@@ -36,6 +36,7 @@ setup(
         "compiler.templates",
         "compiler.schemas",
         "compiler.profiles",
+        "compiler.flag_tables",
     ],
     cmdclass={"build_py": BuildWithCompiledTemplates},
 )

@@ -139,14 +139,14 @@ def test_an_ipv6_scope_id_that_names_an_interface_is_taken(scope: str) -> None:
 def test_values_shellcheck_used_to_flag_compile_and_stay_exact(fake: FakeCluster) -> None:
     spec = with_changes(fake.adapt("solo-qwen3-32b"), {
         "container.env": {"ENDS_IN_BACKSLASH": "C:\\dir\\", "TILDE": "~/cache"},
-        "engine.args": ["--download-dir=~/x", "~"],
+        "engine.args": ["--download-dir=~/x", "--tokenizer", "~"],  # words vLLM's parser takes
     })  # fmt: skip
     fake.compile(spec)
     assert fake.run("launch-cluster.sh").returncode == 0
     head = fake.container("spark-a", "sparkc-qwen3-32b-spark-a")
     assert head is not None
     assert head["env"]["ENDS_IN_BACKSLASH"] == "C:\\dir\\" and head["env"]["TILDE"] == "~/cache"
-    assert head["words"][-2:] == ["--download-dir=~/x", "~"]
+    assert head["words"][-3:] == ["--download-dir=~/x", "--tokenizer", "~"]
 
 
 @pytest.mark.parametrize("host", ["a b", "$(id)", "-x"])

@@ -48,7 +48,7 @@ def test_a_spark_vllm_docker_recipe_maps_its_command_to_fields() -> None:
     assert spec["cluster"]["nodes"][1]["ssh"].startswith(PLACEHOLDER)
     assert spec["model"]["path"].startswith(f"/{PLACEHOLDER}/") and text.count(PLACEHOLDER) >= 4
     keys = sorted(w.split(":", 1)[0] for w in warnings)
-    assert keys == ["build_args", "cluster_only", "command", "defaults.unused_knob", "env.HF_TOKEN", "mods"]
+    assert keys == ["build_args", "command", "defaults.unused_knob", "env.HF_TOKEN", "mods.0"]
     assert any("{kv_dtype}" in w for w in warnings)
 
 
@@ -58,7 +58,7 @@ def test_a_sparkrun_recipe_maps_runtime_and_model_path() -> None:
     assert spec["model"]["mount"] == "/models" and spec["model"]["name"] == "tiny"
     assert spec["engine"]["args"] == ["--tool-call-parser", "qwen3_coder"]
     assert len(spec["cluster"]["nodes"]) == 1
-    assert sorted(w.split(":", 1)[0] for w in warnings) == ["benchmark", "command", "max_nodes"]
+    assert sorted(w.split(":", 1)[0] for w in warnings) == ["benchmark", "command"]  # max_nodes: nothing lost
     assert any("--nnodes" in w and "cluster.nodes" in w for w in warnings)
 
 
@@ -67,7 +67,10 @@ def test_a_sparkrun_recipe_maps_runtime_and_model_path() -> None:
     [
         ("- a\n", "mapping"),
         ("name: x\ncommand: vllm serve m\n", "needs 'container'"),
-        ("name: x\ncontainer: img\nruntime: llama-cpp\ncommand: llama-server\n", "sparkc runs vllm and sglang"),
+        (
+            "name: x\ncontainer: img\nruntime: llama-cpp\ncommand: llama-server\n",
+            "sparkc runs eugr-vllm, eugr-vllm-ray, sglang, vllm",
+        ),
     ],
 )
 def test_what_is_not_a_usable_recipe_is_refused(text: str, message: str) -> None:
@@ -77,9 +80,12 @@ def test_what_is_not_a_usable_recipe_is_refused(text: str, message: str) -> None
 
 def test_the_command_writes_the_spec_and_lists_warnings(tmp_path: Path) -> None:
     out = tmp_path / "spec.yaml"
-    done = CliRunner().invoke(cli, ["import", str(RECIPES / "eugr-style.yaml"), "-o", str(out)])
+    recipe = tmp_path / "r.yaml"
+    text = (RECIPES / "eugr-style.yaml").read_text(encoding="utf-8")
+    recipe.write_text(text.replace("build_args:\n  - --rebuild-vllm\n", ""), encoding="utf-8")
+    done = CliRunner().invoke(cli, ["import", str(recipe), "-o", str(out)])
     assert done.exit_code == 0, done.output
-    assert "eugr-style.yaml:10:1: warning: mods: not mapped" in done.output
+    assert "r.yaml:9:5: warning: mods.0: the mod mods/fix-something is not applied" in done.output
     assert YAML(typ="safe").load(out.read_text())["engine"]["kind"] == "vllm"
     missing = CliRunner().invoke(cli, ["import", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 2 and "no such file" in missing.output
@@ -139,3 +145,140 @@ def test_text_from_the_recipe_cannot_leave_its_comment() -> None:
     comments = [line for line in result.spec_text.splitlines() if line.lstrip().startswith("#")]
     assert len(comments) == 3 and all(c.isprintable() for c in result.spec_text.splitlines())
     assert "\x1b" not in "".join(map(str, result.warnings))
+
+
+def _engine(recipe: str) -> tuple[dict, tuple[str, ...]]:
+    result = import_recipe(recipe, "r.yaml")
+    return YAML(typ="safe").load(result.spec_text), tuple(map(str, result.warnings))
+
+
+@pytest.mark.parametrize(
+    ("runtime", "backend"),
+    [("vllm-ray", "ray"), ("eugr-vllm-ray", "ray"), ("vllm-distributed", "native"), ("vllm", None)],
+)
+def test_every_runtime_name_of_sparkrun_and_eugr_runs_as_its_launcher_would(runtime: str, backend: str | None) -> None:
+    spec, _ = _engine(f"container: img\nruntime: {runtime}\ncommand: vllm serve m -tp 2\n")
+    assert spec["engine"]["kind"] == "vllm" and spec["engine"].get("backend") == backend
+
+
+def test_sglang_serve_is_read_as_sglangs_program() -> None:
+    spec, warnings = _engine("container: img\nruntime: sglang\ncommand: sglang serve --model-path /m --tp 2\n")
+    assert spec["engine"]["tensor_parallel"] == 2 and "args" not in spec["engine"], spec
+    assert not any("does not start with" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "defaults: {max_model_len: auto}\n",
+        "defaults: {max_model_len: auto}\ncommand: vllm serve m --max-model-len {max_model_len}\n",
+    ],
+)
+def test_max_model_len_auto_leaves_the_length_to_the_engine(tmp_path: Path, where: str) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("container: img\n" + where, encoding="utf-8")
+    done = CliRunner().invoke(cli, ["import", str(recipe)])
+    assert done.exit_code == 0, done.output
+    spec = YAML(typ="safe").load(done.stdout)
+    assert "max_model_len" not in spec["engine"]
+    assert "defaults.max_model_len: 'auto': left to the engine" in done.stderr
+
+
+def test_the_flag_table_decides_what_is_a_value() -> None:
+    spec, warnings = _engine(
+        "container: img\ncommand: vllm serve m --trust-remote-code -tp 2 --enforce-eager --ignore-patterns a b\n"
+    )
+    engine = spec["engine"]
+    assert engine["trust_remote_code"] is True and engine["tensor_parallel"] == 2
+    assert engine["args"] == ["--enforce-eager", "--ignore-patterns", "a", "b"]  # nargs +: both kept
+    assert warnings == ()
+
+
+def test_several_served_names_are_named_where_one_is_kept() -> None:
+    spec, warnings = _engine("container: img\ncommand: vllm serve m --served-model-name a b\n")
+    assert spec["model"]["name"] == "a" and "args" not in spec["engine"]
+    assert warnings == ("command: --served-model-name a b: model.name holds one value: a is kept, b is not served",)
+
+
+def test_a_placeholder_without_a_value_drops_its_flag_with_a_warning_not_a_stray_word() -> None:
+    spec, warnings = _engine("container: img\ncommand: vllm serve {model} --kv-cache-dtype {kv} --enforce-eager\n")
+    assert spec["engine"]["args"] == ["--enforce-eager"]
+    assert warnings == (
+        "command: --kv-cache-dtype {kv}: the recipe's defaults give {kv} no value; left out (the engine's default "
+        "applies): add --kv-cache-dtype with a value to engine.args",
+    )  # and none for {model}: the positional model is the spec's model
+
+
+def test_build_args_are_an_error_that_prints_the_build_command(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("container: vllm-node-x\nbuild_args: [-f, Dockerfile.mxfp4]\ncommand: vllm serve m\n")
+    done = CliRunner().invoke(cli, ["import", str(recipe), "-o", str(tmp_path / "spec.yaml")])
+    assert done.exit_code == 1, done.output
+    assert (
+        "r.yaml:2:1: error: build_args: the image vllm-node-x is built from spark-vllm-docker's Dockerfiles"
+        in done.output
+    )
+    assert (
+        "`./build-and-copy.sh -t vllm-node-x -f Dockerfile.mxfp4 --copy-to NODE2,NODE3 --copy-parallel`" in done.output
+    )
+    assert not (tmp_path / "spec.yaml").exists() and "no spec written" in done.output
+
+
+def test_a_mod_the_command_depends_on_is_an_error_else_a_warning_naming_what_is_lost() -> None:
+    needs = import_recipe(
+        "container: img\nmods: [mods/fix-template]\ncommand: vllm serve m --chat-template unsloth.jinja\n", "r.yaml"
+    )
+    assert [(w.key, w.error) for w in needs.warnings] == [("mods.0", True)]
+    assert "names unsloth.jinja, which the mod mods/fix-template puts into the container" in needs.warnings[0].message
+    alone = import_recipe("container: img\nmods: [mods/fix-gemm]\ncommand: vllm serve m --enforce-eager\n", "r.yaml")
+    assert [(w.key, w.error) for w in alone.warnings] == [("mods.0", False)]
+    assert "the mod mods/fix-gemm is not applied: what it patches in the container is lost" in alone.warnings[0].message
+
+
+def test_keys_that_lose_nothing_say_nothing() -> None:
+    quiet = import_recipe(
+        "container: img\nmods: []\nsolo_only: true\ncluster_only: false\nmax_nodes: 2\ncommand: vllm serve m\n",
+        "r.yaml",
+    )
+    assert quiet.warnings == ()
+
+
+def test_a_recipe_without_a_command_gets_the_flags_sparkruns_launcher_builds_from_its_defaults() -> None:
+    spec, warnings = _engine(
+        "container: img\nruntime: vllm-ray\ndefaults:\n  tensor_parallel: 2\n  max_num_seqs: 8\n  enforce_eager: true\n"
+        "  served_model_name: x\n  kv_cache_dtype: fp8\n"
+    )
+    assert spec["engine"]["tensor_parallel"] == 2 and spec["model"]["name"] == "x"
+    assert spec["engine"]["args"] == ["--max-num-seqs", "8", "--kv-cache-dtype", "fp8", "--enforce-eager"]
+    assert warnings == ()
+    spec, _ = _engine("container: img\nruntime: sglang\ndefaults: {tensor_parallel: 2, max_num_seqs: 4}\n")
+    assert spec["engine"]["tensor_parallel"] == 2 and spec["engine"]["args"] == ["--max-running-requests", "4"]
+
+
+SPECULATIVE = "container: img\nmodel: org/M\ncommand: |\n  vllm serve org/M --speculative-config '{config}'\n"
+
+
+def test_a_draft_named_by_repo_id_becomes_model_draft_with_a_placeholder_path() -> None:
+    config = '{"method":"eagle3","model":"org/M-eagle3","num_speculative_tokens":3}'
+    spec, warnings = _engine(SPECULATIVE.replace("{config}", config))
+    draft = {"path": f"/{PLACEHOLDER}/models/M-eagle3", "method": "eagle3", "num_speculative_tokens": 3}
+    assert spec["model"]["draft"] == draft and "args" not in spec["engine"]
+    assert len(warnings) == 1 and "the draft org/M-eagle3 is named by its Hugging Face id" in warnings[0]
+
+
+def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> None:
+    config = '{"method":"eagle3","model":"org/M-eagle3","num_speculative_tokens":3,"draft_tensor_parallel_size":1}'
+    result = import_recipe(SPECULATIVE.replace("{config}", config), "r.yaml")
+    assert [w.error for w in result.warnings] == [True]
+    assert "names the draft org/M-eagle3 by its Hugging Face id" in result.warnings[0].message
+    ngram = import_recipe(SPECULATIVE.replace("{config}", '{"method":"ngram","num_speculative_tokens":3}'), "r.yaml")
+    assert ngram.warnings == ()  # no draft weights: the config stays in engine.args
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["vllm serve org/Real-Model --enforce-eager", "sglang serve --model-path org/Real-Model --enable-metrics"],
+)
+def test_a_recipe_without_model_takes_it_from_the_command(command: str) -> None:
+    spec, _ = _engine(f"container: img\nruntime: {command.split()[0]}\ncommand: {command}\n")
+    assert spec["model"]["name"] == "org/Real-Model" and spec["model"]["path"].endswith("/Real-Model")

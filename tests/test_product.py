@@ -18,7 +18,7 @@ from tests.specs import EXAMPLES, ROOT
 
 # Where each folder of the tree lands in the wheel.
 PACKAGED = {"compiler": "compiler", "templates": "compiler/templates", "schemas": "compiler/schemas",
-            "profiles": "compiler/profiles"}  # fmt: skip
+            "profiles": "compiler/profiles", "flag_tables": "compiler/flag_tables"}  # fmt: skip
 # What a work tree holds that is not sparkc's source: environments, caches, build and output folders.
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "venv", "build", ".setuptools-build", "dist", "*.egg-info", "__pycache__", "*.pyc",

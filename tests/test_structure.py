@@ -40,8 +40,8 @@ def _tool(name: str) -> list[str]:
 @pytest.mark.parametrize(
     "command",
     [
-        ["ruff", "check", "compiler", "tests", "benchmarks"],
-        ["ruff", "format", "--check", "compiler", "tests", "benchmarks"],
+        ["ruff", "check", "compiler", "tests", "benchmarks", "tools"],
+        ["ruff", "format", "--check", "compiler", "tests", "benchmarks", "tools"],
         ["mypy", "--strict", "compiler"],
         ["lint-imports"],
     ],

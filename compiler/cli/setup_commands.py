@@ -199,8 +199,13 @@ def import_command(recipe: Path, out_file: Path | None) -> None:
         imported = import_recipe(read_spec(recipe), str(recipe))
     except (SpecReadError, RecipeError) as exc:
         raise UsageProblem(str(exc)) from None
-    for warning in imported.warnings:
-        click.echo(f"{printable(str(recipe))}:{warning.line}:{warning.column}: warning: {warning}", err=True)
+    for note in imported.warnings:
+        severity = "error" if note.error else "warning"
+        click.echo(f"{printable(str(recipe))}:{note.line}:{note.column}: {severity}: {note}", err=True)
+    if imported.errors:
+        # The spec would run something other than the recipe: nothing is written until the recipe says how.
+        click.echo(f"{len(imported.errors)} error(s): no spec written", err=True)
+        raise SystemExit(1)
     if out_file is None:
         click.echo(imported.spec_text, nl=False)
         return

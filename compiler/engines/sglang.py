@@ -5,19 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from compiler.engines import Deployment, EngineArgv, common_flags, group_args, host_port
+from compiler.engines.flag_table import spellings
 from compiler.plan import Command, Setting, Words
 from compiler.spec.typed import Backend, EngineKind, Node, Source
 
-MANAGED_FLAGS = {
+# The flags sparkc sets, by their full names (never an abbreviation such as `--tp`, which stops working
+# the day SGLang adds another flag starting with it), and the spec field that controls each.
+MANAGED = {
     "--port": "engine.port",
     "--host": "engine.host",
     "--model-path": "model.mount",
-    "--model": "model.mount",
-    "--tp": "engine.tensor_parallel",
     "--tp-size": "engine.tensor_parallel",
-    "--tensor-parallel-size": "engine.tensor_parallel",
     "--pp-size": "engine.pipeline_parallel",
-    "--pipeline-parallel-size": "engine.pipeline_parallel",
     "--context-length": "engine.max_model_len",
     "--mem-fraction-static": "engine.gpu_memory_utilization",
     "--served-model-name": "model.name",
@@ -26,31 +25,27 @@ MANAGED_FLAGS = {
     "--nnodes": "cluster.nodes",
     "--node-rank": "cluster.nodes",
     "--dist-init-addr": "cluster.head",
-    "--nccl-init-addr": "cluster.head",
     "--dist-timeout": "launch.timeout",
 }
 
 # Flags sparkc sets only when the spec field is given; then they are refused in engine.args too.
-FIELD_FLAGS = {
+FIELD = {
     "--speculative-algorithm": "model.draft",
     "--speculative-draft-model-path": "model.draft",
-    "--speculative-draft-model": "model.draft",
     "--speculative-num-steps": "model.draft.num_speculative_tokens",
     "--speculative-eagle-topk": "model.draft",
     "--speculative-num-draft-tokens": "model.draft.num_speculative_tokens",
 }
+
+# Every spelling SGLang's parser takes for them (`--model`, `--tensor-parallel-size`), from its flag table.
+MANAGED_FLAGS, _managed_aliases = spellings(EngineKind.SGLANG, MANAGED)
+FIELD_FLAGS, _field_aliases = spellings(EngineKind.SGLANG, FIELD)
+# Other spellings of a flag sparkc passes, as the one sparkc writes.
+ALIASES = {**_managed_aliases, **_field_aliases}
+
 # The spec's draft methods by SGLang's names for them (a plain draft model is its STANDALONE).
 ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3"}
 
-# Other spellings of a flag sparkc passes, as the one sparkc writes.
-ALIASES = {
-    "--speculative-draft-model": "--speculative-draft-model-path",
-    "--tp-size": "--tp",
-    "--tensor-parallel-size": "--tp",
-    "--pipeline-parallel-size": "--pp-size",
-    "--model": "--model-path",
-    "--nccl-init-addr": "--dist-init-addr",
-}
 
 SETTING_FLAGS = {
     "model_path": "--model-path",
@@ -81,9 +76,8 @@ class Sglang:
         return Backend.NATIVE
 
     def canonical(self, flag: str) -> str:
-        # Recent SGLang reads `--mem_fraction_static` as `--mem-fraction-static`; where an older one
-        # would not, refusing the spelling costs nothing.
-        return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+        # SGLang's parser is plain argparse: `--mem_fraction_static` is no spelling of `--mem-fraction-static`.
+        return flag
 
     def implied_flags(self, d: Deployment) -> dict[str, str]:
         # One pipeline stage is SGLang's default: sparkc passes --pp-size only above 1.
@@ -96,7 +90,7 @@ class Sglang:
             ("--served-model-name", d.served_model_name),
             ("--host", d.value("host")),
             ("--port", d.value("port")),
-            ("--tp", str(engine.tensor_parallel)),
+            ("--tp-size", str(engine.tensor_parallel)),
         ]
         if engine.pipeline_parallel > 1:
             flags.append(("--pp-size", str(engine.pipeline_parallel)))

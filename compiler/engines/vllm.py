@@ -6,17 +6,17 @@ import json
 from collections.abc import Mapping
 
 from compiler.engines import Deployment, EngineArgv, common_flags, group_args, kv_cache_bytes
+from compiler.engines.flag_table import spellings
 from compiler.plan import Command, Setting, Words
 from compiler.spec.typed import Backend, EngineKind, Node, Source
 
-MANAGED_FLAGS = {
+# The flags sparkc sets, by their long names, and the spec field that controls each.
+MANAGED = {
     "--port": "engine.port",
     "--host": "engine.host",
     "--model": "model.mount",
     "--tensor-parallel-size": "engine.tensor_parallel",
-    "-tp": "engine.tensor_parallel",
     "--pipeline-parallel-size": "engine.pipeline_parallel",
-    "-pp": "engine.pipeline_parallel",
     "--max-model-len": "engine.max_model_len",
     "--gpu-memory-utilization": "engine.gpu_memory_utilization",
     "--served-model-name": "model.name",
@@ -31,14 +31,16 @@ MANAGED_FLAGS = {
 }
 
 # Flags sparkc sets only when the spec field is given; then they are refused in engine.args too.
-FIELD_FLAGS = {
+FIELD = {
     "--speculative-config": "model.draft",
-    "-sc": "model.draft",
     "--kv-cache-memory-bytes": "engine.kv_cache_memory",
 }
 
+# Every spelling vLLM's parser takes for them (`-tp`, `--device-memory-utilization`), from its flag table.
+MANAGED_FLAGS, _managed_aliases = spellings(EngineKind.VLLM, MANAGED)
+FIELD_FLAGS, _field_aliases = spellings(EngineKind.VLLM, FIELD)
 # Other spellings of a flag sparkc passes, as the one sparkc writes.
-ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-sc": "--speculative-config"}
+ALIASES = {**_managed_aliases, **_field_aliases}
 
 SETTING_FLAGS = {
     "host": "--host",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from compiler.engines import Engine, engines
+from compiler.engines.flag_table import FlagTable, table_for
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
@@ -84,6 +85,18 @@ class Deployment:
     @property
     def served_model_name(self) -> str:
         return self.entrypoint.value("served_model_name")
+
+    @property
+    def engine_version(self) -> str | None:
+        """The engine's release in the image, where its profile can read it from the tag."""
+        if self.profile is None or self.profile.engine != self.spec.engine.kind:
+            return None
+        return self.profile.engine_version(self.spec.container.image)
+
+    @cached_property
+    def flag_table(self) -> FlagTable:
+        """What that release's parser accepts (the newest table sparkc has where the release is unknown)."""
+        return table_for(self.spec.engine.kind, self.engine_version)
 
     @property
     def api_port(self) -> int | None:

@@ -1,13 +1,14 @@
 """The user's engine.args against the flags sparkc sets: a repeat that agrees with the plan is kept,
 one that would change it is refused (it would come last, win, and make the manifest describe another
 deployment). Every spelling the engine's parser takes counts: `--max_model_len`, `-tp=2`, an
-argparse abbreviation such as `--max-model`.
+argparse abbreviation such as `--max-model`: the engine's flag table (compiler/engines/flag_table.py) says.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compiler.engines.flag_table import Problem, Word, read_words
 from compiler.resolve.context import Deployment
 
 
@@ -25,25 +26,30 @@ class Repeat:
 
 
 def repeats(d: Deployment) -> list[Repeat]:
-    """Every word of engine.args that names a flag sparkc sets, with what the plan gives that flag."""
-    engine, args = d.engine, d.spec.engine.args
+    """Every word of engine.args that names a flag sparkc sets, with what the plan gives that flag. The
+    engine's flag table decides what names a flag (its aliases, an argparse abbreviation) and which words
+    are its value."""
+    args = d.spec.engine.args
     planned = planned_flags(d)
+    names = _managed_names(d)
     found = []
-    for i, word in enumerate(args):
-        if not word.startswith("-"):
+    for word in read_args(d)[0]:
+        if word.option is None:
             continue
-        written, eq, inline = word.partition("=")
-        flag = _managed(d, engine.canonical(written))
+        flag = names.get(word.option.name)
         if flag is None:
             continue
-        if eq:
-            value: str | None = inline
-        elif planned.get(flag) == "":  # sparkc passes it without a value
-            value = None
-        else:
-            value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else None
-        found.append(Repeat(i, written, flag, value, planned.get(flag)))
+        written, eq, inline = word.text.partition("=")
+        value: str | None = inline if eq else (args[word.values[0]] if word.values else None)
+        if written.startswith("--no-") and not flag.startswith("--no-"):
+            value = "false"  # BooleanOptionalAction's negation: the opposite of what sparkc passes
+        found.append(Repeat(word.index, written, flag, value, planned.get(flag)))
     return found
+
+
+def read_args(d: Deployment) -> tuple[list[Word], list[Problem]]:
+    """engine.args as the image's engine release would parse them."""
+    return read_words(d.flag_table, d.spec.engine.args, d.engine.canonical)
 
 
 def planned_flags(d: Deployment) -> dict[str, str]:
@@ -69,17 +75,16 @@ def _field_given(d: Deployment, field: str) -> bool:
     return value is not None
 
 
-def _managed(d: Deployment, flag: str) -> str | None:
-    engine = d.engine
+def _managed_names(d: Deployment) -> dict[str, str]:
+    """The long name of each option sparkc sets (as the flag table spells it) -> the spelling sparkc writes."""
     managed = managed_fields(d)
-    names = set(managed) | {alias for alias, target in engine.aliases.items() if target in managed}
-    if flag not in names:
-        # argparse takes a unique prefix of a long flag as the flag itself.
-        longer = sorted(n for n in names if flag.startswith("--") and len(flag) > 3 and n.startswith(flag))
-        if not longer:
-            return None
-        flag = longer[0]
-    return engine.aliases.get(flag, flag)
+    wanted = set(managed) | {alias for alias, target in d.engine.aliases.items() if target in managed}
+    names = {}
+    for spelling in wanted:
+        option, _ = d.flag_table.find(spelling)
+        if option is not None:
+            names[option.name] = d.engine.aliases.get(spelling, spelling)
+    return names
 
 
 def _same(given: str, planned: str) -> bool:

@@ -6,6 +6,7 @@ The built-in ones ship with sparkc; an operator's own (a `profiles/` folder besi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -54,6 +55,14 @@ class Profile:
     side_effects: tuple[str, ...]
     notes: tuple[str, ...]
     origin: str = ""  # the file of an operator's own profile; "" for a built-in one
+    version_from_tag: str | None = None  # a regular expression whose one group is the engine's version
+
+    def engine_version(self, image: str) -> str | None:
+        """The engine's release the image holds, where its tag says it."""
+        if self.version_from_tag is None:
+            return None
+        match = re.fullmatch(self.version_from_tag, image_tag(image))
+        return match.group(1) if match else None
 
     def control(self, setting: str) -> Control | None:
         return dict(self.controls).get(setting)
@@ -123,6 +132,7 @@ def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str
             auto=EntrypointMode(data["auto"]),
             side_effects=tuple(data.get("side_effects", ())),
             notes=tuple(data.get("notes", ())),
+            version_from_tag=data.get("engine_version", {}).get("from_tag"),
         ),
         [],
     )
@@ -140,6 +150,13 @@ def repository(image: str) -> str:
             name = name[len(prefix) :]
             break
     return name.lower()
+
+
+def image_tag(image: str) -> str:
+    """`repo:v0.11.2@sha256:..` -> `v0.11.2`; "" without a tag."""
+    name = image.split("@", 1)[0]
+    last = name.rpartition("/")[2]
+    return last.partition(":")[2]
 
 
 def find_profile(image: str, own: tuple[Profile, ...] = ()) -> Profile | None:

@@ -9,6 +9,7 @@ recipe cannot say (the nodes' addresses, where the weights sit) is written as a 
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 import shlex
@@ -19,16 +20,23 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from compiler.diagnostics import Path, printable, show_key
-from compiler.engines.sglang import MANAGED_FLAGS as SGLANG_FLAGS
-from compiler.engines.vllm import MANAGED_FLAGS as VLLM_FLAGS
+from compiler.engines import engines
+from compiler.engines.flag_table import is_flag, newest, read_words
+from compiler.engines.sglang import MANAGED as SGLANG_MANAGED
+from compiler.engines.vllm import MANAGED as VLLM_MANAGED
 from compiler.names import SECRET_NAME
 from compiler.spec.load import kind_of, load_text, locate, to_plain
+from compiler.spec.typed import EngineKind
 
 PLACEHOLDER = "PLACEHOLDER"
 # Keys read into the spec; any other top-level key of the recipe is reported.
 _READ = {"name", "container", "model", "runtime", "defaults", "env", "command", "min_nodes", "description"}
 # Keys that describe the recipe, not the deployment: dropped without a word.
 _QUIET = {"recipe_version", "sparkrun_version", "description", "metadata", "maintainer"}
+# Keys about how many nodes the recipe's launcher may use: a spec names its nodes, so nothing is lost.
+_NODE_COUNT = {"solo_only", "cluster_only", "max_nodes", "solo"}
+# Keys read by their own step below (what the image needs before it runs).
+_IMAGE_STEPS = {"build_args", "mods"}
 # defaults: key -> (spec field, type)
 _DEFAULTS = {
     "port": ("engine.port", int),
@@ -42,7 +50,26 @@ _DEFAULTS = {
 # Nodes a recipe can ask for (one per GPU, at least min_nodes): spark-a to spark-z.
 MAX_NODES = 26
 _WHAT = {int: "a whole number", float: "a number", str: "text"}
-_PROGRAMS = (("vllm", "serve"), ("python3", "-m", "sglang.launch_server"), ("python", "-m", "sglang.launch_server"))
+_PROGRAMS = (
+    ("vllm", "serve"),
+    ("python3", "-m", "vllm.entrypoints.openai.api_server"),
+    ("python3", "-m", "sglang.launch_server"),
+    ("python", "-m", "sglang.launch_server"),
+    ("sglang", "serve"),
+)
+# The runtime names of sparkrun and spark-vllm-docker -> the engine, and how its launcher forms a group of
+# nodes (None: as the command or sparkc's default says). sparkrun's vllm-distributed runs vLLM's own
+# --nnodes mode; vllm-ray and eugr-vllm-ray start Ray first.
+_RUNTIMES: dict[str, tuple[str, str | None]] = {
+    "vllm": ("vllm", None),
+    "eugr-vllm": ("vllm", None),
+    "vllm-ray": ("vllm", "ray"),
+    "eugr-vllm-ray": ("vllm", "ray"),
+    "vllm-distributed": ("vllm", "native"),
+    "sglang": ("sglang", None),
+}
+# Values recipes give a limit to mean "the engine decides": the field is left out, so the engine's default applies.
+_ENGINE_DECIDES = {"auto", "none", "null", "default", ""}
 
 
 class RecipeError(Exception):
@@ -57,6 +84,7 @@ class RecipeWarning:
     message: str
     line: int = 0
     column: int = 0
+    error: bool = False  # the spec would not do what the recipe does: nothing is written
 
     def __str__(self) -> str:
         return printable(f"{self.key}: {self.message}")
@@ -65,15 +93,22 @@ class RecipeWarning:
 @dataclass(frozen=True)
 class Imported:
     spec_text: str
-    warnings: tuple[RecipeWarning, ...]
+    warnings: tuple[RecipeWarning, ...]  # errors among them (`error`): the spec must not be used as it is
+
+    @property
+    def errors(self) -> tuple[RecipeWarning, ...]:
+        return tuple(w for w in self.warnings if w.error)
 
 
-class _Notes(list[tuple[Path, str, bool]]):
-    """The warnings as they are found: the recipe path each is about, the message, and whether it is
-    about the key (placed at the key) or its value (placed at the value)."""
+class _Notes(list[tuple[Path, str, bool, bool]]):
+    """The warnings and errors as they are found: the recipe path each is about, the message, whether it is
+    about the key (placed at the key) or its value (placed at the value), and whether it is an error."""
 
     def add(self, path: Path, message: str, at_key: bool = False) -> None:
-        self.append((path, message, at_key))
+        self.append((path, message, at_key, False))
+
+    def error(self, path: Path, message: str, at_key: bool = False) -> None:
+        self.append((path, message, at_key, True))
 
 
 def import_recipe(text: str, filename: str) -> Imported:
@@ -86,15 +121,26 @@ def import_recipe(text: str, filename: str) -> Imported:
         raise RecipeError(f"{filename}: not a recipe: it needs 'container' (an image) and a 'command' text")
     warnings = _Notes()
     fields: dict[str, Any] = {}
-    kind = str(recipe.get("runtime") or "vllm")
-    if kind not in ("vllm", "sglang"):
-        raise RecipeError(f"{printable(filename)}: runtime {printable(repr(kind))}: sparkc runs vllm and sglang")
+    runtime = str(recipe.get("runtime") or "vllm")
+    if runtime not in _RUNTIMES:
+        known = ", ".join(sorted(_RUNTIMES))
+        raise RecipeError(f"{printable(filename)}: runtime {printable(repr(runtime))}: sparkc runs {known}")
+    kind, backend = _RUNTIMES[runtime]
     defaults = _defaults(recipe.get("defaults"), fields, warnings)
-    args = _command(recipe.get("command", ""), defaults, kind, fields, warnings)
-    for key in sorted(set(recipe) - _READ - _QUIET, key=str):
+    command = recipe.get("command") or _default_command(kind, defaults)
+    # sparkrun fills `{model}` with the recipe's model (the Hub id); a `defaults.model` wins.
+    # One word, whatever it holds (a Hub id has no spaces; a hostile one must not become several flags).
+    model = recipe.get("model")
+    values = {"model": shlex.quote(model), **defaults} if isinstance(model, str) else defaults
+    args = _command(command, values, kind, fields, warnings)
+    if backend is not None:
+        fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
+    _image_steps(recipe, args, warnings)
+    for key in sorted(set(recipe) - _READ - _QUIET - _NODE_COUNT - _IMAGE_STEPS, key=str):
         warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
-    for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"}, key=str):
-        if not re.search(r"\{" + re.escape(str(key)) + r"\}", str(recipe.get("command", ""))):
+    switches = set() if recipe.get("command") else set(_DEFAULT_SWITCHES[kind])
+    for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"} - switches, key=str):
+        if not re.search(r"\{" + re.escape(str(key)) + r"\}", command):
             warnings.add(("defaults", key), "not mapped; the command does not use it", at_key=True)
     spec = _spec(recipe, kind, fields, args, warnings)
     out = io.StringIO()
@@ -103,8 +149,111 @@ def import_recipe(text: str, filename: str) -> Imported:
     yaml.dump(spec, out)
     located = tuple(_located(document.data, *warning) for warning in warnings)
     header = f"Imported from {filename} by `sparkc import`; {PLACEHOLDER} marks what the recipe does not say."
-    notes = "".join(f"# warning: {w}\n" for w in located)
+    notes = "".join(f"# {'error' if w.error else 'warning'}: {w}\n" for w in located)
     return Imported(f"# {printable(header)}\n" + notes + out.getvalue(), located)
+
+
+# sparkrun builds the command of a recipe without one from these defaults (recipe key -> the engine's flag);
+# a switch is written when its value is true.
+_DEFAULT_FLAGS = {
+    "vllm": {
+        "port": "--port",
+        "host": "--host",
+        "tensor_parallel": "--tensor-parallel-size",
+        "pipeline_parallel": "--pipeline-parallel-size",
+        "gpu_memory_utilization": "--gpu-memory-utilization",
+        "max_model_len": "--max-model-len",
+        "max_num_batched_tokens": "--max-num-batched-tokens",
+        "max_num_seqs": "--max-num-seqs",
+        "served_model_name": "--served-model-name",
+        "dtype": "--dtype",
+        "quantization": "--quantization",
+        "kv_cache_dtype": "--kv-cache-dtype",
+        "distributed_executor_backend": "--distributed-executor-backend",
+    },
+    "sglang": {
+        "port": "--port",
+        "host": "--host",
+        "tensor_parallel": "--tp-size",
+        "pipeline_parallel": "--pp-size",
+        "gpu_memory_utilization": "--mem-fraction-static",
+        "max_model_len": "--context-length",
+        "max_num_seqs": "--max-running-requests",
+        "served_model_name": "--served-model-name",
+        "dtype": "--dtype",
+        "quantization": "--quantization",
+        "chunked_prefill": "--chunked-prefill-size",
+        "kv_cache_dtype": "--kv-cache-dtype",
+        "tokenizer_path": "--tokenizer-path",
+    },
+}
+_DEFAULT_SWITCHES = {
+    "vllm": {
+        "enforce_eager": "--enforce-eager",
+        "enable_prefix_caching": "--enable-prefix-caching",
+        "trust_remote_code": "--trust-remote-code",
+        "enable_auto_tool_choice": "--enable-auto-tool-choice",
+    },
+    "sglang": {
+        "trust_remote_code": "--trust-remote-code",
+        "enable_torch_compile": "--enable-torch-compile",
+        "disable_radix_cache": "--disable-radix-cache",
+    },
+}
+
+
+def _default_command(kind: str, defaults: dict[Any, Any]) -> str:
+    """The command sparkrun's launcher builds for a recipe without one, with `{key}` for each value."""
+    program = "vllm serve" if kind == "vllm" else "python3 -m sglang.launch_server"  # the model: the spec's
+    words = [program]
+    for key, flag in _DEFAULT_FLAGS[kind].items():
+        if key in defaults and defaults[key] is not None:
+            words.append(f"{flag} {{{key}}}")
+    for key, flag in _DEFAULT_SWITCHES[kind].items():
+        if defaults.get(key) is True:
+            words.append(flag)
+    return " ".join(words)
+
+
+# A command word that names a file by a relative path (`unsloth.jinja`, `tool_parser.py`): a file in the
+# container's working folder, which an eugr mod puts there.
+_RELATIVE_FILE = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.(?:jinja|j2|json|py|yaml|yml|txt|tiktoken|model)")
+
+
+def _image_steps(recipe: dict[str, Any], args: list[str], warnings: _Notes) -> None:
+    """build_args and mods: what spark-vllm-docker does to the image before the engine starts."""
+    image = str(recipe.get("container"))
+    build = recipe.get("build_args")
+    if build:
+        words = [str(w) for w in build] if isinstance(build, list) else shlex.split(str(build))
+        command = shlex.join(
+            ["./build-and-copy.sh", "-t", image, *words, "--copy-to", "NODE2,NODE3", "--copy-parallel"]
+        )
+        warnings.error(
+            ("build_args",),
+            f"the image {image} is built from spark-vllm-docker's Dockerfiles, not pulled: build it on the head node "
+            f"and copy it to the other nodes first, in a checkout of eugr/spark-vllm-docker: `{command}` (NODE2,NODE3: "
+            "the other nodes); then remove build_args from the recipe and import it again",
+            at_key=True,
+        )
+    mods = recipe.get("mods")
+    for i, mod in enumerate(mods if isinstance(mods, list) else [mods] if mods else []):
+        needed = [w for w in args if _RELATIVE_FILE.fullmatch(w)]
+        if needed:
+            warnings.error(
+                ("mods", i),
+                f"the command names {', '.join(needed)}, which the mod {mod} puts into the container; sparkc "
+                "does not apply spark-vllm-docker's mods: copy the mod's files into a folder, name it as "
+                "container.hooks.patches and the mod's script under container.hooks.pre_engine, and give the "
+                "file's path in the container",
+            )
+        else:
+            warnings.add(
+                ("mods", i),
+                f"the mod {mod} is not applied: what it patches in the container is lost; apply it with "
+                "container.hooks (its script under pre_engine, its files as the patches folder) or build it into "
+                "the image",
+            )
 
 
 def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, Any]:
@@ -114,7 +263,9 @@ def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, A
             warnings.add(("defaults",), f"{kind_of(raw)}, not a mapping of values; ignored")
         return {}
     for key, value in raw.items():
-        if key in _DEFAULTS:
+        if key in _DEFAULTS and isinstance(value, str) and value.strip().lower() in _ENGINE_DECIDES:
+            warnings.add(("defaults", key), f"{value!r}: left to the engine (its default applies)")
+        elif key in _DEFAULTS:
             target, type_of = _DEFAULTS[key]
             typed = _typed(value, type_of)
             if typed is None:
@@ -126,9 +277,9 @@ def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, A
     return raw
 
 
-def _located(data: Any, path: Path, message: str, at_key: bool) -> RecipeWarning:
+def _located(data: Any, path: Path, message: str, at_key: bool, error: bool) -> RecipeWarning:
     line, column = locate(data, path, at_key)
-    return RecipeWarning(".".join(show_key(str(part)) for part in path), message, line, column)
+    return RecipeWarning(".".join(show_key(str(part)) for part in path), message, line, column, error)
 
 
 def _shown(value: Any) -> str:
@@ -158,11 +309,12 @@ def _typed(value: Any, type_of: type) -> Any:
 
 def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str, Any], warnings: _Notes) -> list[str]:
     """The engine command's flags: managed ones into `fields`, the rest returned as engine.args."""
+    unfilled: set[str] = set()
 
     def fill(match: re.Match[str]) -> str:
         if match.group(1) in defaults:
             return str(defaults[match.group(1)])
-        warnings.add(("command",), f"{{{match.group(1)}}} has no value in defaults; left as written")
+        unfilled.add(match.group(0))
         return match.group(0)
 
     text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", fill, command.replace("\\\n", " "))
@@ -180,36 +332,101 @@ def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str
         if words:
             warnings.add(("command",), f"does not start with vllm serve or sglang.launch_server; read as {kind} flags")
     if words and not words[0].startswith("-"):
-        words = words[1:]  # vllm serve's positional model: sparkc passes the mounted path
-    return _flags(words, VLLM_FLAGS if kind == "vllm" else SGLANG_FLAGS, fields, warnings)
+        # vllm serve's positional model: sparkc passes the mounted path; the id names the model where the
+        # recipe has no `model:`.
+        fields["recipe.model"], words = words[0], words[1:]
+    return _flags(words, EngineKind(kind), unfilled, fields, warnings)
 
 
-def _flags(words: list[str], managed: dict[str, str], fields: dict[str, Any], warnings: _Notes) -> list[str]:
+def _flags(
+    words: list[str], kind: EngineKind, unfilled: set[str], fields: dict[str, Any], warnings: _Notes
+) -> list[str]:
+    """The words as the engine's newest parser reads them (its flag table says which words are a flag's
+    values): managed flags into `fields`, the rest kept whole as engine.args."""
+    engine = engines()[kind]
+    managed = VLLM_MANAGED if kind is EngineKind.VLLM else SGLANG_MANAGED
+    table = newest(kind)
+    read, _ = read_words(table, tuple(words), engine.canonical)
     args: list[str] = []
-    i = 0
-    while i < len(words):
-        flag, eq, value = words[i].partition("=")
-        takes = not eq and i + 1 < len(words) and not words[i + 1].startswith("--")
-        if not eq and takes:
-            value, i = words[i + 1], i + 1
-        i += 1
-        target = managed.get(flag)
+    for word in read:
+        values = [words[j] for j in word.values]
+        flag, eq, inline = word.text.partition("=")
+        given = [inline] if eq else values
+        if any(v in unfilled for v in given):
+            shown = " ".join([word.text, *values])
+            warnings.add(
+                ("command",),
+                f"{shown}: the recipe's defaults give {', '.join(v for v in given if v in unfilled)} no value; "
+                f"left out (the engine's default applies): add {flag} with a value to engine.args",
+            )
+            continue
+        if word.option is None and not is_flag(word.text):
+            warnings.add(("command",), f"{word.text!r} follows no flag that takes it; left out")
+            continue
+        target = managed.get(word.option.name) if word.option is not None else None
+        speculative = word.option is not None and word.option.name == "--speculative-config" and len(given) == 1
+        if speculative and _draft(given[0], fields, warnings):
+            continue
         if target is None:
-            args += [flag + eq + value] if eq else ([flag, value] if takes else [flag])
-        elif not _set_field(target, flag, value, fields):
+            args += [word.text, *values]
+        elif len(given) > 1:
+            fields_set = _set_field(target, flag, given[0], fields)
+            lost = " ".join(given[1:])
+            what = f"{target} holds one value: {given[0]} is kept" if fields_set else "dropped"
+            warnings.add(("command",), f"{flag} {' '.join(given)}: {what}, {lost} is not served")
+        elif not _set_field(target, flag, given[0] if given else "", fields):
             warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
     return args
 
 
+_DRAFT_METHODS = {"draft_model", "eagle", "eagle3"}
+
+
+def _draft(config_text: str, fields: dict[str, Any], warnings: _Notes) -> bool:
+    """vLLM's --speculative-config as model.draft, where the spec can say it (True: it is in `fields`). A draft
+    named by its Hugging Face id is downloaded by nothing on the nodes (HF_HUB_OFFLINE=1): its path is a
+    PLACEHOLDER to fill, or, where the spec cannot carry the config, an error."""
+    try:
+        config = json.loads(config_text)
+    except ValueError:
+        return False
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, str):
+        return False  # ngram, mtp: no draft weights to mount
+    tokens = config.get("num_speculative_tokens")
+    fits = set(config) <= {"method", "model", "num_speculative_tokens"} and config.get("method") in _DRAFT_METHODS
+    if not fits or not isinstance(tokens, int) or isinstance(tokens, bool):
+        if not model.startswith("/"):
+            warnings.error(
+                ("command",),
+                f"--speculative-config names the draft {model} by its Hugging Face id: nothing downloads it on the "
+                "nodes (sparkc sets HF_HUB_OFFLINE=1) and nothing mounts it; download it to the same folder on every "
+                "node, mount it with container.mounts and write its path in the container as the config's model",
+            )
+        return False
+    path = model if model.startswith("/") else f"/{PLACEHOLDER}/models/{model.rsplit('/', 1)[-1]}"
+    fields["model.draft"] = {"path": path, "method": config["method"], "num_speculative_tokens": tokens}
+    if not model.startswith("/"):
+        warnings.add(
+            ("command",),
+            f"the draft {model} is named by its Hugging Face id: nothing downloads it on the nodes; put it in the "
+            f"same folder on every node and write that folder as model.draft.path (now {path})",
+        )
+    return True
+
+
 def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bool:
-    if target == "engine.trust_remote_code":
+    numeric = ("engine.port", "engine.tensor_parallel", "engine.pipeline_parallel", "engine.max_model_len")
+    if target in (*numeric, "engine.gpu_memory_utilization") and value.strip().lower() in _ENGINE_DECIDES:
+        fields.pop(target, None)  # `--max-model-len auto`: the engine decides, as without the flag
+    elif target == "engine.trust_remote_code":
         fields[target] = True
     elif target == "engine.backend":
         fields[target] = value
     elif target == "model.mount":
-        if value.startswith("/"):
-            fields[target] = value
-    elif target in ("engine.port", "engine.tensor_parallel", "engine.pipeline_parallel", "engine.max_model_len"):
+        # A path is where the container sees the weights; a Hub id names the model (where `model:` does not).
+        fields[target if value.startswith("/") else "recipe.model"] = value
+    elif target in numeric:
         fields[target] = int(value) if re.fullmatch(r"[0-9]+", value) else value
     elif target == "engine.gpu_memory_utilization":
         fields[target] = float(value) if re.fullmatch(r"[0-9]*\.?[0-9]+", value) else value
@@ -221,7 +438,7 @@ def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bo
 
 
 def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[str], warnings: _Notes) -> Any:
-    model = recipe.get("model") or ""
+    model = recipe.get("model") or fields.pop("recipe.model", "")
     if not isinstance(model, str):
         warnings.add(("model",), f"{kind_of(model)}, not a Hugging Face id; left out: set model.name by hand")
         model = ""
@@ -241,7 +458,7 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
     spec["model"].yaml_add_eol_comment(
         printable(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node"), "path"
     )
-    for key in ("mount", "name"):
+    for key in ("mount", "name", "draft"):
         if f"model.{key}" in fields:
             spec["model"][key] = fields[f"model.{key}"]
     if "name" not in spec["model"] and model:
@@ -257,16 +474,23 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
 
 
 def _count(min_nodes: Any, fields: dict[str, Any], from_defaults: bool, warnings: _Notes) -> int:
-    """Nodes to write: one per GPU the parallelism needs (a DGX Spark has one), at least min_nodes."""
+    """Nodes to write: one per GPU the parallelism uses (a DGX Spark has one). A larger min_nodes is named:
+    the engine would use only that many GPUs, and sparkc refuses nodes the layout leaves idle."""
     parallel = [fields.get(f"engine.{key}", 1) for key in ("tensor_parallel", "pipeline_parallel")]
     gpus = math.prod(n if isinstance(n, int) and not isinstance(n, bool) else 1 for n in parallel)
     least = _typed(min_nodes, int) if min_nodes is not None else 1
     if least is None:
         warnings.add(("min_nodes",), f"{_shown(min_nodes)} is not a whole number; read as 1")
         least = 1
-    count = max(gpus, least, 1)
+    count = max(gpus, 1)
+    if least > count:
+        warnings.add(
+            ("min_nodes",),
+            f"{least} nodes, but the command uses {count} GPU(s) (tensor x pipeline parallel): {min(count, MAX_NODES)} "
+            "node(s) written; to use more, raise engine.tensor_parallel and add the nodes",
+        )
     if count > MAX_NODES:
-        about = ("min_nodes",) if least == count else ("defaults", "tensor_parallel") if from_defaults else ("command",)
+        about = ("defaults", "tensor_parallel") if from_defaults else ("command",)
         warnings.add(
             about, f"needs more than {MAX_NODES} nodes; the first {MAX_NODES} are written: add the rest by hand"
         )

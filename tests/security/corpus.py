@@ -113,6 +113,11 @@ def bad_scope(value: str) -> bool:
     return unprintable(value) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", value.partition("%")[2])
 
 
+def _arg(value: str) -> str:
+    """A user's value in engine.args, as the value of a flag that takes any text."""
+    return f"--chat-template={value}"
+
+
 def word(text: str, workers_only: bool = False) -> Arrival:
     return Arrival("word", text, workers_only=workers_only)
 
@@ -277,11 +282,18 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field(
         "engine.reasoning_parser", ("engine", "reasoning_parser"), _set("engine.reasoning_parser"), lambda v: [word(v)]
     ),
-    Field("engine.args.0", ("engine", "args"), lambda v: {"engine.args": [v]}, lambda v: [word(v)]),
+    # As a flag's value (`--chat-template=VALUE`): a word alone is refused at compile (vLLM would not take it).
+    Field("engine.args.0", ("engine", "args"), lambda v: {"engine.args": [_arg(v)]}, lambda v: [word(_arg(v))]),
     # Ray: the engine runs by `docker exec` on the head, and this image's entrypoint reads some settings
     # from the environment (entrypoint: adapt).
     Field("ray.model.name", ("model", "name"), _set("model.name"), lambda v: [engine(v)], base=RAY),
-    Field("ray.engine.args.0", ("engine", "args"), lambda v: {"engine.args": [v]}, lambda v: [engine(v)], base=RAY),
+    Field(
+        "ray.engine.args.0",
+        ("engine", "args"),
+        lambda v: {"engine.args": [_arg(v)]},
+        lambda v: [engine(_arg(v))],
+        base=RAY,
+    ),
     Field("ray.engine.host", ("engine", "host"), _set("engine.host"), lambda v: [env("HOST", v)], base=RAY),
     Field(
         "ray.engine.reasoning_parser",

@@ -58,7 +58,7 @@ def every_field(value: str) -> dict[str, Any]:
     changes: dict[str, Any] = {
         # a served name is refused where it starts with '-' (the engine would read it as a flag)
         "model.name": value if not value.startswith("-") else f"m{value}",
-        "engine.args": [value],
+        "engine.args": [f"--chat-template={value}"],  # a flag's value: a word alone is refused at compile
         "container.env": {ENV_NAME: value},
         "engine.env": {f"{ENV_NAME}_ENGINE": value},
         "cluster.nodes.1.env": {f"{ENV_NAME}_NODE": value},

@@ -10,7 +10,7 @@ from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.plan import MAX_LAUNCH_TIMEOUT
 from compiler.resolve.context import Deployment
-from compiler.resolve.engine_args import api_key_given, managed_fields, repeats
+from compiler.resolve.engine_args import api_key_given, managed_fields, read_args, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_planes
 from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, head_ports
@@ -130,6 +130,32 @@ def managed_flags(d: Deployment) -> Iterator[Diagnostic]:
             d.spec.engine.at("args", repeat.index),
             f"{repeat.written}{also} is set by sparkc{planned}; use {field} instead",
         )
+
+
+def engine_args_parse(d: Deployment) -> Iterator[Diagnostic]:
+    """engine.args as the image's engine release parses them: an unknown flag, a missing or unwanted value
+    and a stray word are refused here, not minutes into a model load."""
+    engine = d.spec.engine
+    if not engine.args:
+        return
+    table = d.flag_table
+    release = d.engine_version
+    if release is None:
+        yield warning(
+            engine.at("args"),
+            f"sparkc cannot tell which {d.engine.name} release the image {d.spec.container.image} holds: engine.args "
+            f"are checked against {d.engine.name} {table.version}, the newest release it knows; name the release "
+            "in the image's tag (an image profile's engine_version.from_tag reads it)",
+        )
+    elif release != table.version:
+        yield warning(
+            engine.at("args"),
+            f"sparkc has no flag table for {d.engine.name} {release}: engine.args are checked against "
+            f"{d.engine.name} {table.version}; a flag that release spells otherwise may be reported wrongly",
+        )
+    for problem in read_args(d)[1]:
+        report = error if problem.severe else warning
+        yield report(engine.at("args", problem.index), problem.message)
 
 
 def api_key(d: Deployment) -> Iterator[Diagnostic]:
@@ -292,6 +318,7 @@ RULES = (
     api_port_is_a_port,
     ports_distinct,
     managed_flags,
+    engine_args_parse,
     api_key,
     backend_supported,
     secrets_stay_secret,

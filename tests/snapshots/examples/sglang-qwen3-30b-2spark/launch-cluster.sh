@@ -276,7 +276,7 @@ readonly DOCKER_RUN_0=(
   --served-model-name qwen3-30b
   --host 0.0.0.0
   --port 30000
-  --tp 2
+  --tp-size 2
   --context-length 32768
   --mem-fraction-static 0.75
   --nnodes 2
@@ -298,7 +298,7 @@ readonly DOCKER_RUN_1=(
   --served-model-name qwen3-30b
   --host 0.0.0.0
   --port 30000
-  --tp 2
+  --tp-size 2
   --context-length 32768
   --mem-fraction-static 0.75
   --nnodes 2
