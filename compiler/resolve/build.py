@@ -11,7 +11,7 @@ from compiler.resolve.cache import cache_host_dir
 from compiler.resolve.containers import container_name, docker_run, model_plan, probe_run, ray_engine
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
-from compiler.resolve.env import node_envs, split_planes
+from compiler.resolve.env import node_envs, split_planes, switchless
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.hooks import hook_plan
 from compiler.resolve.ports import api_port_control, head_ports
@@ -98,7 +98,9 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
 def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> NodePlan:
     user = d.spec.cluster.ssh.user
     target = "" if rank == 0 else (f"{user}@{node.ssh}" if user else node.ssh or "")
-    fabric_ip = f"[{node.fabric.ip}]" if ":" in node.fabric.ip else node.fabric.ip
+    # distribute.sh copies over the fabric; in a mesh or ring a cable reaches one neighbour, the control plane all.
+    copy_ip = node.control_ip if switchless(d.topology) else node.fabric.ip
+    fabric_ip = f"[{copy_ip}]" if ":" in copy_ip else copy_ip
     port = probe_port(d)
     return NodePlan(
         name=node.name,

@@ -37,8 +37,12 @@ class Deployment:
 
     @cached_property
     def nodes(self) -> tuple[Node, ...]:
-        """Head first (rank 0), then the workers in spec order (ranks 1..)."""
-        others = tuple(n for n in self.spec.cluster.nodes if n.index != self.head_index)
+        """Head first (rank 0), then the workers in spec order (ranks 1..). In a ring the order of nodes is
+        the cabling's, so the ranks go round it from the head: each rank's neighbours stay cabled to it."""
+        nodes = self.spec.cluster.nodes
+        if self.topology is Topology.RING:
+            return nodes[self.head_index :] + nodes[: self.head_index]
+        others = tuple(n for n in nodes if n.index != self.head_index)
         return (self.head, *others)
 
     @property

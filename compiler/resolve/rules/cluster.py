@@ -42,6 +42,27 @@ def plain_values(d: Deployment) -> Iterator[Diagnostic]:
             yield error(path, f"this value is {size} bytes long; at most {MAX_VALUE_BYTES} fit a command line safely")
 
 
+# What `sparkc init` (CHANGE-ME) and `sparkc import` (PLACEHOLDER) write where only the operator knows the value.
+PLACEHOLDERS = ("CHANGE-ME", "PLACEHOLDER")
+PLACEHOLDER_WHY = "which sparkc init or import wrote for a value only you know"
+
+
+def is_placeholder_left(diagnostic: Diagnostic) -> bool:
+    """The diagnostic says a placeholder is still there (what init and import expect of their own output)."""
+    return PLACEHOLDER_WHY in diagnostic.message
+
+
+def no_placeholders(d: Deployment) -> Iterator[Diagnostic]:
+    """A value still marked for replacement would reach the nodes as a path or host nobody has."""
+    for path, text, is_name in _given_strings(d.spec.given, ()):
+        found = next((p for p in PLACEHOLDERS if p in text), None)
+        if found and not is_name:
+            yield error(
+                path,
+                f"'{text}' still holds {found}, {PLACEHOLDER_WHY}: write this deployment's real value",
+            )
+
+
 def bad_scope(text: str) -> str | None:
     """Why the scope id of an IPv6 address is refused: ipaddress takes any text after '%' (spaces, quotes,
     `$(...)`, ';'), and the address reaches env values, --master-addr, ssh targets and netplan YAML."""
@@ -260,6 +281,7 @@ def _layout_alternative(arch: Architecture, gpus: int) -> tuple[int, int] | None
 
 RULES = (
     plain_values,
+    no_placeholders,
     head_exists,
     unique_nodes,
     fabric_addresses,

@@ -231,7 +231,7 @@ def env_overrides(d: Deployment) -> Iterator[Diagnostic]:
                 f"(topology {d.topology}: no switch between the nodes)",
             )
     for node in d.spec.cluster.nodes:
-        planned = {s.name: s for s in interfaces(node)}
+        planned = {s.name: s for s in interfaces(node, d.topology)}
         for name in IFNAME_VARS:
             value = node.env.get(name)
             if value is None or value == planned[name].value:
