@@ -10,6 +10,7 @@ from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.resolve.context import Deployment
+from compiler.resolve.env import switchless
 from compiler.spec.typed import Architecture, Node
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -138,7 +139,8 @@ def control_planes(d: Deployment) -> Iterator[Diagnostic]:
     rendezvous, which a node without one would look for on its fabric."""
     nodes = d.spec.cluster.nodes
     with_control = [n for n in nodes if n.control]
-    if with_control and len(with_control) < len(nodes):
+    # In a mesh or ring every node needs one, which the topology's rule says node by node.
+    if with_control and len(with_control) < len(nodes) and not switchless(d.topology):
         for node in nodes:
             if node.control is None:
                 yield error(
