@@ -67,7 +67,8 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         model_host_path=d.spec.model.hf.repo_folder if d.spec.model.hf else d.spec.model.path,
         ray_port=d.spec.launch.ray_port,
         master_port=d.spec.launch.master_port,
-        ray_required=ray and (d.profile is None or d.profile.ray is not RayPresence.PRESENT),
+        # Installed by a hook, Ray exists only once the hooks ran: `ray start` after them is the check.
+        ray_required=ray and d.ray_presence is not RayPresence.PRESENT and not d.hooks_install_ray,
         ray_expected_ips=tuple(p.control_ip for p in nodes) if ray else (),
         total_gpus=d.total_gpus,
         nccl_check=d.nccl_check,

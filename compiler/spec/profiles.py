@@ -6,6 +6,7 @@ The built-in ones ship with sparkc; an operator's own (a `profiles/` folder besi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -54,6 +55,7 @@ class Profile:
     side_effects: tuple[str, ...]
     notes: tuple[str, ...]
     origin: str = ""  # the file of an operator's own profile; "" for a built-in one
+    ray_absent_from: tuple[int, ...] | None = None  # with ray: check, the first release without Ray
 
     def control(self, setting: str) -> Control | None:
         return dict(self.controls).get(setting)
@@ -123,9 +125,28 @@ def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str
             auto=EntrypointMode(data["auto"]),
             side_effects=tuple(data.get("side_effects", ())),
             notes=tuple(data.get("notes", ())),
+            ray_absent_from=_version(data["ray_absent_from"]) if "ray_absent_from" in data else None,
         ),
         [],
     )
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def ray_presence(profile: Profile, image: str) -> RayPresence:
+    """Whether this image, by its tag, has Ray: a `check` profile that knows the first release without
+    Ray answers `absent` for tags that name it or a later one (26.05-py3); other tags stay `check`."""
+    if profile.ray is not RayPresence.CHECK or profile.ray_absent_from is None:
+        return profile.ray
+    name = image.split("@", 1)[0]
+    tag = name.rpartition(":")[2] if ":" in name.rpartition("/")[2] else ""
+    match = re.match(r"([0-9]+(?:\.[0-9]+)*)(?:[-_.]|$)", tag)
+    if match is None:
+        return RayPresence.CHECK
+    # Older releases may or may not have it: the launcher still checks.
+    return RayPresence.ABSENT if _version(match.group(1)) >= profile.ray_absent_from else RayPresence.CHECK
 
 
 def repository(image: str) -> str:
