@@ -15,6 +15,7 @@ from compiler.resolve.rules import cluster as rules_cluster
 from compiler.resolve.rules import engine as rules_engine
 from compiler.resolve.rules import hooks as rules_hooks
 from compiler.resolve.rules import model as rules_model
+from compiler.resolve.rules import mounts as rules_mounts
 from compiler.resolve.rules import ssh as rules_ssh
 from compiler.resolve.rules import topology as rules_topology
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
@@ -28,6 +29,7 @@ RULES = (
     + rules_ssh.RULES
     + rules_engine.RULES
     + rules_model.RULES
+    + rules_mounts.RULES
     + rules_hooks.RULES
 )
 
