@@ -108,11 +108,14 @@ def test_hardware_faults_fail_preflight_naming_the_node(
     assert all(d.containers_on(node) == [] for node in d.nodes)
 
 
-def test_a_pinned_gid_index_that_does_not_match_warns(deploy: Deploy, hardware: SimCluster) -> None:
+def test_a_pinned_gid_index_that_is_no_roce_v2_ipv4_gid_fails_preflight(deploy: Deploy, hardware: SimCluster) -> None:
     d = rdma_deployment(deploy, "pf-gid", {"cluster.nodes.1.env": {"NCCL_IB_GID_INDEX": "5"}})
-    result = d.run("launch-cluster.sh", "--preflight-only")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "spark2: NCCL_IB_GID_INDEX=5, but the RoCE v2 IPv4 GID of rocep1s0f1 is at index 3" in result.stderr
+    result = d.run("launch-cluster.sh")
+    assert_failed(result, "spark2", "preflight", 60)
+    assert "NCCL_IB_GID_INDEX=5, but the RoCE v2 IPv4 GID of rocep1s0f1 is at index 3" in result.stderr
+    assert all(d.containers_on(node) == [] for node in d.nodes)
+    pinned = rdma_deployment(deploy, "pf-gid-ok", {"cluster.nodes.1.env": {"NCCL_IB_GID_INDEX": "3"}})
+    assert pinned.run("launch-cluster.sh", "--preflight-only").returncode == 0
 
 
 def test_model_folder_differing_between_nodes_fails_preflight(

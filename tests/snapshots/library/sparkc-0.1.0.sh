@@ -811,7 +811,8 @@ judge_hcas() {
     fi
     ok=$((ok + 1))
     if [[ -n $pinned && " $gids" != *" $pinned "* ]]; then
-      pf_warn "$node" "NCCL_IB_GID_INDEX=$pinned, but the RoCE v2 IPv4 GID of $hca is at index ${gids% }" \
+      # NCCL takes the pinned index as it is: the launch fails or hangs only after the whole model load.
+      pf_problem "$node" "NCCL_IB_GID_INDEX=$pinned, but the RoCE v2 IPv4 GID of $hca is at index ${gids% }" \
         "(the index can differ per device): unset it to let NCCL choose, or pin ${gids%% *}"
     fi
   done <<<"$(pf "$node" hca_state)"
