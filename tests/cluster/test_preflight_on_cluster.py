@@ -3,6 +3,7 @@ shared connection, the node's hardware (tests/simcluster/hardware.py) judged, pr
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 import threading
@@ -216,3 +217,16 @@ def test_a_worker_killed_while_the_head_loads_ends_the_launch(deploy: Deploy, si
     saved = d.saved_logs()[-1]
     assert "status=exited" in (saved / "spark2.state").read_text()
     assert "SPARKC_STANDIN_RENDEZVOUS" in (saved / "spark1.log").read_text()
+
+
+def test_page_cache_the_gpu_counts_as_used_is_reported_with_the_fix(deploy: Deploy, hardware: SimCluster) -> None:
+    """MemAvailable says 120 GB, but 100 GB of it is page cache, which GB10's CUDA counts as used."""
+    hardware.set_meminfo("spark2", total_gb=128, free_gb=20, cached_gb=100)
+    d = rdma_deployment(deploy, "pf-cache")
+    result = d.run("launch-cluster.sh", "--preflight-only")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "spark2 has 20.0G free and 100.0G in page cache of 128.0G" in result.stderr, result.stderr
+    assert "set launch.drop_page_cache: true" in result.stderr
+    assert re.search(r"^spark2 .* 20\.0G/128\.0G ", result.stdout, re.M), result.stdout
+    dropped = rdma_deployment(deploy, "pf-cache-drop", {"launch.drop_page_cache": True})
+    assert "page cache" not in dropped.run("launch-cluster.sh", "--preflight-only").stderr

@@ -467,6 +467,10 @@ class SimCluster:
         """An RDMA device on the node (hardware.py); also makes the node's /dev/infiniband."""
         hardware.set_hca(self.node(node), name, state, ipv4)
 
+    def set_meminfo(self, node: str | Node, total_gb: int, free_gb: int, cached_gb: int) -> None:
+        """What the node's preflight reads as /proc/meminfo (hardware.py); reset_hardware() removes it."""
+        hardware.set_meminfo(self.node(node), total_gb, free_gb, cached_gb)
+
     def reset_hardware(self, node: str | Node) -> None:
         hardware.write_defaults(self.node(node))
 

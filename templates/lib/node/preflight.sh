@@ -88,4 +88,10 @@ check_gpus() {
   fi
 }
 
-check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
+# MemFree and Cached too: on GB10 CUDA's free memory follows MemFree (page cache counts as used).
+check_memory() {
+  meminfo=${SPARKC_PREFLIGHT_ROOT:-}/proc/meminfo
+  [ -r "$meminfo" ] || meminfo=/proc/meminfo
+  awk '$1 == "MemTotal:" || $1 == "MemAvailable:" || $1 == "MemFree:" || $1 == "Cached:" { print "memory", $1, $2 }' \
+    "$meminfo"
+}

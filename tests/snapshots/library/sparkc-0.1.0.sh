@@ -550,7 +550,13 @@ check_gpus() {
   fi
 }
 
-check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
+# MemFree and Cached too: on GB10 CUDA'\''s free memory follows MemFree (page cache counts as used).
+check_memory() {
+  meminfo=${SPARKC_PREFLIGHT_ROOT:-}/proc/meminfo
+  [ -r "$meminfo" ] || meminfo=/proc/meminfo
+  awk '\''$1 == "MemTotal:" || $1 == "MemAvailable:" || $1 == "MemFree:" || $1 == "Cached:" { print "memory", $1, $2 }'\'' \
+    "$meminfo"
+}
 '
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
@@ -861,15 +867,24 @@ judge_gpus() {
 }
 
 judge_memory() {
-  local node=$1 total available
+  local node=$1 total available free cached
   total=$(pf "$node" memory | awk '$1 == "MemTotal:" { print $2 }')
   available=$(pf "$node" memory | awk '$1 == "MemAvailable:" { print $2 }')
+  free=$(pf "$node" memory | awk '$1 == "MemFree:" { print $2 }')
+  cached=$(pf "$node" memory | awk '$1 == "Cached:" { print $2 }')
   [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || return 0
-  pf_note "$node" memory "$(human_bytes $((available * 1024)))/$(human_bytes $((total * 1024)))"
+  [[ $free =~ ^[0-9]+$ && $cached =~ ^[0-9]+$ ]] || { free=$available cached=0; }
+  pf_note "$node" memory "$(human_bytes $((free * 1024)))/$(human_bytes $((total * 1024)))"
   # GPU and CPU share this memory; the engine's share is a fraction of the whole.
   if ((available * 10 < total * 8)); then
     pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
       "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
+  elif ((free * 10 < total * 8 && !DROP_PAGE_CACHE)); then
+    # MemAvailable counts page cache as free; GB10's cudaMemGetInfo does not, and SGLang and older vLLM
+    # size their memory pools from it.
+    pf_warn "$node" "$node has $(human_bytes $((free * 1024))) free and $(human_bytes $((cached * 1024))) in page" \
+      "cache of $(human_bytes $((total * 1024))): the GPU counts the cache as used, so the engine may size its" \
+      "pools too small or refuse to start; set launch.drop_page_cache: true to drop it before the containers start"
   fi
 }
 
