@@ -126,6 +126,7 @@ SCRIPT_NAMES = frozenset(
         "MODEL_HOST_PATH",
         "MODEL_ONLY",
         "MODEL_REVISION",
+        "MOUNT_SOURCES",
         "NCCL_CHECK",
         "NCCL_WANT",
         "NETDEV",

@@ -195,6 +195,7 @@ class Plan:
     endpoint_host: str  # the same for endpoint_url
     served_model_name: str  # effective
     model_host_path: str
+    mount_sources: tuple[str, ...]  # container.mounts' host paths: preflight checks each on every node
     ray_port: int
     master_port: int
     ray_required: bool  # preflight checks the image for ray

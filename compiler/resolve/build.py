@@ -65,6 +65,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         endpoint_host=_url_host(endpoint_host),
         served_model_name=d.served_model_name,
         model_host_path=d.spec.model.hf.repo_folder if d.spec.model.hf else d.spec.model.path,
+        mount_sources=tuple(dict.fromkeys(m.host for m in d.spec.container.mounts)),
         ray_port=d.spec.launch.ray_port,
         master_port=d.spec.launch.master_port,
         # Installed by a hook, Ray exists only once the hooks ran: `ray start` after them is the check.

@@ -11,9 +11,9 @@
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights draft fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft hcas gpus memory)
+PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -33,6 +33,8 @@ preflight_args() {
     "revision=$MODEL_REVISION"
     "hf=$MODEL_HF"
     "draft=$DRAFT_FOLDER"
+    # One path a line: no value of a spec holds a line break (the compiler refuses control characters).
+    "mounts=$(printf '%s\n' "${MOUNT_SOURCES[@]}")"
   )
   if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
 }
@@ -314,6 +316,15 @@ judge_gpus() {
     pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
       "Stop that program (another engine?) before launching"
   fi
+}
+
+judge_mounts() {
+  local node=$1 path
+  while IFS= read -r path; do
+    [[ -n $path ]] || continue
+    pf_problem "$node" "mount source $path does not exist on $node: docker would mount an empty folder made" \
+      "by root in its place. Create it there (the same path on every node), or fix container.mounts"
+  done <<<"$(pf "$node" mount_missing)"
 }
 
 judge_memory() {

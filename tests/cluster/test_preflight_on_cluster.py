@@ -230,3 +230,21 @@ def test_page_cache_the_gpu_counts_as_used_is_reported_with_the_fix(deploy: Depl
     assert re.search(r"^spark2 .* 20\.0G/128\.0G ", result.stdout, re.M), result.stdout
     dropped = rdma_deployment(deploy, "pf-cache-drop", {"launch.drop_page_cache": True})
     assert "page cache" not in dropped.run("launch-cluster.sh", "--preflight-only").stderr
+
+
+def test_a_mount_source_missing_on_a_node_fails_preflight(deploy: Deploy, sim_cluster: SimCluster) -> None:
+    source = "/run/sparkc-mount-source"  # each node has its own /run: only spark1 gets the folder
+    sim_cluster.exec("spark1", ["mkdir", "-p", source], check=True)
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "pf-mount",
+        {"container.image": VLLM_IMAGE, "container.mounts": [{"host": source, "container": "/extra"}]},
+    )
+    try:
+        result = d.run("launch-cluster.sh")
+        assert_failed(result, "spark2", "preflight", 60)
+        assert f"mount source {source} does not exist on spark2" in result.stderr
+        assert "does not exist on spark1" not in result.stderr
+        assert sim_cluster.exec("spark2", ["test", "-e", source]).returncode == 1  # docker made nothing there
+    finally:
+        sim_cluster.exec("spark1", ["rm", "-rf", source])

@@ -34,6 +34,13 @@ check_model() {
   (cd "$a_model" && find -L . -type f -exec stat -L -c "model_file %s %n" {} + 2>/dev/null)
 }
 
+# Each of container.mounts' host paths, one a line in $a_mounts: those that do not exist.
+check_mounts() {
+  printf "%s\n" "${a_mounts:-}" | while IFS= read -r path; do
+    [ -z "$path" ] || [ -e "$path" ] || echo "mount_missing $path"
+  done
+}
+
 check_fabric() {
   if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
     printf "%s\n" "$out" | sed "s/^/netdev_addr /"

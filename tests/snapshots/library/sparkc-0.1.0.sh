@@ -496,6 +496,13 @@ check_model() {
   (cd "$a_model" && find -L . -type f -exec stat -L -c "model_file %s %n" {} + 2>/dev/null)
 }
 
+# Each of container.mounts'\'' host paths, one a line in $a_mounts: those that do not exist.
+check_mounts() {
+  printf "%s\n" "${a_mounts:-}" | while IFS= read -r path; do
+    [ -z "$path" ] || [ -e "$path" ] || echo "mount_missing $path"
+  done
+}
+
 check_fabric() {
   if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
     printf "%s\n" "$out" | sed "s/^/netdev_addr /"
@@ -561,9 +568,9 @@ check_memory() {
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights draft fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft hcas gpus memory)
+PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -583,6 +590,8 @@ preflight_args() {
     "revision=$MODEL_REVISION"
     "hf=$MODEL_HF"
     "draft=$DRAFT_FOLDER"
+    # One path a line: no value of a spec holds a line break (the compiler refuses control characters).
+    "mounts=$(printf '%s\n' "${MOUNT_SOURCES[@]}")"
   )
   if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
 }
@@ -864,6 +873,15 @@ judge_gpus() {
     pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
       "Stop that program (another engine?) before launching"
   fi
+}
+
+judge_mounts() {
+  local node=$1 path
+  while IFS= read -r path; do
+    [[ -n $path ]] || continue
+    pf_problem "$node" "mount source $path does not exist on $node: docker would mount an empty folder made" \
+      "by root in its place. Create it there (the same path on every node), or fix container.mounts"
+  done <<<"$(pf "$node" mount_missing)"
 }
 
 judge_memory() {
