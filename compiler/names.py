@@ -65,6 +65,7 @@ SHELL_NAMES = frozenset(
 )
 SCRIPT_NAMES = frozenset(
     [
+        "API_BIND_HOST",
         "API_KEY_GIVEN",
         "API_KEY_VAR",
         "API_PORT",

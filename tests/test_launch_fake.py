@@ -266,7 +266,7 @@ def test_dry_run_touches_nothing(fake: FakeCluster) -> None:
     assert fake.calls() == []
     assert "[spark-b] docker run \\\n    -d \\\n    --name sparkc-qwen35-122b-spark-b \\\n" in dry.stdout
     assert "[spark-a] docker exec \\\n    -d \\\n    sparkc-qwen35-122b-spark-a \\\n    sh \\\n    -c " in dry.stdout
-    assert "[spark-b] sh -c <preflight: host docker model weights draft fabric" in dry.stdout  # preflight shown
+    assert "[spark-b] sh -c <preflight: host docker model weights draft mounts fabric" in dry.stdout  # preflight shown
     assert "image=hellohal2064/vllm-qwen3.5-gb10:latest" in dry.stdout
 
 

@@ -59,6 +59,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         ray_engine=ray_engine(d),
         api_port=d.api_port,
         probe_host=probe_host,
+        api_bind_host=host,
         probe_url=f"http://{host_port(probe_host, d.api_port)}",
         endpoint_url=f"http://{host_port(endpoint_host, d.api_port)}",
         probe_url_host=_url_host(probe_host),
