@@ -65,6 +65,7 @@ SHELL_NAMES = frozenset(
 )
 SCRIPT_NAMES = frozenset(
     [
+        "API_BIND_HOST",
         "API_KEY_GIVEN",
         "API_KEY_VAR",
         "API_PORT",
@@ -126,6 +127,7 @@ SCRIPT_NAMES = frozenset(
         "MODEL_HOST_PATH",
         "MODEL_ONLY",
         "MODEL_REVISION",
+        "MOUNT_SOURCES",
         "NCCL_CHECK",
         "NCCL_WANT",
         "NETDEV",

@@ -189,12 +189,14 @@ class Plan:
     ray_engine: Command  # Ray: the engine's command, run in the head's container once Ray formed; else ()
     api_port: int  # effective
     probe_host: str  # where the launcher on the head reaches the API
+    api_bind_host: str  # where the engine binds the API (its host, 0.0.0.0 by default)
     probe_url: str  # http://PROBE_HOST:PORT, an IPv6 address in brackets
     endpoint_url: str  # what to tell the operator
     probe_url_host: str  # PROBE_HOST as a URL writes it (IPv6 in brackets): the scripts add the port of the launch
     endpoint_host: str  # the same for endpoint_url
     served_model_name: str  # effective
     model_host_path: str
+    mount_sources: tuple[str, ...]  # container.mounts' host paths: preflight checks each on every node
     ray_port: int
     master_port: int
     ray_required: bool  # preflight checks the image for ray

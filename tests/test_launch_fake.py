@@ -267,7 +267,7 @@ def test_dry_run_touches_nothing(fake: FakeCluster) -> None:
     spark_b_run = dry.stdout.rsplit("[spark-b] docker run \\\n    -d \\\n", 1)[1].split("\n[", 1)[0]  # not the probe
     assert "    --name sparkc-qwen35-122b-spark-b \\\n" in spark_b_run  # one flag per line, the node's own name
     assert "[spark-a] docker exec \\\n    -d \\\n    sparkc-qwen35-122b-spark-a \\\n    sh \\\n    -c " in dry.stdout
-    assert "[spark-b] sh -c <preflight: host docker model weights draft fabric" in dry.stdout  # preflight shown
+    assert "[spark-b] sh -c <preflight: host docker model weights draft mounts fabric" in dry.stdout  # preflight shown
     assert "image=hellohal2064/vllm-qwen3.5-gb10:latest" in dry.stdout
 
 

@@ -15,6 +15,7 @@ from tests.specs import (
     container_command,
     diagnostics_text,
     docker_run_words,
+    example,
     flag_value,
     flag_values,
     node_env,
@@ -193,8 +194,11 @@ def test_ports_must_be_distinct_and_clear_of_ray() -> None:
 
 
 def test_topology_ring_sets_nccl_routing() -> None:
-    a = node_env(plan_of(with_changes(BASE, {"cluster.topology": "ring"})), "a")
+    ring = example("llama33-70b-4spark-ring")
+    a = node_env(plan_of(ring), "spark-a")
     assert a["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1" and a["NCCL_ALGO"] == "Ring" and a["NCCL_NET_PLUGIN"] == "none"
+    switched = with_changes(ring, {"cluster.topology": "switch"})
+    assert "NCCL_ALGO" not in node_env(plan_of(switched), "spark-a")
     assert "NCCL_ALGO" not in node_env(plan_of(BASE), "a")
 
 

@@ -71,8 +71,9 @@ def discover_command(
     "-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("spec.yaml"), show_default=True
 )
 def init_command(nodes: int | None, from_discover: Path | None, name: str, out: Path) -> None:
-    """Write a commented starter spec that validates as written; replace the values marked CHANGE."""
+    """Write a commented starter spec; replace the values marked CHANGE, then it compiles."""
     from compiler.pipeline import compile_text
+    from compiler.resolve.rules.cluster import is_placeholder_left
     from compiler.tools import init_spec
 
     if from_discover is not None:
@@ -86,8 +87,11 @@ def init_command(nodes: int | None, from_discover: Path | None, name: str, out: 
         found, ssh = init_spec.placeholder_nodes(nodes or 2), {}
     text = init_spec.starter(name, found, ssh, str(from_discover) if from_discover else "")
     checked = compile_text(text, str(out), render_files=False)
-    if not checked.ok:  # a name or a discovered value the spec refuses: say which, write nothing
-        problems = "; ".join(f"line {d.line}: {d.message}" for d in checked.diagnostics if d.severity == "error")
+    # Only the placeholders may be wrong (the operator replaces them); a name or a discovered value the
+    # spec refuses: say which, write nothing.
+    wrong = [d for d in checked.diagnostics if d.severity == "error" and not is_placeholder_left(d)]
+    if wrong:
+        problems = "; ".join(f"line {d.line}: {d.message}" for d in wrong)
         raise UsageProblem(f"the starter spec would not validate ({problems}); write nothing")
     _write_new(out, text, "init")
     marked = text.count(init_spec.CHANGE)

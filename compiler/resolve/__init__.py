@@ -15,13 +15,23 @@ from compiler.resolve.rules import cluster as rules_cluster
 from compiler.resolve.rules import engine as rules_engine
 from compiler.resolve.rules import hooks as rules_hooks
 from compiler.resolve.rules import model as rules_model
+from compiler.resolve.rules import mounts as rules_mounts
 from compiler.resolve.rules import ssh as rules_ssh
+from compiler.resolve.rules import topology as rules_topology
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
 from compiler.spec.profiles import Profile
 from compiler.spec.typed import Spec
 
-RULES = rules_cluster.RULES + rules_ssh.RULES + rules_engine.RULES + rules_model.RULES + rules_hooks.RULES
+RULES = (
+    rules_cluster.RULES
+    + rules_topology.RULES
+    + rules_ssh.RULES
+    + rules_engine.RULES
+    + rules_model.RULES
+    + rules_mounts.RULES
+    + rules_hooks.RULES
+)
 
 
 def resolve(

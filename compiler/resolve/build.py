@@ -11,7 +11,7 @@ from compiler.resolve.cache import cache_host_dir
 from compiler.resolve.containers import container_name, docker_run, model_plan, probe_run, ray_engine
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
-from compiler.resolve.env import node_envs, split_planes
+from compiler.resolve.env import node_envs, split_planes, switchless
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.hooks import hook_plan
 from compiler.resolve.ports import api_port_control, head_ports
@@ -59,15 +59,18 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         ray_engine=ray_engine(d),
         api_port=d.api_port,
         probe_host=probe_host,
+        api_bind_host=host,
         probe_url=f"http://{host_port(probe_host, d.api_port)}",
         endpoint_url=f"http://{host_port(endpoint_host, d.api_port)}",
         probe_url_host=_url_host(probe_host),
         endpoint_host=_url_host(endpoint_host),
         served_model_name=d.served_model_name,
         model_host_path=d.spec.model.hf.repo_folder if d.spec.model.hf else d.spec.model.path,
+        mount_sources=tuple(dict.fromkeys(m.host for m in d.spec.container.mounts)),
         ray_port=d.spec.launch.ray_port,
         master_port=d.spec.launch.master_port,
-        ray_required=ray and (d.profile is None or d.profile.ray is not RayPresence.PRESENT),
+        # Installed by a hook, Ray exists only once the hooks ran: `ray start` after them is the check.
+        ray_required=ray and d.ray_presence is not RayPresence.PRESENT and not d.hooks_install_ray,
         ray_expected_ips=tuple(p.control_ip for p in nodes) if ray else (),
         total_gpus=d.total_gpus,
         nccl_check=d.nccl_check,
@@ -98,7 +101,9 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
 def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> NodePlan:
     user = d.spec.cluster.ssh.user
     target = "" if rank == 0 else (f"{user}@{node.ssh}" if user else node.ssh or "")
-    fabric_ip = f"[{node.fabric.ip}]" if ":" in node.fabric.ip else node.fabric.ip
+    # distribute.sh copies over the fabric; in a mesh or ring a cable reaches one neighbour, the control plane all.
+    copy_ip = node.control_ip if switchless(d.topology) else node.fabric.ip
+    fabric_ip = f"[{copy_ip}]" if ":" in copy_ip else copy_ip
     port = probe_port(d)
     return NodePlan(
         name=node.name,

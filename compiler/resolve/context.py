@@ -6,6 +6,7 @@ rule says so, and the builders never run.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -14,11 +15,13 @@ from compiler.engines.flag_table import FlagTable, table_for
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
-from compiler.spec.profiles import Profile, find_profile
+from compiler.spec.profiles import Profile, RayPresence, find_profile, ray_presence
 from compiler.spec.typed import Backend, Node, Spec, Topology
 
 # Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
 ENGINE_TIMEOUT_MARGIN = 60
+# A package manager installing Ray: `pip install ray`, `pip3 install -U "ray[default]"`, `uv pip install ray==2.49`.
+INSTALLS_RAY = re.compile(r"\b(pip3?|uv|conda|mamba)\b[^;&|]*\binstall\b[^;&|]*(?<![\w-])['\"]?ray(?![\w-])")
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,12 @@ class Deployment:
 
     @cached_property
     def nodes(self) -> tuple[Node, ...]:
-        """Head first (rank 0), then the workers in spec order (ranks 1..)."""
-        others = tuple(n for n in self.spec.cluster.nodes if n.index != self.head_index)
+        """Head first (rank 0), then the workers in spec order (ranks 1..). In a ring the order of nodes is
+        the cabling's, so the ranks go round it from the head: each rank's neighbours stay cabled to it."""
+        nodes = self.spec.cluster.nodes
+        if self.topology is Topology.RING:
+            return nodes[self.head_index :] + nodes[: self.head_index]
+        others = tuple(n for n in nodes if n.index != self.head_index)
         return (self.head, *others)
 
     @property
@@ -57,6 +64,17 @@ class Deployment:
     @property
     def topology(self) -> Topology:
         return self.spec.cluster.topology or (Topology.DIRECT if len(self.spec.cluster.nodes) <= 2 else Topology.SWITCH)
+
+    @property
+    def ray_presence(self) -> RayPresence:
+        """Whether the image has Ray, as its profile knows it for this tag (check: the launcher looks)."""
+        return ray_presence(self.profile, self.spec.container.image) if self.profile else RayPresence.CHECK
+
+    @property
+    def hooks_install_ray(self) -> bool:
+        """A pre_engine hook installs Ray (NVIDIA's playbook does, for images without it)."""
+        hooks = self.spec.container.hooks
+        return hooks is not None and any(INSTALLS_RAY.search(command) for command in hooks.pre_engine)
 
     @property
     def engine_timeout(self) -> int:

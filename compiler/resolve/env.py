@@ -83,7 +83,7 @@ def _layers(d: Deployment, node: Node) -> tuple[Setting, ...]:
 
 def _fabric(d: Deployment, node: Node) -> tuple[Setting, ...]:
     fabric = node.fabric
-    settings = list(interfaces(node))
+    settings = list(interfaces(node, d.topology))
     if fabric.hcas:
         exact = any(h.startswith("=") for h in fabric.hcas)
         hca = ("=" if exact else "") + ",".join(h.lstrip("=") for h in fabric.hcas)
@@ -111,6 +111,11 @@ def _fabric(d: Deployment, node: Node) -> tuple[Setting, ...]:
     return tuple(settings)
 
 
+def switchless(topology: Topology) -> bool:
+    """Mesh and ring: each CX-7 address reaches one neighbour, so only the control plane reaches every node."""
+    return topology in (Topology.MESH, Topology.RING)
+
+
 def split_planes(node: Node) -> bool:
     """The spec separates the node's control plane from its data plane (a control netdev, or data netdevs)."""
     return node.control is not None or node.fabric.is_given("netdevs")
@@ -121,11 +126,15 @@ def plane_ip(node: Node) -> str:
     return "control IP (cluster.nodes[].control.ip)" if node.control else "fabric IP"
 
 
-def interfaces(node: Node) -> tuple[Setting, ...]:
+def interfaces(node: Node, topology: Topology) -> tuple[Setting, ...]:
     """The interface variables. One netdev carries everything unless the spec splits the planes: then
     Gloo and TensorPipe (one name each: Gloo crashes on lists) take the control netdev, NCCL's sockets
-    and Open MPI the data netdevs, and UCX the RDMA devices in its device:port form."""
+    and Open MPI the data netdevs, and UCX the RDMA devices in its device:port form. In a mesh or ring
+    NCCL's bootstrap listens on one interface of NCCL_SOCKET_IFNAME, which on a cable reaches one
+    neighbour only: every socket then goes over the control netdev, and RDMA over NCCL_IB_HCA."""
     fabric = node.fabric
+    if switchless(topology) and node.control is not None:
+        return _switchless_interfaces(node, node.control.netdev, topology)
     if not split_planes(node):
         why = "this node's fabric netdev (cluster.nodes[].fabric.netdev)"
         return tuple(Setting(name, fabric.netdev, Source.DERIVED, why) for name in IFNAME_VARS)
@@ -149,6 +158,21 @@ def interfaces(node: Node) -> tuple[Setting, ...]:
     )
 
 
+def _switchless_interfaces(node: Node, control: str, topology: Topology) -> tuple[Setting, ...]:
+    why = (
+        f"this node's control netdev (cluster.nodes[].control.netdev): in a {topology} a cable reaches one "
+        "neighbour, NCCL's bootstrap and the sockets must reach every node"
+    )
+    settings = [Setting(name, control, Source.DERIVED, why) for name in IFNAME_VARS if name != "UCX_NET_DEVICES"]
+    if node.fabric.hcas:
+        ucx = ",".join(h.lstrip("=") if ":" in h else f"{h.lstrip('=')}:1" for h in node.fabric.hcas)
+        ucx_why = "this node's RDMA devices, port 1 unless given (UCX's device:port form)"
+        settings.append(Setting("UCX_NET_DEVICES", ucx, Source.DERIVED, ucx_why))
+    else:
+        settings.append(Setting("UCX_NET_DEVICES", control, Source.DERIVED, why))
+    return tuple(sorted(settings, key=lambda s: IFNAME_VARS.index(s.name)))
+
+
 def _runtime(d: Deployment) -> tuple[Setting, ...]:
     settings = [
         Setting(
@@ -167,10 +191,17 @@ def _runtime(d: Deployment) -> tuple[Setting, ...]:
             Setting("RAY_num_prestart_python_workers", "0", Source.DEFAULT, "no idle Python workers holding memory")
         )
     topology = d.topology
-    if topology in (Topology.MESH, Topology.RING):
+    if switchless(topology):
         why = f"topology {topology}: no switch between the nodes"
+        cluster = d.spec.cluster
         settings += [
             Setting("NCCL_IB_SUBNET_AWARE_ROUTING", "1", Source.DERIVED, why),
+            Setting(
+                "NCCL_IB_SUBNET_PREFIX_LEN",
+                str(cluster.link_prefix_length),
+                cluster.source("link_prefix_length"),
+                "cluster.link_prefix_length: each cable's own subnet, which NCCL matches between the ranks",
+            ),
             Setting("NCCL_IB_MERGE_NICS", "0", Source.DERIVED, why),
             Setting("NCCL_NET_PLUGIN", "none", Source.DERIVED, why),
         ]

@@ -132,6 +132,7 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
         ),
         head=cluster.get("head"),
         topology=Topology(topology) if topology else None,
+        link_prefix_length=cluster["link_prefix_length"],
         nodes=tuple(nodes),
     )
 

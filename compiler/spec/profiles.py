@@ -56,6 +56,7 @@ class Profile:
     notes: tuple[str, ...]
     origin: str = ""  # the file of an operator's own profile; "" for a built-in one
     version_from_tag: str | None = None  # a regular expression whose one group is the engine's version
+    ray_absent_from: tuple[int, ...] | None = None  # with ray: check, the first release without Ray
 
     def engine_version(self, image: str) -> str | None:
         """The engine's release the image holds, where its tag says it."""
@@ -133,9 +134,28 @@ def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str
             side_effects=tuple(data.get("side_effects", ())),
             notes=tuple(data.get("notes", ())),
             version_from_tag=data.get("engine_version", {}).get("from_tag"),
+            ray_absent_from=_version(data["ray_absent_from"]) if "ray_absent_from" in data else None,
         ),
         [],
     )
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def ray_presence(profile: Profile, image: str) -> RayPresence:
+    """Whether this image, by its tag, has Ray: a `check` profile that knows the first release without
+    Ray answers `absent` for tags that name it or a later one (26.05-py3); other tags stay `check`."""
+    if profile.ray is not RayPresence.CHECK or profile.ray_absent_from is None:
+        return profile.ray
+    name = image.split("@", 1)[0]
+    tag = name.rpartition(":")[2] if ":" in name.rpartition("/")[2] else ""
+    match = re.match(r"([0-9]+(?:\.[0-9]+)*)(?:[-_.]|$)", tag)
+    if match is None:
+        return RayPresence.CHECK
+    # Older releases may or may not have it: the launcher still checks.
+    return RayPresence.ABSENT if _version(match.group(1)) >= profile.ray_absent_from else RayPresence.CHECK
 
 
 def repository(image: str) -> str:

@@ -106,6 +106,7 @@ class Cluster(Section):
     ssh: Ssh
     head: str | None
     topology: Topology | None
+    link_prefix_length: int  # mesh and ring: the prefix of each cable's own subnet
     nodes: tuple[Node, ...]
 
 

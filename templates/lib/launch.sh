@@ -485,6 +485,28 @@ remove_container() { on_node "$1" docker rm -f "${CONTAINER[$1]}"; }
 # shellcheck disable=SC2016  # $1 and $2 belong to the inner bash
 port_in_use() { timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' port_in_use "$1" "$2" 2>/dev/null; }
 
+# Whether a program on this host listens where an engine binding $1 (0.0.0.0 or :: for every address)
+# would need port $2: on that address, or on every address. ss sees listeners on any address (the LAN's
+# too); without it, connect to the addresses the launcher knows.
+port_taken_at() {
+  local host=$1 port=$2 address
+  if command -v ss >/dev/null 2>&1; then
+    while read -r address; do
+      address=${address%:*}
+      address=${address#[}
+      address=${address%]}
+      address=${address%%%*}
+      if [[ $host == 0.0.0.0 || $host == :: || $address == 0.0.0.0 || $address == '*' || $address == :: ]] \
+        || [[ $address == "$host" ]]; then
+        return 0
+      fi
+    done < <(ss -Hltn "sport = :$port" 2>/dev/null | awk '{ print $4 }')
+    return 1
+  fi
+  port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port" \
+    || { [[ $host == 0.0.0.0 || $host == :: ]] || port_in_use "$host" "$port"; }
+}
+
 start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
   local i port wave nodes
@@ -492,8 +514,13 @@ start_containers() {
     watch_pipes
     for i in "${!HEAD_PORTS[@]}"; do
       port=${HEAD_PORTS[i]}
-      [[ ${HEAD_PORT_USES[i]} != API ]] || port=$API_PORT  # this launch's, where --port moved it
-      if port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
+      if [[ ${HEAD_PORT_USES[i]} == API ]]; then
+        port=$API_PORT # this launch's, where --port moved it
+        if port_taken_at "$API_BIND_HOST" "$port"; then
+          fail "$HEAD" "the API port $port is already in use on the head by another program (where the engine" \
+            "binds it, $API_BIND_HOST): free it or choose another port in the spec"
+        fi
+      elif port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
         fail "$HEAD" "the ${HEAD_PORT_USES[i]} port $port is already in use on the head by another program:" \
           "free it or choose another port in the spec"
       fi

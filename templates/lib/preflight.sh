@@ -11,9 +11,9 @@
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights draft fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft hcas gpus memory)
+PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -33,6 +33,8 @@ preflight_args() {
     "revision=$MODEL_REVISION"
     "hf=$MODEL_HF"
     "draft=$DRAFT_FOLDER"
+    # One path a line: no value of a spec holds a line break (the compiler refuses control characters).
+    "mounts=$(printf '%s\n' "${MOUNT_SOURCES[@]}")"
   )
   if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
 }
@@ -267,7 +269,8 @@ judge_hcas() {
     fi
     ok=$((ok + 1))
     if [[ -n $pinned && " $gids" != *" $pinned "* ]]; then
-      pf_warn "$node" "NCCL_IB_GID_INDEX=$pinned, but the RoCE v2 IPv4 GID of $hca is at index ${gids% }" \
+      # NCCL takes the pinned index as it is: the launch fails or hangs only after the whole model load.
+      pf_problem "$node" "NCCL_IB_GID_INDEX=$pinned, but the RoCE v2 IPv4 GID of $hca is at index ${gids% }" \
         "(the index can differ per device): unset it to let NCCL choose, or pin ${gids%% *}"
     fi
   done <<<"$(pf "$node" hca_state)"
@@ -315,16 +318,34 @@ judge_gpus() {
   fi
 }
 
+judge_mounts() {
+  local node=$1 path
+  while IFS= read -r path; do
+    [[ -n $path ]] || continue
+    pf_problem "$node" "mount source $path does not exist on $node: docker would mount an empty folder made" \
+      "by root in its place. Create it there (the same path on every node), or fix container.mounts"
+  done <<<"$(pf "$node" mount_missing)"
+}
+
 judge_memory() {
-  local node=$1 total available
+  local node=$1 total available free cached
   total=$(pf "$node" memory | awk '$1 == "MemTotal:" { print $2 }')
   available=$(pf "$node" memory | awk '$1 == "MemAvailable:" { print $2 }')
+  free=$(pf "$node" memory | awk '$1 == "MemFree:" { print $2 }')
+  cached=$(pf "$node" memory | awk '$1 == "Cached:" { print $2 }')
   [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || return 0
-  pf_note "$node" memory "$(human_bytes $((available * 1024)))/$(human_bytes $((total * 1024)))"
+  [[ $free =~ ^[0-9]+$ && $cached =~ ^[0-9]+$ ]] || { free=$available cached=0; }
+  pf_note "$node" memory "$(human_bytes $((free * 1024)))/$(human_bytes $((total * 1024)))"
   # GPU and CPU share this memory; the engine's share is a fraction of the whole.
   if ((available * 10 < total * 8)); then
     pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
       "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
+  elif ((free * 10 < total * 8 && !DROP_PAGE_CACHE)); then
+    # MemAvailable counts page cache as free; GB10's cudaMemGetInfo does not, and SGLang and older vLLM
+    # size their memory pools from it.
+    pf_warn "$node" "$node has $(human_bytes $((free * 1024))) free and $(human_bytes $((cached * 1024))) in page" \
+      "cache of $(human_bytes $((total * 1024))): the GPU counts the cache as used, so the engine may size its" \
+      "pools too small or refuse to start; set launch.drop_page_cache: true to drop it before the containers start"
   fi
 }
 

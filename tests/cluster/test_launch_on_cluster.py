@@ -314,3 +314,19 @@ def test_ray_missing_from_the_image(deploy: Deploy) -> None:
     assert_failed(result, "spark1", "preflight", 60)
     assert "Ray is not in image" in result.stderr
     assert all(d.containers_on(n) == [] for n in d.nodes)
+
+
+def test_api_port_taken_on_the_lan_address_is_found_before_the_engine_starts(
+    deploy: Deploy, sim_cluster: SimCluster
+) -> None:
+    """A listener on the head's management (LAN) address only: the engine binds 0.0.0.0 and would die."""
+    d = deploy("llama33-70b-2spark-native.yaml", "f-lanport", {"container.image": VLLM_IMAGE})
+    blocker = sim_cluster.break_occupy_port("spark1", 8000, host=sim_cluster.head.mgmt_ip)
+    try:
+        result = d.run("launch-cluster.sh", "--no-probe")
+    finally:
+        blocker.release()
+    assert_failed(result, "spark1", "containers", 60)
+    assert "the API port 8000 is already in use on the head by another program (where the engine binds it" in (
+        result.stderr
+    )

@@ -3,6 +3,7 @@ shared connection, the node's hardware (tests/simcluster/hardware.py) judged, pr
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 import threading
@@ -108,11 +109,14 @@ def test_hardware_faults_fail_preflight_naming_the_node(
     assert all(d.containers_on(node) == [] for node in d.nodes)
 
 
-def test_a_pinned_gid_index_that_does_not_match_warns(deploy: Deploy, hardware: SimCluster) -> None:
+def test_a_pinned_gid_index_that_is_no_roce_v2_ipv4_gid_fails_preflight(deploy: Deploy, hardware: SimCluster) -> None:
     d = rdma_deployment(deploy, "pf-gid", {"cluster.nodes.1.env": {"NCCL_IB_GID_INDEX": "5"}})
-    result = d.run("launch-cluster.sh", "--preflight-only")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "spark2: NCCL_IB_GID_INDEX=5, but the RoCE v2 IPv4 GID of rocep1s0f1 is at index 3" in result.stderr
+    result = d.run("launch-cluster.sh")
+    assert_failed(result, "spark2", "preflight", 60)
+    assert "NCCL_IB_GID_INDEX=5, but the RoCE v2 IPv4 GID of rocep1s0f1 is at index 3" in result.stderr
+    assert all(d.containers_on(node) == [] for node in d.nodes)
+    pinned = rdma_deployment(deploy, "pf-gid-ok", {"cluster.nodes.1.env": {"NCCL_IB_GID_INDEX": "3"}})
+    assert pinned.run("launch-cluster.sh", "--preflight-only").returncode == 0
 
 
 def test_model_folder_differing_between_nodes_fails_preflight(
@@ -213,3 +217,34 @@ def test_a_worker_killed_while_the_head_loads_ends_the_launch(deploy: Deploy, si
     saved = d.saved_logs()[-1]
     assert "status=exited" in (saved / "spark2.state").read_text()
     assert "SPARKC_STANDIN_RENDEZVOUS" in (saved / "spark1.log").read_text()
+
+
+def test_page_cache_the_gpu_counts_as_used_is_reported_with_the_fix(deploy: Deploy, hardware: SimCluster) -> None:
+    """MemAvailable says 120 GB, but 100 GB of it is page cache, which GB10's CUDA counts as used."""
+    hardware.set_meminfo("spark2", total_gb=128, free_gb=20, cached_gb=100)
+    d = rdma_deployment(deploy, "pf-cache")
+    result = d.run("launch-cluster.sh", "--preflight-only")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "spark2 has 20.0G free and 100.0G in page cache of 128.0G" in result.stderr, result.stderr
+    assert "set launch.drop_page_cache: true" in result.stderr
+    assert re.search(r"^spark2 .* 20\.0G/128\.0G ", result.stdout, re.M), result.stdout
+    dropped = rdma_deployment(deploy, "pf-cache-drop", {"launch.drop_page_cache": True})
+    assert "page cache" not in dropped.run("launch-cluster.sh", "--preflight-only").stderr
+
+
+def test_a_mount_source_missing_on_a_node_fails_preflight(deploy: Deploy, sim_cluster: SimCluster) -> None:
+    source = "/run/sparkc-mount-source"  # each node has its own /run: only spark1 gets the folder
+    sim_cluster.exec("spark1", ["mkdir", "-p", source], check=True)
+    d = deploy(
+        "llama33-70b-2spark-native.yaml",
+        "pf-mount",
+        {"container.image": VLLM_IMAGE, "container.mounts": [{"host": source, "container": "/extra"}]},
+    )
+    try:
+        result = d.run("launch-cluster.sh")
+        assert_failed(result, "spark2", "preflight", 60)
+        assert f"mount source {source} does not exist on spark2" in result.stderr
+        assert "does not exist on spark1" not in result.stderr
+        assert sim_cluster.exec("spark2", ["test", "-e", source]).returncode == 1  # docker made nothing there
+    finally:
+        sim_cluster.exec("spark1", ["rm", "-rf", source])

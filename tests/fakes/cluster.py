@@ -127,6 +127,14 @@ class FakeCluster:
                 **{f"cluster.nodes.{i}.fabric.ip": f"127.0.0.{i + 1}" for i in nodes},
             },
         )
+        # Mount sources as local folders: preflight checks that each exists (the fake nodes share this disk).
+        mounts = []
+        for i, mount in enumerate(spec["container"].get("mounts", [])):
+            source = self.root / "mounts" / str(i)
+            source.mkdir(parents=True, exist_ok=True)
+            mounts.append({**mount, "host": str(source)})
+        if mounts:
+            spec = with_changes(spec, {"container.mounts": mounts})
         user = (spec["cluster"].get("ssh") or {}).get("user")
         image = spec["container"]["image"]
         for i, node in enumerate(spec["cluster"]["nodes"]):

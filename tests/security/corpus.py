@@ -222,7 +222,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field(
         "cache.host",
         ("container", "cache", "host"),
-        _set("container.cache.host"),
+        lambda v: {"container.cache": {"enabled": True, "host": v}},  # the native example keeps it off
         lambda v: [word(f"{v}:/var/cache/sparkc")],
         wrap=lambda p: f"/srv/cache/{p}",
     ),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import images as images_mod
 from .cleanup import cleanup_stale
-from .cluster import SimCluster
+from .cluster import TOPOLOGIES, SimCluster
 from .nodes import DEFAULT_FABRIC_NETDEV, DEFAULT_NAME, WORK_ROOT, ClusterUnavailable, NodeSpec
 from .runtime import VENV, container_mounts, sync_runtime
 
@@ -41,6 +41,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NODE=IFNAME",
         help=f"fabric netdev name of one node (default {DEFAULT_FABRIC_NETDEV})",
     )
+    up.add_argument(
+        "--topology",
+        choices=TOPOLOGIES,
+        default="switch",
+        help="switch: one fabric bridge; mesh (3 nodes) or ring: each node's port 0 cabled to the next's port 1",
+    )
+    up.add_argument("--link-prefix-len", type=int, default=24, help="mesh and ring: each cable's subnet prefix")
     up.add_argument("--no-images", action="store_true", help="do not load the test images")
     up.add_argument("--venv", type=Path, default=VENV)
 
@@ -91,7 +98,14 @@ def _run(args: argparse.Namespace) -> int:
         if netdevs:
             print(f"error: --netdev names unknown nodes: {', '.join(netdevs)}", file=sys.stderr)
             return 2
-        cluster = SimCluster(specs, name=args.name, work_root=args.work_root, venv=args.venv)
+        cluster = SimCluster(
+            specs,
+            name=args.name,
+            work_root=args.work_root,
+            venv=args.venv,
+            topology=args.topology,
+            link_prefix_len=args.link_prefix_len,
+        )
         cluster.up(images=() if args.no_images else images_mod.IMAGES)
         print(
             json.dumps(

@@ -44,6 +44,10 @@ from .runtime import VENV, sync_runtime, venv_python
 log = logging.getLogger("sparkc-sim")
 
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# How the fabric is cabled: "switch" puts every node's fabric port on one bridge; "mesh" (three nodes)
+# and "ring" (three or more) cable each node's port 0 to the next node's port 1, the last to the first.
+TOPOLOGIES = ("switch", "mesh", "ring")
+PORT0, PORT1 = "enp1s0f0np0", "enp1s0f1np1"  # a CX-7 card's two ports
 NODEINIT = Path(__file__).with_name("nodeinit.sh")
 
 
@@ -103,32 +107,56 @@ class SimCluster:
         fabric_net: str = "10.78.0",
         first_host: int = 11,
         venv: Path = VENV,
+        topology: str = "switch",
+        link_prefix_len: int = 24,
     ) -> None:
         if not NAME_RE.match(name):
             raise ValueError(f"cluster name {name!r} must match {NAME_RE.pattern}")
+        if topology not in TOPOLOGIES:
+            raise ValueError(f"topology {topology!r} is none of {', '.join(TOPOLOGIES)}")
         specs = (
             [NodeSpec(f"spark{i + 1}") for i in range(nodes)]
             if isinstance(nodes, int)
             else [n if isinstance(n, NodeSpec) else NodeSpec(n) for n in nodes]
         )
         validate_specs(specs)
+        if topology == "mesh" and len(specs) != 3:
+            raise ValueError("a mesh without a switch is three nodes (a CX-7 card has two ports)")
+        if topology == "ring" and len(specs) < 3:
+            raise ValueError("a ring needs at least three nodes")
+        if not 8 <= link_prefix_len <= 30:
+            raise ValueError(f"link prefix length {link_prefix_len} is not between 8 and 30")
+        self.topology, self.link_prefix_len = topology, link_prefix_len
         self.name = name
         self.work_root = Path(work_root)
         self.workdir = self.work_root / name
         self.venv = venv
         self.bridge_ns = f"{name}_net"
+        cabled = topology != "switch"
+        # Cable i joins node i's port 0 (.1) and node i+1's port 1 (.2) on its own subnet 10.78.<i+1>.0.
+        link_net = fabric_net.rsplit(".", 1)[0]
         self.nodes = [
             Node(
                 name=s.name,
                 index=i,
                 mgmt_ip=f"{mgmt_net}.{first_host + i}",
-                fabric_ip=f"{fabric_net}.{first_host + i}",
-                fabric_netdev=s.fabric_netdev,
+                fabric_ip=f"{link_net}.{i + 1}.1" if cabled else f"{fabric_net}.{first_host + i}",
+                fabric_netdev=PORT0 if cabled else s.fabric_netdev,
                 netns=f"{name}_{s.name}",
                 dir=self.workdir / "nodes" / s.name,
             )
             for i, s in enumerate(specs)
         ]
+        self.links = (
+            [
+                net.Link(
+                    a.netns, PORT0, f"{link_net}.{i + 1}.1", b.netns, PORT1, f"{link_net}.{i + 1}.2", link_prefix_len
+                )
+                for i, (a, b) in enumerate(zip(self.nodes, self.nodes[1:] + self.nodes[:1], strict=True))
+            ]
+            if cabled
+            else []
+        )
         self.timings: dict[str, float] = {}
         self._popens: dict[str, subprocess.Popen[bytes]] = {}
         self._init_pids: dict[str, int] = {}
@@ -156,6 +184,15 @@ class SimCluster:
     def hosts(self) -> dict[str, str]:
         """Node name -> management IP (also in each node's /etc/hosts)."""
         return {n.name: n.mgmt_ip for n in self.nodes}
+
+    def ports(self, name: str | Node) -> dict[str, str]:
+        """A node's fabric netdevs and their addresses: its cables' ends in a mesh or ring, else its one port."""
+        n = self.node(name)
+        if not self.links:
+            return {n.fabric_netdev: n.fabric_ip}
+        ends = [(c.a_netns, c.a_netdev, c.a_ip) for c in self.links]
+        ends += [(c.b_netns, c.b_netdev, c.b_ip) for c in self.links]
+        return {netdev: address for netns, netdev, address in sorted(ends) if netns == n.netns}
 
     @property
     def ssh_key(self) -> Path:
@@ -198,7 +235,13 @@ class SimCluster:
             write_cluster_files(self.workdir, self.ssh_key, self.nodes, comment=f"{self.name}-root")
             net.create(
                 self.bridge_ns,
-                [net.Attachment(n.netns, n.index, n.mgmt_ip, n.fabric_ip, n.fabric_netdev) for n in self.nodes],
+                [
+                    net.Attachment(
+                        n.netns, n.index, n.mgmt_ip, n.fabric_ip, n.fabric_netdev, bridged_fabric=not self.links
+                    )
+                    for n in self.nodes
+                ],
+                self.links,
             )
             for node in self.nodes:
                 hardware.write_defaults(node)
@@ -254,6 +297,8 @@ class SimCluster:
             name=name,
             work_root=Path(work_root),
             venv=Path(state["venv"]),
+            topology=state.get("topology", "switch"),
+            link_prefix_len=state.get("link_prefix_len", 24),
         )
         cluster.nodes = [Node(**{**n, "dir": Path(n["dir"])}) for n in state["nodes"]]
         cluster._init_pids = {k: int(v) for k, v in state["init_pids"].items()}
@@ -422,6 +467,10 @@ class SimCluster:
         """An RDMA device on the node (hardware.py); also makes the node's /dev/infiniband."""
         hardware.set_hca(self.node(node), name, state, ipv4)
 
+    def set_meminfo(self, node: str | Node, total_gb: int, free_gb: int, cached_gb: int) -> None:
+        """What the node's preflight reads as /proc/meminfo (hardware.py); reset_hardware() removes it."""
+        hardware.set_meminfo(self.node(node), total_gb, free_gb, cached_gb)
+
     def reset_hardware(self, node: str | Node) -> None:
         hardware.write_defaults(self.node(node))
 
@@ -547,6 +596,8 @@ class SimCluster:
             "name": self.name,
             "venv": str(self.venv),
             "bridge_ns": self.bridge_ns,
+            "topology": self.topology,
+            "link_prefix_len": self.link_prefix_len,
             "nodes": [{**asdict(n), "dir": str(n.dir)} for n in self.nodes],
             "init_pids": self._init_pids,
             "ssh_key": str(self.ssh_key),

@@ -88,6 +88,22 @@ def set_hca(node: Node, name: str, state: str = "ACTIVE", ipv4: str | None = "",
         (port / "gid_attrs" / "types" / str(i)).write_text(kind + "\n" if kind else "")
 
 
+def set_meminfo(node: Node, total_gb: int, free_gb: int, cached_gb: int) -> None:
+    """What the node's /proc/meminfo says, as the launcher's preflight reads it (MemAvailable: free plus
+    cache, as the kernel roughly counts it). write_defaults removes it: the machine's own then counts."""
+    d = hw_dir(node) / "proc"
+    d.mkdir(parents=True, exist_ok=True)
+    kb = 1024 * 1024
+    lines = [
+        ("MemTotal", total_gb),
+        ("MemFree", free_gb),
+        ("MemAvailable", free_gb + cached_gb),
+        ("Buffers", 0),
+        ("Cached", cached_gb),
+    ]
+    (d / "meminfo").write_text("".join(f"{name}:{value * kb:>16} kB\n" for name, value in lines))
+
+
 def remove_hca(node: Node, name: str) -> None:
     shutil.rmtree(hw_dir(node) / "sys" / "class" / "infiniband" / name, ignore_errors=True)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.resolve.context import Deployment
+from compiler.resolve.env import switchless
 from compiler.spec.typed import Architecture, Node
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -40,6 +41,27 @@ def plain_values(d: Deployment) -> Iterator[Diagnostic]:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > MAX_VALUE_BYTES:
             yield error(path, f"this value is {size} bytes long; at most {MAX_VALUE_BYTES} fit a command line safely")
+
+
+# What `sparkc init` (CHANGE-ME) and `sparkc import` (PLACEHOLDER) write where only the operator knows the value.
+PLACEHOLDERS = ("CHANGE-ME", "PLACEHOLDER")
+PLACEHOLDER_WHY = "which sparkc init or import wrote for a value only you know"
+
+
+def is_placeholder_left(diagnostic: Diagnostic) -> bool:
+    """The diagnostic says a placeholder is still there (what init and import expect of their own output)."""
+    return PLACEHOLDER_WHY in diagnostic.message
+
+
+def no_placeholders(d: Deployment) -> Iterator[Diagnostic]:
+    """A value still marked for replacement would reach the nodes as a path or host nobody has."""
+    for path, text, is_name in _given_strings(d.spec.given, ()):
+        found = next((p for p in PLACEHOLDERS if p in text), None)
+        if found and not is_name:
+            yield error(
+                path,
+                f"'{text}' still holds {found}, {PLACEHOLDER_WHY}: write this deployment's real value",
+            )
 
 
 def bad_scope(text: str) -> str | None:
@@ -117,7 +139,8 @@ def control_planes(d: Deployment) -> Iterator[Diagnostic]:
     rendezvous, which a node without one would look for on its fabric."""
     nodes = d.spec.cluster.nodes
     with_control = [n for n in nodes if n.control]
-    if with_control and len(with_control) < len(nodes):
+    # In a mesh or ring every node needs one, which the topology's rule says node by node.
+    if with_control and len(with_control) < len(nodes) and not switchless(d.topology):
         for node in nodes:
             if node.control is None:
                 yield error(
@@ -260,6 +283,7 @@ def _layout_alternative(arch: Architecture, gpus: int) -> tuple[int, int] | None
 
 RULES = (
     plain_values,
+    no_placeholders,
     head_exists,
     unique_nodes,
     fabric_addresses,

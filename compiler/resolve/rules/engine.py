@@ -185,8 +185,14 @@ def backend_supported(d: Deployment) -> Iterator[Diagnostic]:
         return
     if not d.engine.supports_ray:
         yield error(d.spec.engine.at("backend"), f"{d.engine.name} forms its own multi-node group; use backend: native")
-    elif d.profile is not None and d.profile.ray is RayPresence.ABSENT:
-        yield error(d.spec.engine.at("backend"), f"{d.profile.family} ships without Ray; use backend: native")
+    elif d.profile is not None and d.ray_presence is RayPresence.ABSENT and not d.hooks_install_ray:
+        path = d.spec.engine.at("backend") if d.spec.engine.is_given("backend") else d.spec.container.at("image")
+        yield error(
+            path,
+            f"{d.spec.container.image} ships without Ray ({d.profile.family}), so the Ray backend cannot start; "
+            "write engine.backend: native, or install Ray first with a container.hooks.pre_engine command "
+            "such as 'pip install ray'",
+        )
 
 
 def secrets_stay_secret(d: Deployment) -> Iterator[Diagnostic]:
@@ -257,7 +263,7 @@ def env_overrides(d: Deployment) -> Iterator[Diagnostic]:
                 f"(topology {d.topology}: no switch between the nodes)",
             )
     for node in d.spec.cluster.nodes:
-        planned = {s.name: s for s in interfaces(node)}
+        planned = {s.name: s for s in interfaces(node, d.topology)}
         for name in IFNAME_VARS:
             value = node.env.get(name)
             if value is None or value == planned[name].value:

@@ -34,6 +34,13 @@ check_model() {
   (cd "$a_model" && find -L . -type f -exec stat -L -c "model_file %s %n" {} + 2>/dev/null)
 }
 
+# Each of container.mounts' host paths, one a line in $a_mounts: those that do not exist.
+check_mounts() {
+  printf "%s\n" "${a_mounts:-}" | while IFS= read -r path; do
+    [ -z "$path" ] || [ -e "$path" ] || echo "mount_missing $path"
+  done
+}
+
 check_fabric() {
   if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
     printf "%s\n" "$out" | sed "s/^/netdev_addr /"
@@ -88,4 +95,10 @@ check_gpus() {
   fi
 }
 
-check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
+# MemFree and Cached too: on GB10 CUDA's free memory follows MemFree (page cache counts as used).
+check_memory() {
+  meminfo=${SPARKC_PREFLIGHT_ROOT:-}/proc/meminfo
+  [ -r "$meminfo" ] || meminfo=/proc/meminfo
+  awk '$1 == "MemTotal:" || $1 == "MemAvailable:" || $1 == "MemFree:" || $1 == "Cached:" { print "memory", $1, $2 }' \
+    "$meminfo"
+}

@@ -10,7 +10,7 @@ import time
 import traceback
 from types import FrameType
 
-from . import dist, log, model, server
+from . import dist, log, model, nccl_bootstrap, server
 from .config import EngineConfig, env_float, env_int
 
 FAKE_TRACE = """Traceback (most recent call last):
@@ -85,6 +85,7 @@ def run(cfg: EngineConfig) -> int:
             _check_local_gpus(cfg)
             if cfg.nnodes > 1:
                 dist.gloo_rendezvous(cfg, _rendezvous_timeout(cfg))
+                nccl_bootstrap.bootstrap(cfg.node_rank, cfg.nnodes, _rendezvous_timeout(cfg))
     except dist.DistError as exc:
         log.error(str(exc))
         traceback.print_exc()

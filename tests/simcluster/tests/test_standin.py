@@ -243,3 +243,27 @@ def test_noray_image_has_no_ray_shim() -> None:
     assert "usr/local/bin/ray" in shims.variant_files("vllm", "/v", "/p")
     assert "usr/local/bin/ray" not in shims.variant_files("vllm-noray", "/v", "/p")
     assert "app/entrypoint.sh" in shims.variant_files("hellohal", "/v", "/p")
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "matches"),
+    [
+        ("enp1s0f0np0", "enp1s0f0np0", True),
+        ("enp1s0f0np0", "enp1s0", True),  # a prefix, as NCCL matches by default
+        ("enp1s0f0np0", "=enp1s0", False),  # '=': the exact name only
+        ("enp1s0f0np0", "mgmt0,enp1s0f0np0", True),
+        ("docker0", "^docker,lo", False),  # '^': anything but these
+        ("mgmt0", "^docker,lo", True),
+    ],
+)
+def test_nccl_bootstrap_picks_interfaces_as_nccl_does(name: str, spec: str, matches: bool) -> None:
+    from tests.simcluster.standin.nccl_bootstrap import _matches
+
+    assert _matches(name, spec) is matches
+
+
+def test_nccl_bootstrap_listens_on_one_interface_of_the_list() -> None:
+    from tests.simcluster.standin.nccl_bootstrap import find_interface
+
+    assert find_interface("lo") == ("lo", "127.0.0.1")  # loopback only when named
+    assert find_interface("no-such-netdev") is None

@@ -496,6 +496,13 @@ check_model() {
   (cd "$a_model" && find -L . -type f -exec stat -L -c "model_file %s %n" {} + 2>/dev/null)
 }
 
+# Each of container.mounts'\'' host paths, one a line in $a_mounts: those that do not exist.
+check_mounts() {
+  printf "%s\n" "${a_mounts:-}" | while IFS= read -r path; do
+    [ -z "$path" ] || [ -e "$path" ] || echo "mount_missing $path"
+  done
+}
+
 check_fabric() {
   if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
     printf "%s\n" "$out" | sed "s/^/netdev_addr /"
@@ -550,14 +557,20 @@ check_gpus() {
   fi
 }
 
-check_memory() { awk "\$1 == \"MemTotal:\" || \$1 == \"MemAvailable:\" { print \"memory\", \$1, \$2 }" /proc/meminfo; }
+# MemFree and Cached too: on GB10 CUDA'\''s free memory follows MemFree (page cache counts as used).
+check_memory() {
+  meminfo=${SPARKC_PREFLIGHT_ROOT:-}/proc/meminfo
+  [ -r "$meminfo" ] || meminfo=/proc/meminfo
+  awk '\''$1 == "MemTotal:" || $1 == "MemAvailable:" || $1 == "MemFree:" || $1 == "Cached:" { print "memory", $1, $2 }'\'' \
+    "$meminfo"
+}
 '
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights draft fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft hcas gpus memory)
+PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -577,6 +590,8 @@ preflight_args() {
     "revision=$MODEL_REVISION"
     "hf=$MODEL_HF"
     "draft=$DRAFT_FOLDER"
+    # One path a line: no value of a spec holds a line break (the compiler refuses control characters).
+    "mounts=$(printf '%s\n' "${MOUNT_SOURCES[@]}")"
   )
   if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
 }
@@ -811,7 +826,8 @@ judge_hcas() {
     fi
     ok=$((ok + 1))
     if [[ -n $pinned && " $gids" != *" $pinned "* ]]; then
-      pf_warn "$node" "NCCL_IB_GID_INDEX=$pinned, but the RoCE v2 IPv4 GID of $hca is at index ${gids% }" \
+      # NCCL takes the pinned index as it is: the launch fails or hangs only after the whole model load.
+      pf_problem "$node" "NCCL_IB_GID_INDEX=$pinned, but the RoCE v2 IPv4 GID of $hca is at index ${gids% }" \
         "(the index can differ per device): unset it to let NCCL choose, or pin ${gids%% *}"
     fi
   done <<<"$(pf "$node" hca_state)"
@@ -859,16 +875,34 @@ judge_gpus() {
   fi
 }
 
+judge_mounts() {
+  local node=$1 path
+  while IFS= read -r path; do
+    [[ -n $path ]] || continue
+    pf_problem "$node" "mount source $path does not exist on $node: docker would mount an empty folder made" \
+      "by root in its place. Create it there (the same path on every node), or fix container.mounts"
+  done <<<"$(pf "$node" mount_missing)"
+}
+
 judge_memory() {
-  local node=$1 total available
+  local node=$1 total available free cached
   total=$(pf "$node" memory | awk '$1 == "MemTotal:" { print $2 }')
   available=$(pf "$node" memory | awk '$1 == "MemAvailable:" { print $2 }')
+  free=$(pf "$node" memory | awk '$1 == "MemFree:" { print $2 }')
+  cached=$(pf "$node" memory | awk '$1 == "Cached:" { print $2 }')
   [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || return 0
-  pf_note "$node" memory "$(human_bytes $((available * 1024)))/$(human_bytes $((total * 1024)))"
+  [[ $free =~ ^[0-9]+$ && $cached =~ ^[0-9]+$ ]] || { free=$available cached=0; }
+  pf_note "$node" memory "$(human_bytes $((free * 1024)))/$(human_bytes $((total * 1024)))"
   # GPU and CPU share this memory; the engine's share is a fraction of the whole.
   if ((available * 10 < total * 8)); then
     pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
       "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
+  elif ((free * 10 < total * 8 && !DROP_PAGE_CACHE)); then
+    # MemAvailable counts page cache as free; GB10's cudaMemGetInfo does not, and SGLang and older vLLM
+    # size their memory pools from it.
+    pf_warn "$node" "$node has $(human_bytes $((free * 1024))) free and $(human_bytes $((cached * 1024))) in page" \
+      "cache of $(human_bytes $((total * 1024))): the GPU counts the cache as used, so the engine may size its" \
+      "pools too small or refuse to start; set launch.drop_page_cache: true to drop it before the containers start"
   fi
 }
 
@@ -1789,6 +1823,28 @@ remove_container() { on_node "$1" docker rm -f "${CONTAINER[$1]}"; }
 # shellcheck disable=SC2016  # $1 and $2 belong to the inner bash
 port_in_use() { timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' port_in_use "$1" "$2" 2>/dev/null; }
 
+# Whether a program on this host listens where an engine binding $1 (0.0.0.0 or :: for every address)
+# would need port $2: on that address, or on every address. ss sees listeners on any address (the LAN's
+# too); without it, connect to the addresses the launcher knows.
+port_taken_at() {
+  local host=$1 port=$2 address
+  if command -v ss >/dev/null 2>&1; then
+    while read -r address; do
+      address=${address%:*}
+      address=${address#[}
+      address=${address%]}
+      address=${address%%%*}
+      if [[ $host == 0.0.0.0 || $host == :: || $address == 0.0.0.0 || $address == '*' || $address == :: ]] \
+        || [[ $address == "$host" ]]; then
+        return 0
+      fi
+    done < <(ss -Hltn "sport = :$port" 2>/dev/null | awk '{ print $4 }')
+    return 1
+  fi
+  port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port" \
+    || { [[ $host == 0.0.0.0 || $host == :: ]] || port_in_use "$host" "$port"; }
+}
+
 start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
   local i port wave nodes
@@ -1796,8 +1852,13 @@ start_containers() {
     watch_pipes
     for i in "${!HEAD_PORTS[@]}"; do
       port=${HEAD_PORTS[i]}
-      [[ ${HEAD_PORT_USES[i]} != API ]] || port=$API_PORT  # this launch's, where --port moved it
-      if port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
+      if [[ ${HEAD_PORT_USES[i]} == API ]]; then
+        port=$API_PORT # this launch's, where --port moved it
+        if port_taken_at "$API_BIND_HOST" "$port"; then
+          fail "$HEAD" "the API port $port is already in use on the head by another program (where the engine" \
+            "binds it, $API_BIND_HOST): free it or choose another port in the spec"
+        fi
+      elif port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
         fail "$HEAD" "the ${HEAD_PORT_USES[i]} port $port is already in use on the head by another program:" \
           "free it or choose another port in the spec"
       fi

@@ -1,0 +1,187 @@
+"""Three and four Sparks without a switch, on the simulated cluster: each CX-7 cable a veth pair that
+reaches only its neighbour, each on its own subnet, plus the management bridge as the 10 GbE control
+plane. A mesh and a ring launch become ready with NCCL's bootstrap on the control plane; bootstrap on a
+cable fails as NCCL does; distribute.sh reaches every node, neighbour or not.
+
+One cluster at a time (mesh first, then ring): the module's own, not the session's three-node switch."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.deployment import Deployment, sim_spec
+from tests.simcluster import ClusterUnavailable, SimCluster, preflight
+from tests.simcluster.cluster import PORT0, PORT1
+from tests.simcluster.fixtures import CLUSTER_NAME, unavailable
+from tests.simcluster.images import VLLM_IMAGE
+from tests.simcluster.net import MGMT_IF
+
+pytestmark = pytest.mark.cluster
+
+PREFIX = {"mesh": 30, "ring": 24}
+NODES = {"mesh": 3, "ring": 4}
+LAYOUT = {"mesh": (3, 1), "ring": (2, 2)}
+EXAMPLE = {"mesh": "qwen3-32b-3spark-mesh.yaml", "ring": "llama33-70b-4spark-ring.yaml"}
+
+
+class Clusters:
+    """The module's clusters, one up at a time: asking for another topology takes the last one down."""
+
+    def __init__(self) -> None:
+        self.current: SimCluster | None = None
+
+    def get(self, topology: str) -> SimCluster:
+        if self.current is not None and self.current.topology == topology:
+            return self.current
+        self.close()
+        cluster = SimCluster(
+            NODES[topology],
+            name=f"{CLUSTER_NAME}-{topology}"[:24],
+            topology=topology,
+            link_prefix_len=PREFIX[topology],
+        )
+        try:
+            cluster.up(images=(VLLM_IMAGE,))
+        except ClusterUnavailable as exc:
+            unavailable(str(exc))
+        self.current = cluster
+        return cluster
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.teardown()
+            self.current = None
+
+
+@pytest.fixture(scope="module")
+def clusters() -> Iterator[Clusters]:
+    problems = preflight()
+    if problems:
+        unavailable("; ".join(problems))
+    made = Clusters()
+    yield made
+    made.close()
+
+
+def deployment(
+    cluster: SimCluster,
+    name: str,
+    model_dir: Path,
+    build: Path,
+    node_env: dict[str, str] | None = None,
+    model_path: str | None = None,
+) -> Deployment:
+    """The topology's example on the cluster: the 10 GbE is the management bridge (mgmt0), the cables
+    are each node's two ports."""
+    nodes = [
+        {
+            "name": n.name,
+            "ssh": n.mgmt_ip,
+            "control": {"netdev": MGMT_IF, "ip": n.mgmt_ip},
+            "fabric": {"ip": n.fabric_ip, "netdev": PORT0, "netdevs": [PORT0, PORT1], "hcas": []},
+            **({"env": node_env} if node_env else {}),
+        }
+        for n in cluster.nodes
+    ]
+    changes: dict[str, Any] = {
+        "container.image": VLLM_IMAGE,
+        # The tiny model has 6 heads: TP=3 across the mesh, TP=2 x PP=2 round the ring.
+        "engine.tensor_parallel": LAYOUT[cluster.topology][0],
+        "engine.pipeline_parallel": LAYOUT[cluster.topology][1],
+        "model.architecture": {"attention_heads": 6, "kv_heads": 6},
+        "cluster.nodes": nodes,
+        "cluster.link_prefix_length": cluster.link_prefix_len,
+        **({"model.path": model_path} if model_path else {}),
+    }
+    spec = sim_spec(cluster, EXAMPLE[cluster.topology], name, len(cluster.nodes), model_dir, changes)
+    return Deployment(cluster, spec, build)
+
+
+def marker(d: Deployment, node: str, name: str) -> dict[str, Any]:
+    logs = d.cluster.docker(node, "logs", d.container(node)).stdout
+    line = next((line for line in logs.splitlines() if line.startswith(f"{name} ")), None)
+    assert line is not None, f"no {name} in {node}'s log:\n{logs[-3000:]}"
+    return json.loads(line.split(" ", 1)[1])
+
+
+def test_the_mesh_cables_reach_only_their_neighbour(clusters: Clusters) -> None:
+    cluster = clusters.get("mesh")
+    a, _, c = cluster.nodes
+    assert cluster.ports(a) == {PORT0: "10.78.1.1", PORT1: "10.78.3.2"}
+    reach = "exec 3<>/dev/tcp/{}/22 && echo reached"
+    assert "reached" in cluster.sh(a, reach.format("10.78.1.2")).stdout  # spark2's end of spark1's port 0
+    far = cluster.sh(c, reach.format("10.78.1.1"))  # spark1's port 0 from spark3: another cable
+    assert "reached" not in far.stdout and "Network is unreachable" in far.stderr
+
+
+def test_bootstrap_on_a_cable_fails_as_nccl_does(clusters: Clusters, sim_model_dir: Path, tmp_path: Path) -> None:
+    """What the scripts did before: NCCL_SOCKET_IFNAME on the CX-7 ports. Rank 0 listens on its port 0,
+    which only spark2 is cabled to; spark3 cannot reach it."""
+    cluster = clusters.get("mesh")
+    d = deployment(cluster, "meshcable", sim_model_dir, tmp_path / "build", {"NCCL_SOCKET_IFNAME": PORT0})
+    try:
+        launch = d.run("launch-cluster.sh", "--no-probe", timeout=240)
+        assert launch.returncode == 1, launch.stdout + launch.stderr
+        logs = cluster.docker("spark3", "logs", d.container("spark3"))
+        text = logs.stdout + logs.stderr
+        assert re.search(r"socketStartConnect: Connect to 10\.78\.1\.1<\d+> failed : Network is unreachable", text), (
+            text[-3000:]
+        )
+        assert f"Bootstrap: Using {PORT0}:10.78.1.1<" in cluster.docker("spark1", "logs", d.container("spark1")).stdout
+    finally:
+        d.remove()
+
+
+@pytest.mark.parametrize("topology", ["mesh", "ring"])
+def test_a_launch_becomes_ready_with_bootstrap_on_the_control_plane(
+    clusters: Clusters, topology: str, sim_model_dir: Path, tmp_path: Path
+) -> None:
+    cluster = clusters.get(topology)
+    d = deployment(cluster, f"{topology}ok", sim_model_dir, tmp_path / "build")
+    try:
+        # The fabric probe (real torch Gloo on the control plane) once, in the mesh: it takes seconds a node.
+        launch = d.run("launch-cluster.sh", *(() if topology == "mesh" else ("--no-probe",)), timeout=240)
+        assert launch.returncode == 0, launch.stdout + launch.stderr
+        assert ("== probe: one all-reduce" in launch.stdout) == (topology == "mesh"), launch.stdout
+        for n in cluster.nodes:
+            env = d.standin_env(n.name)["env"]
+            assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == MGMT_IF
+            assert env["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
+            assert env["NCCL_IB_SUBNET_PREFIX_LEN"] == str(PREFIX[topology])
+            assert marker(d, n.name, "SPARKC_STANDIN_NCCL_BOOTSTRAP") == {
+                "rank": n.index,
+                "ifname": MGMT_IF,
+                "address": n.mgmt_ip,
+            }
+        assert d.run("stop-cluster.sh").returncode == 0
+    finally:
+        d.remove()
+
+
+MODEL = "/run/sparkc-switchless-model"
+
+
+def test_distribute_reaches_a_node_no_cable_joins_to_the_head(
+    clusters: Clusters, sim_model_dir: Path, tmp_path: Path
+) -> None:
+    cluster = clusters.get("ring")
+    head, far = cluster.nodes[0], cluster.nodes[2]  # spark3: cabled to spark2 and spark4 only
+    assert not set(cluster.ports(far).values()) & {f"10.78.{i}.{j}" for i in (1, 4) for j in (1, 2)}
+    d = deployment(cluster, "ringdist", sim_model_dir, tmp_path / "build", model_path=MODEL)
+    cluster.sh(head.name, f"mkdir -p {MODEL} && head -c 100000 /dev/urandom > {MODEL}/model.safetensors", check=True)
+    cluster.break_remove_image(far.name, VLLM_IMAGE)
+    try:
+        run = d.run("distribute.sh", timeout=240)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert cluster.image_id(far.name, VLLM_IMAGE) == cluster.image_id(head.name, VLLM_IMAGE)
+        listing = f"cd {MODEL} && find . -type f -printf '%P %s\\n' | sort"
+        assert cluster.sh(far.name, listing).stdout == cluster.sh(head.name, listing).stdout
+    finally:
+        for n in cluster.nodes:
+            cluster.exec(n.name, ["rm", "-rf", MODEL])

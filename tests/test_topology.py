@@ -1,0 +1,136 @@
+"""Mesh and ring clusters (no switch): a cable reaches one neighbour, so bootstrap and sockets go over the
+control plane, Ray is refused on a ring, and the links' prefix length reaches NCCL. Also the topology
+checks every cabling shares: direct is two nodes, and a value left as init's or import's placeholder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compiler.diagnostics import Severity
+from compiler.pipeline import CompileResult
+from tests.specs import DELETE, compile_spec, diagnostics_text, example, node_env, node_plan, with_changes
+
+MESH = example("qwen3-32b-3spark-mesh")
+RING = example("llama33-70b-4spark-ring")
+SOCKET_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "OMPI_MCA_btl_tcp_if_include")
+
+
+def _errors(result: CompileResult) -> list[str]:
+    text = diagnostics_text(result)
+    return [line for line in text.splitlines() if ": " in line and "warning" not in line]
+
+
+def _ok(spec: dict[str, Any]) -> CompileResult:
+    result = compile_spec(spec)
+    assert result.ok, diagnostics_text(result)
+    assert result.plan is not None
+    return result
+
+
+@pytest.mark.parametrize("spec", [MESH, RING], ids=["mesh", "ring"])
+def test_bootstrap_and_sockets_ride_the_control_plane_rdma_stays_on_the_hcas(spec: dict[str, Any]) -> None:
+    plan = _ok(spec).plan
+    assert plan is not None
+    for node in plan.nodes:
+        env = node_env(plan, node.name)
+        assert {env[name] for name in SOCKET_VARS} == {"enP7s7"}, node.name
+        assert env["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0,rocep1s0f1,roceP2p1s0f1"
+        assert env["UCX_NET_DEVICES"].startswith("rocep1s0f0:1,")
+        assert env["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
+        assert env["MASTER_ADDR"] == "10.0.0.10" and env["VLLM_HOST_IP"].startswith("10.0.0.")
+
+
+def test_a_switched_cluster_keeps_its_sockets_on_the_fabric() -> None:
+    spec = with_changes(MESH, {"cluster.topology": "switch", "cluster.link_prefix_length": DELETE})
+    plan = _ok(spec).plan
+    assert plan is not None
+    assert node_env(plan, "spark-b")["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0,enp1s0f1np1"
+    assert "NCCL_IB_SUBNET_PREFIX_LEN" not in node_env(plan, "spark-b")
+
+
+def test_the_links_prefix_length_reaches_nccl() -> None:
+    assert node_env(_ok(MESH).plan, "spark-c")["NCCL_IB_SUBNET_PREFIX_LEN"] == "30"  # type: ignore[arg-type]
+    assert node_env(_ok(RING).plan, "spark-c")["NCCL_IB_SUBNET_PREFIX_LEN"] == "24"  # type: ignore[arg-type]
+
+
+def test_the_prefix_length_outside_a_mesh_or_ring_is_a_warning() -> None:
+    result = compile_spec(with_changes(MESH, {"cluster.topology": "switch"}))
+    assert result.ok
+    assert any(
+        d.severity is Severity.WARNING and d.path == ("cluster", "link_prefix_length") for d in result.diagnostics
+    )
+
+
+@pytest.mark.parametrize("spec", [MESH, RING], ids=["mesh", "ring"])
+def test_a_mesh_or_ring_needs_a_control_plane_on_every_node(spec: dict[str, Any]) -> None:
+    changes = {f"cluster.nodes.{i}.control": DELETE for i in range(len(spec["cluster"]["nodes"]))}
+    result = compile_spec(with_changes(spec, changes))
+    errors = _errors(result)
+    assert not result.ok
+    assert len([e for e in errors if "has no 'control'" in e]) == len(spec["cluster"]["nodes"])
+    assert "control: {netdev: enP7s7, ip: <its 10 GbE address>}" in errors[0]
+    assert errors[0].startswith("spec.yaml:") and "cluster.nodes[spark-a]" in errors[0]
+
+
+def test_ray_is_refused_on_a_ring() -> None:
+    result = compile_spec(with_changes(RING, {"engine.backend": "ray"}))
+    assert not result.ok
+    (error,) = [e for e in _errors(result) if "Ray" in e]
+    assert "engine.backend:" in error and "write engine.backend: native" in error
+    # Left to its default (Ray for vLLM on several nodes), the error points at the topology.
+    result = compile_spec(with_changes(RING, {"engine.backend": DELETE}))
+    assert any("cluster.topology:" in e and "Ray" in e for e in _errors(result))
+
+
+def test_ray_stays_allowed_in_a_mesh() -> None:
+    spec = with_changes(MESH, {"engine.backend": "ray", "container.image": "vllm/vllm-openai:v0.11.1"})
+    _ok(spec)
+
+
+def test_a_ring_ranks_go_round_the_cables_from_the_head() -> None:
+    plan = _ok(with_changes(RING, {"cluster.head": "spark-c"})).plan
+    assert plan is not None
+    assert [n.name for n in plan.nodes] == ["spark-c", "spark-d", "spark-a", "spark-b"]
+    assert node_env(plan, "spark-a")["MASTER_ADDR"] == "10.0.0.12"
+
+
+def test_distribute_copies_over_the_control_plane_in_a_mesh() -> None:
+    plan = _ok(MESH).plan
+    assert plan is not None
+    assert node_plan(plan, "spark-c").fabric_target == "aurora@10.0.0.12"
+    two = _ok(example("qwen3-32b-2spark-control-data")).plan
+    assert two is not None and node_plan(two, "spark-b").fabric_target == "aurora@192.168.100.11"
+
+
+@pytest.mark.parametrize(
+    ("topology", "nodes", "words"),
+    [
+        ("direct", 3, "direct means two nodes on one cable, but there are 3 nodes"),
+        ("mesh", 4, "a mesh without a switch is three nodes"),
+        ("ring", 2, "a ring needs at least three nodes"),
+    ],
+)
+def test_a_topology_must_fit_the_node_count(topology: str, nodes: int, words: str) -> None:
+    base = RING if nodes >= 3 else example("qwen3-32b-2spark-control-data")
+    spec = with_changes(base, {"cluster.topology": topology, "engine.tensor_parallel": nodes})
+    spec["cluster"]["nodes"] = spec["cluster"]["nodes"][:nodes]
+    result = compile_spec(spec)
+    assert not result.ok
+    assert any("cluster.topology:" in e and words in e for e in _errors(result)), diagnostics_text(result)
+
+
+def test_direct_with_two_nodes_is_fine() -> None:
+    _ok(with_changes(example("qwen3-32b-2spark-control-data"), {"cluster.topology": "direct"}))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("model.path", "/models/CHANGE-ME"), ("cluster.nodes.1.ssh", "PLACEHOLDER-spark-b")],
+)
+def test_a_value_left_as_a_placeholder_is_an_error(key: str, value: str) -> None:
+    result = compile_spec(with_changes(MESH, {key: value}))
+    assert not result.ok
+    errors = [e for e in _errors(result) if "still holds" in e]
+    assert len(errors) == 1 and "write this deployment's real value" in errors[0], diagnostics_text(result)
