@@ -178,12 +178,15 @@ def test_writable_folder_under_a_read_only_parent_compiles(open_tmp: Path) -> No
         ".gitattributes",
         "PLAN.md",
         "distribute.sh",
+        "fetch-model.sh",
+        "install-service.sh",
         "launch-cluster.sh",
         "lib",
         "logs.sh",
         "manifest.json",
         "status.sh",
         "stop-cluster.sh",
+        "systemd",
     ]
     assert [p.name for p in parent.iterdir()] == ["out"]
 
@@ -214,12 +217,15 @@ def test_folder_on_another_file_system_compiles(tmp_path: Path) -> None:
         ".gitattributes",
         "PLAN.md",
         "distribute.sh",
+        "fetch-model.sh",
+        "install-service.sh",
         "launch-cluster.sh",
         "lib",
         "logs.sh",
         "manifest.json",
         "status.sh",
         "stop-cluster.sh",
+        "systemd",
     ]
 
 

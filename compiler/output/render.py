@@ -22,7 +22,16 @@ from compiler.resources import data_dir
 if TYPE_CHECKING:
     import jinja2
 
-SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh", "distribute.sh")
+SCRIPTS = (
+    "launch-cluster.sh",
+    "stop-cluster.sh",
+    "status.sh",
+    "logs.sh",
+    "distribute.sh",
+    "fetch-model.sh",
+    "install-service.sh",
+)
+SYSTEMD_DIR = "systemd"  # the unit, beside the scripts (compiler.output.folder_guard.SYSTEMD)
 GITATTRIBUTES = ".gitattributes"
 # Review tools (GitHub, GitLab) fold the library: it is sparkc's code, the same for every deployment.
 GITATTRIBUTES_TEXT = "# Written by sparkc: lib/ is sparkc's own code, the same for every deployment.\n" + (
@@ -159,6 +168,9 @@ def render(plan: Plan) -> dict[str, str]:
     """The build folder's files: the scripts, the library they source, .gitattributes, PLAN.md and the manifest."""
     library = library_of(plan)
     files = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    if plan.service is not None:
+        unit = environment().get_template("systemd/unit.service.j2").render(plan=plan)
+        files[f"{SYSTEMD_DIR}/{plan.service.unit}"] = unit
     files[library.path] = library_text(library.version)
     files[GITATTRIBUTES] = GITATTRIBUTES_TEXT
     files[PAGE] = plan_page(plan)
@@ -202,6 +214,7 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
     for node in data["plan"]["nodes"]:
         if node["planes"] is None:
             del node["planes"]
-    if data["plan"]["hooks"] is None:
-        del data["plan"]["hooks"]
+    for optional in ("hooks", "host_hooks"):
+        if data["plan"][optional] is None:
+            del data["plan"][optional]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

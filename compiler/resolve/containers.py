@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler.engines import EngineArgv, host_port
-from compiler.plan import Command, ModelPlan, Setting, Words, flat
+from compiler.plan import Command, FetchMode, FetchPlan, ModelPlan, Setting, Words, flat
 from compiler.resolve.cache import cache_mount
 from compiler.resolve.context import Deployment
 from compiler.resolve.hooks import patches_mount, with_hooks
@@ -77,7 +77,18 @@ def _options(d: Deployment, node: Node, env: tuple[Setting, ...]) -> list[Words]
     groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
     groups += cache_mount(d)
     groups += [("-e", f"{s.name}={s.value}") for s in env]
-    return groups
+    return groups + log_options(d)
+
+
+def log_options(d: Deployment) -> list[Words]:
+    """docker's json-file driver, bounded: a chatty engine cannot fill the node's disk, and `docker logs`
+    (which reads this driver) keeps working. Named explicitly: a daemon's own default driver may be another."""
+    logs = d.spec.container.logs
+    return [
+        ("--log-driver", "json-file"),
+        ("--log-opt", f"max-size={logs.max_size}"),
+        ("--log-opt", f"max-file={logs.max_file}"),
+    ]
 
 
 def model_mounts(d: Deployment) -> Command:
@@ -107,6 +118,15 @@ def model_plan(d: Deployment) -> ModelPlan:
         draft_folder=model.draft.path if model.draft else "",
         drop_page_cache=d.spec.launch.drop_page_cache,
     )
+
+
+def fetch_plan(d: Deployment) -> FetchPlan:
+    """fetch-model.sh: the repo at the spec's revision, into the Hugging Face cache or the weights' folder."""
+    model = d.spec.model
+    name = f"sparkc-{d.spec.name}-fetch"
+    if model.hf is not None:
+        return FetchPlan(model.hf.repo, model.hf.revision, model.hf.cache, FetchMode.CACHE, name)
+    return FetchPlan(model.repo or "", model.revision or "main", model.path, FetchMode.FOLDER, name)
 
 
 def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
