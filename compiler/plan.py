@@ -172,6 +172,24 @@ class HostHookPlan:
         return "root, through sudo -n" if self.sudo else "the ssh user"
 
 
+# Where bench.sh mounts its results folder in the benchmark's container.
+BENCH_RESULTS = "/sparkc-bench"
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """bench.sh: the engine's serving benchmark in the deployment's image on the head, against the endpoint."""
+
+    command: Words  # the engine's benchmark, its @...@ words filled in by the script
+    mounts: Command  # the weights, read-only: the benchmark reads the tokenizer there
+    snapshot_ref: str  # a Hugging Face cache's refs/<branch>: its commit replaces SNAPSHOT_PLACEHOLDER; else ""
+    tokenizer: str  # the weights' folder in the container
+    concurrencies: tuple[int, ...]  # the default levels; --concurrency changes them
+    input_len: int
+    output_len: int
+    container_name: str
+
+
 class FetchMode(StrEnum):
     CACHE = "cache"  # into a Hugging Face cache (model.hf_cache): models--ORG--NAME/{refs,snapshots,blobs}
     FOLDER = "folder"  # into the weights' folder itself (model.path)
@@ -268,6 +286,7 @@ class Plan:
     host_hooks: HostHookPlan | None = None  # None: the spec has no cluster.hooks
     service: ServicePlan | None = None  # the systemd unit; None only in plans built by hand
     fetch: FetchPlan | None = None  # fetch-model.sh; None only in plans built by hand
+    bench: BenchPlan | None = None  # bench.sh; None only in plans built by hand
     # Where the spec takes its cluster section from a file: that file, its sha256 and the spec's own (spec_sha256
     # then covers both files, so the scripts notice a changed cluster file).
     cluster_file: str = ""

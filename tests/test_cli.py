@@ -30,6 +30,7 @@ def test_compile_writes_scripts_and_check_passes(runner: CliRunner, tmp_path: Pa
     assert names == [
         ".gitattributes",
         "PLAN.md",
+        "bench.sh",
         "distribute.sh",
         "fetch-model.sh",
         "install-service.sh",

@@ -177,6 +177,7 @@ def test_writable_folder_under_a_read_only_parent_compiles(open_tmp: Path) -> No
     assert sorted(p.name for p in out.iterdir()) == [
         ".gitattributes",
         "PLAN.md",
+        "bench.sh",
         "distribute.sh",
         "fetch-model.sh",
         "install-service.sh",
@@ -216,6 +217,7 @@ def test_folder_on_another_file_system_compiles(tmp_path: Path) -> None:
     assert sorted(result.stdout.split()) == [  # sorted: ls orders by the locale
         ".gitattributes",
         "PLAN.md",
+        "bench.sh",
         "distribute.sh",
         "fetch-model.sh",
         "install-service.sh",

@@ -30,6 +30,8 @@ FILE_PURPOSES = {
     "lack them or hold another build.",
     "fetch-model.sh": "Run on the head: downloads `model.repo` at its revision from the Hugging Face hub inside the "
     "image, resumable, after checking the disk has room (`HF_TOKEN` from the environment).",
+    "bench.sh": "Run on the head while the deployment serves: the engine's own serving benchmark at concurrencies "
+    "1, 4 and 16 with random prompts, one JSON per run and a summary table (`bench/<time>/`).",
     "install-service.sh": "Run on the head, as root: installs and enables `systemd/`'s unit, which runs "
     "`launch-cluster.sh` once after every boot (`--dry-run` shows the steps).",
     "manifest.json": "The resolved plan and the sha256 of the spec and of every file here.",

@@ -16,7 +16,7 @@ from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.output.emit import MANIFEST
 from compiler.output.library import library_path, library_sha256, library_text
 from compiler.output.plan_page import PAGE, plan_page
-from compiler.plan import MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
+from compiler.plan import BENCH_RESULTS, MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.resources import data_dir
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ SCRIPTS = (
     "logs.sh",
     "distribute.sh",
     "fetch-model.sh",
+    "bench.sh",
     "install-service.sh",
 )
 SYSTEMD_DIR = "systemd"  # the unit, beside the scripts (compiler.output.folder_guard.SYSTEMD)
@@ -138,6 +139,7 @@ def environment() -> jinja2.Environment:
     env.filters["words"] = _value("(v)", words)
     env.filters["lines"] = _value("  v", lines)
     env.filters["comment"] = _value("v", comment)
+    env.globals["bench_results"] = BENCH_RESULTS
     env.globals["patches_dir"] = PATCHES_DIR
     env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
     # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.

@@ -8,7 +8,15 @@ from compiler import __version__
 from compiler.engines import host_port
 from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
 from compiler.resolve.cache import cache_host_dir
-from compiler.resolve.containers import container_name, docker_run, fetch_plan, model_plan, probe_run, ray_engine
+from compiler.resolve.containers import (
+    bench_plan,
+    container_name,
+    docker_run,
+    fetch_plan,
+    model_plan,
+    probe_run,
+    ray_engine,
+)
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
 from compiler.resolve.env import node_envs, split_planes
@@ -96,6 +104,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         host_hooks=host_hook_plan(d),
         service=service_plan(d),
         fetch=fetch_plan(d),
+        bench=bench_plan(d),
     )
 
 

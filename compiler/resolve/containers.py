@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler.engines import EngineArgv, host_port
-from compiler.plan import Command, FetchMode, FetchPlan, ModelPlan, Setting, Words, flat
+from compiler.plan import BenchPlan, Command, FetchMode, FetchPlan, ModelPlan, Setting, Words, flat
 from compiler.resolve.cache import cache_mount
 from compiler.resolve.context import Deployment
 from compiler.resolve.hooks import patches_mount, with_hooks
@@ -127,6 +127,26 @@ def fetch_plan(d: Deployment) -> FetchPlan:
     if model.hf is not None:
         return FetchPlan(model.hf.repo, model.hf.revision, model.hf.cache, FetchMode.CACHE, name)
     return FetchPlan(model.repo or "", model.revision or "main", model.path, FetchMode.FOLDER, name)
+
+
+# Concurrencies a first look at an endpoint needs: one user, a few, many; prompts of a chat's size.
+BENCH_CONCURRENCIES = (1, 4, 16)
+BENCH_INPUT_LEN = 512
+BENCH_OUTPUT_LEN = 128
+
+
+def bench_plan(d: Deployment) -> BenchPlan:
+    hf = d.spec.model.hf
+    return BenchPlan(
+        command=d.engine.bench_command,
+        mounts=model_mounts(d),
+        snapshot_ref=f"{hf.repo_folder}/refs/{hf.revision}" if hf and not hf.pinned else "",
+        tokenizer=d.spec.model.mount,
+        concurrencies=BENCH_CONCURRENCIES,
+        input_len=BENCH_INPUT_LEN,
+        output_len=BENCH_OUTPUT_LEN,
+        container_name=f"sparkc-{d.spec.name}-bench",
+    )
 
 
 def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
