@@ -108,6 +108,7 @@ SCRIPT_NAMES = frozenset(
         "BENCH_COMMAND",
         "BENCH_CONCURRENCIES",
         "BENCH_CONTAINER",
+        "BENCH_ENV",
         "BENCH_INPUT_LEN",
         "BENCH_MOUNTS",
         "BENCH_OUTPUT_LEN",

@@ -181,7 +181,8 @@ class BenchPlan:
     """bench.sh: the engine's serving benchmark in the deployment's image on the head, against the endpoint."""
 
     command: Words  # the engine's benchmark, its @...@ words filled in by the script
-    mounts: Command  # the weights, read-only: the benchmark reads the tokenizer there
+    mounts: Command  # the weights, read-only (the benchmark reads the tokenizer there), and container.mounts
+    env: Command  # container.env, as `-e NAME=VALUE` groups
     snapshot_ref: str  # a Hugging Face cache's refs/<branch>: its commit replaces SNAPSHOT_PLACEHOLDER; else ""
     tokenizer: str  # the weights' folder in the container
     concurrencies: tuple[int, ...]  # the default levels; --concurrency changes them

@@ -136,10 +136,16 @@ BENCH_OUTPUT_LEN = 128
 
 
 def bench_plan(d: Deployment) -> BenchPlan:
-    hf = d.spec.model.hf
+    hf, container = d.spec.model.hf, d.spec.container
+    # The weights (the benchmark reads the tokenizer there), the spec's own mounts and variables: what the
+    # image needs to run its programs (a venv mounted in, a PATH), not the engine's per-node settings.
+    mounts = model_mounts(d) + tuple(
+        ("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts
+    )
     return BenchPlan(
         command=d.engine.bench_command,
-        mounts=model_mounts(d),
+        mounts=mounts,
+        env=tuple(("-e", f"{name}={value}") for name, value in sorted(container.env.items())),
         snapshot_ref=f"{hf.repo_folder}/refs/{hf.revision}" if hf and not hf.pinned else "",
         tokenizer=d.spec.model.mount,
         concurrencies=BENCH_CONCURRENCIES,

@@ -3191,5 +3191,5 @@ bench_argv() {
     [[ -n $BENCH_SNAPSHOT_PLACEHOLDER && -n $snapshot ]] && word=${word//"$BENCH_SNAPSHOT_PLACEHOLDER"/$snapshot}
     ARGV+=("$word")
   done
-  ARGV+=(--entrypoint "${BENCH_COMMAND[0]}" "$IMAGE" "${rest[@]}")
+  ARGV+=("${BENCH_ENV[@]}" --entrypoint "${BENCH_COMMAND[0]}" "$IMAGE" "${rest[@]}")
 }
