@@ -159,6 +159,68 @@ class HookPlan:
 
 
 @dataclass(frozen=True)
+class HostHookPlan:
+    """cluster.hooks: what the launcher runs on every node's host before the containers start."""
+
+    pre_launch: tuple[str, ...]  # each by sh -c on the host, in order, head first
+    sudo: bool  # through sudo -n, as root; else as the ssh user
+    nodes: tuple[str, ...]  # where they run, in order
+    sha256: str  # over the commands, in order, and how they run
+
+    @property
+    def runs_as(self) -> str:
+        return "root, through sudo -n" if self.sudo else "the ssh user"
+
+
+# Where bench.sh mounts its results folder in the benchmark's container.
+BENCH_RESULTS = "/sparkc-bench"
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """bench.sh: the engine's serving benchmark in the deployment's image on the head, against the endpoint."""
+
+    command: Words  # the engine's benchmark, its @...@ words filled in by the script
+    mounts: Command  # the weights, read-only (the benchmark reads the tokenizer there), and container.mounts
+    env: Command  # container.env, as `-e NAME=VALUE` groups
+    snapshot_ref: str  # a Hugging Face cache's refs/<branch>: its commit replaces SNAPSHOT_PLACEHOLDER; else ""
+    tokenizer: str  # the weights' folder in the container
+    concurrencies: tuple[int, ...]  # the default levels; --concurrency changes them
+    input_len: int
+    output_len: int
+    container_name: str
+
+
+class FetchMode(StrEnum):
+    CACHE = "cache"  # into a Hugging Face cache (model.hf_cache): models--ORG--NAME/{refs,snapshots,blobs}
+    FOLDER = "folder"  # into the weights' folder itself (model.path)
+
+
+@dataclass(frozen=True)
+class FetchPlan:
+    """What fetch-model.sh downloads on the head, inside the deployment's image, and where to."""
+
+    repo: str  # ORG/NAME; "" when the spec names none (the script then says what to add)
+    revision: str  # a commit, branch or tag
+    target: str  # the host folder: the cache's hub folder, or the weights' folder
+    mode: FetchMode
+    container_name: str  # the download's container, removed when it ends
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    """The systemd unit that brings the deployment back after a reboot (on the head)."""
+
+    unit: str  # sparkc-<name>.service
+    folder: str  # where install-service.sh links the build folder; the unit runs the scripts there
+    start_timeout: int  # seconds systemd lets launch-cluster.sh run: the launch budget and its slack
+    stop_timeout: int
+    restart_sec: int  # the pause before another start after a failed one
+    start_limit_burst: int  # at most this many starts ...
+    start_limit_interval: int  # ... in this many seconds; then systemd gives up until told otherwise
+
+
+@dataclass(frozen=True)
 class ModelPlan:
     """What the launcher checks and prepares about the weights on every node before anything starts."""
 
@@ -224,6 +286,10 @@ class Plan:
     profile_check: ProfileCheck
     model: ModelPlan
     hooks: HookPlan | None = None  # None: the spec has no container.hooks
+    host_hooks: HostHookPlan | None = None  # None: the spec has no cluster.hooks
+    service: ServicePlan | None = None  # the systemd unit; None only in plans built by hand
+    fetch: FetchPlan | None = None  # fetch-model.sh; None only in plans built by hand
+    bench: BenchPlan | None = None  # bench.sh; None only in plans built by hand
     # Where the spec takes its cluster section from a file: that file, its sha256 and the spec's own (spec_sha256
     # then covers both files, so the scripts notice a changed cluster file).
     cluster_file: str = ""

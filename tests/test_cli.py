@@ -30,13 +30,17 @@ def test_compile_writes_scripts_and_check_passes(runner: CliRunner, tmp_path: Pa
     assert names == [
         ".gitattributes",
         "PLAN.md",
+        "bench.sh",
         "distribute.sh",
+        "fetch-model.sh",
+        "install-service.sh",
         "launch-cluster.sh",
         f"lib/sparkc-{__version__}.sh",
         "logs.sh",
         "manifest.json",
         "status.sh",
         "stop-cluster.sh",
+        "systemd/sparkc-qwen35-122b.service",
     ]
     assert (out / "launch-cluster.sh").stat().st_mode & 0o111
     assert not (out / "PLAN.md").stat().st_mode & 0o111

@@ -177,13 +177,17 @@ def test_writable_folder_under_a_read_only_parent_compiles(open_tmp: Path) -> No
     assert sorted(p.name for p in out.iterdir()) == [
         ".gitattributes",
         "PLAN.md",
+        "bench.sh",
         "distribute.sh",
+        "fetch-model.sh",
+        "install-service.sh",
         "launch-cluster.sh",
         "lib",
         "logs.sh",
         "manifest.json",
         "status.sh",
         "stop-cluster.sh",
+        "systemd",
     ]
     assert [p.name for p in parent.iterdir()] == ["out"]
 
@@ -213,13 +217,17 @@ def test_folder_on_another_file_system_compiles(tmp_path: Path) -> None:
     assert sorted(result.stdout.split()) == [  # sorted: ls orders by the locale
         ".gitattributes",
         "PLAN.md",
+        "bench.sh",
         "distribute.sh",
+        "fetch-model.sh",
+        "install-service.sh",
         "launch-cluster.sh",
         "lib",
         "logs.sh",
         "manifest.json",
         "status.sh",
         "stop-cluster.sh",
+        "systemd",
     ]
 
 

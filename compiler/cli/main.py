@@ -166,7 +166,7 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: Co
         echo_json({"diagnostics": _json_report(result), "out": str(out_dir), "written": written, **done.as_json()})
         return
     scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh") and "/" not in n))
-    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, PLAN.md, manifest.json)")
+    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, systemd/, PLAN.md, manifest.json)")
     if done.removed:
         click.echo(f"removed files an earlier compile wrote: {', '.join(done.removed)}")
     if done.kept:

@@ -86,6 +86,10 @@ class Engine(Protocol):
     # The variable the engine reads its API key from (None: only its --api-key flag).
     api_key_variable: str | None
 
+    # The engine's own serving benchmark: its command with @INPUT@, @OUTPUT@, @PROMPTS@, @CONCURRENCY@,
+    # @URL@, @MODEL@, @TOKENIZER@ and @RESULT@ (a file in the results folder) for bench.sh to fill in.
+    bench_command: tuple[str, ...]
+
     def default_backend(self, nodes: int) -> Backend: ...
 
     def canonical(self, flag: str) -> str:

@@ -71,6 +71,13 @@ class Sglang:
     timeout_variable: str | None = None
     timeout_flag: str | None = "--dist-timeout"
     api_key_variable: str | None = None
+    # `python3 -m sglang.bench_serving`: random prompts, so no data set download; one JSON line per run.
+    bench_command: tuple[str, ...] = (
+        "python3", "-m", "sglang.bench_serving", "--backend", "sglang-oai", "--base-url", "@URL@",
+        "--model", "@MODEL@", "--tokenizer", "@TOKENIZER@", "--dataset-name", "random",
+        "--random-input-len", "@INPUT@", "--random-output-len", "@OUTPUT@", "--random-range-ratio", "1",
+        "--num-prompts", "@PROMPTS@", "--max-concurrency", "@CONCURRENCY@", "--output-file", "@RESULTS@/@RESULT@",
+    )  # fmt: skip
 
     def default_backend(self, nodes: int) -> Backend:
         return Backend.NATIVE

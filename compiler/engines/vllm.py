@@ -73,6 +73,15 @@ class Vllm:
     timeout_variable: str | None = "VLLM_ENGINE_READY_TIMEOUT_S"
     timeout_flag: str | None = None
     api_key_variable: str | None = "VLLM_API_KEY"
+    # `vllm bench serve` (vllm/benchmarks/serve.py): random prompts, so no data set download; the API key
+    # from OPENAI_API_KEY.
+    bench_command: tuple[str, ...] = (
+        "vllm", "bench", "serve", "--backend", "openai", "--endpoint", "/v1/completions", "--base-url", "@URL@",
+        "--model", "@MODEL@", "--tokenizer", "@TOKENIZER@", "--dataset-name", "random",
+        "--random-input-len", "@INPUT@", "--random-output-len", "@OUTPUT@", "--num-prompts", "@PROMPTS@",
+        "--max-concurrency", "@CONCURRENCY@", "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99",
+        "--save-result", "--result-dir", "@RESULTS@", "--result-filename", "@RESULT@",
+    )  # fmt: skip
 
     def default_backend(self, nodes: int) -> Backend:
         return Backend.RAY if nodes > 1 else Backend.NATIVE

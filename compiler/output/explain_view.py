@@ -37,6 +37,14 @@ def explain_text(plan: Plan) -> str:
         ]
         lines += [f"  pre_engine[{i}]: {command}" for i, command in enumerate(plan.hooks.pre_engine)]
         lines += [f"  patch {f.path} sha256 {f.sha256}" for f in plan.hooks.patches]
+    if plan.host_hooks:
+        host = plan.host_hooks
+        lines += [
+            "",
+            f"host hooks (cluster.hooks), run on each node's host before the containers start, as {host.runs_as}, "
+            f"sha256 {host.sha256}:",
+        ]
+        lines += [f"  on {node}: pre_launch[{i}]: {c}" for node in host.nodes for i, c in enumerate(host.pre_launch)]
     for node in plan.nodes:
         lines += [
             "",

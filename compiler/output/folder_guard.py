@@ -15,6 +15,9 @@ from pathlib import Path
 LOCK = ".sparkc.lock"
 PATCHES = "patches"  # the folder a hooks patch folder is copied to (compiler.plan.PATCHES_DIR)
 LIBRARY = "lib"  # the folder of sparkc's library, one file per sparkc version (compiler.output.library)
+SYSTEMD = "systemd"  # the deployment's systemd unit (compiler.output.render)
+# Folders of OUT that hold files of their own, one level deep.
+FLAT_FOLDERS = frozenset({LIBRARY, SYSTEMD})
 # The one generated name that starts with a dot (it tells review tools that lib/ is generated).
 DOT_FILES = frozenset({".gitattributes"})
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -27,13 +30,13 @@ class OutputFolderError(Exception):
 def own_name(name: object) -> bool:
     """A name sparkc may have written into OUT: relative, '/'-separated, no part empty or hidden (so no
     `..` and none of sparkc's own lock and switch names; .gitattributes is its one dot file), top level,
-    inside the patches folder, or a file of lib/."""
+    inside the patches folder, or a file of lib/ or systemd/."""
     if not isinstance(name, str) or not name or "\x00" in name or name.startswith("/"):
         return False
     if name in DOT_FILES:
         return True
     parts = name.split("/")
-    where = len(parts) == 1 or parts[0] == PATCHES or (parts[0] == LIBRARY and len(parts) == 2)
+    where = len(parts) == 1 or parts[0] == PATCHES or (parts[0] in FLAT_FOLDERS and len(parts) == 2)
     return all(part and not part.startswith(".") for part in parts) and where
 
 

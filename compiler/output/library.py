@@ -34,6 +34,9 @@ PARTS = (
     "status.sh",
     "logs.sh",
     "distribute.sh",
+    "service.sh",
+    "fetch.sh",
+    "bench.sh",
 )
 # A library line that becomes a constant holding a file of templates/lib/ (the node-side snippets).
 _EMBED = re.compile(r"^# sparkc-embed ([A-Z][A-Z0-9_]*) ([a-z0-9/._-]+)$", re.M)

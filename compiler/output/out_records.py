@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.output.folder_guard import (
-    LIBRARY,
+    FLAT_FOLDERS,
     PATCHES,
     OutputFolderError,
     check_inside,
@@ -87,8 +87,9 @@ def previous_files(out_dir: Path) -> dict[str, str]:
     listed = manifest.get("files")
     found: dict[str, object] = {}
     if isinstance(listed, dict):
-        # The top-level outputs and the library (lib/NAME); the patch folder's files come from the plan.
-        found.update((name, sha) for name, sha in listed.items() if "/" not in name or _library_file(name))
+        # The top-level outputs, the library (lib/NAME) and the unit (systemd/NAME); the patch folder's
+        # files come from the plan.
+        found.update((name, sha) for name, sha in listed.items() if "/" not in name or _flat_file(name))
     plan = manifest.get("plan")
     hooks = plan.get("hooks") if isinstance(plan, dict) else None
     patches = hooks.get("patches") if isinstance(hooks, dict) else None
@@ -98,9 +99,9 @@ def previous_files(out_dir: Path) -> dict[str, str]:
     return {name: sha for name, sha in found.items() if own_name(name) and isinstance(sha, str)}
 
 
-def _library_file(name: str) -> bool:
+def _flat_file(name: str) -> bool:
     folder, _, rest = name.partition("/")
-    return folder == LIBRARY and bool(rest) and "/" not in rest
+    return folder in FLAT_FOLDERS and bool(rest) and "/" not in rest
 
 
 def stale(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...]) -> tuple[dict[str, str], list[str]]:

@@ -28,6 +28,12 @@ FILE_PURPOSES = {
     "logs.sh": "Gathers every node's container log under `logs/`, or follows the head's.",
     "distribute.sh": "Run on the head: copies the image and the model folder over the fabric to nodes that "
     "lack them or hold another build.",
+    "fetch-model.sh": "Run on the head: downloads `model.repo` at its revision from the Hugging Face hub inside the "
+    "image, resumable, after checking the disk has room (`HF_TOKEN` from the environment).",
+    "bench.sh": "Run on the head while the deployment serves: the engine's own serving benchmark at concurrencies "
+    "1, 4 and 16 with random prompts, one JSON per run and a summary table (`bench/<time>/`).",
+    "install-service.sh": "Run on the head, as root: installs and enables `systemd/`'s unit, which runs "
+    "`launch-cluster.sh` once after every boot (`--dry-run` shows the steps).",
     "manifest.json": "The resolved plan and the sha256 of the spec and of every file here.",
     PAGE: "This page.",
 }
@@ -294,6 +300,13 @@ def _secrets_and_hooks(plan: Plan) -> str:
         parts.append("\n".join(f"{i}. {code(c)}" for i, c in enumerate(hooks.pre_engine, 1)) or "(no commands)")
         if hooks.patches:
             parts.append("Patch files: " + ", ".join(f"{code(f.path)} ({code(f.sha256)})" for f in hooks.patches) + ".")
+    if plan.host_hooks:
+        host = plan.host_hooks
+        parts.append(
+            f"Host hooks (`cluster.hooks`), run by `sh -c` on each node's host before the containers start, as "
+            f"{host.runs_as}, node by node: {codes(host.nodes)} (sha256 {code(host.sha256)}):"
+        )
+        parts.append("\n".join(f"{i}. {code(c)}" for i, c in enumerate(host.pre_launch, 1)) or "(no commands)")
     return "## Secrets and hooks\n\n" + "\n\n".join(parts) if parts else ""
 
 

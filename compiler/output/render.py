@@ -17,13 +17,23 @@ from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.output.emit import MANIFEST
 from compiler.output.library import library_path, library_sha256, library_text
 from compiler.output.plan_page import PAGE, plan_page
-from compiler.plan import MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
+from compiler.plan import BENCH_RESULTS, MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
 from compiler.resources import compiled_templates, data_dir
 
 if TYPE_CHECKING:
     import jinja2
 
-SCRIPTS = ("launch-cluster.sh", "stop-cluster.sh", "status.sh", "logs.sh", "distribute.sh")
+SCRIPTS = (
+    "launch-cluster.sh",
+    "stop-cluster.sh",
+    "status.sh",
+    "logs.sh",
+    "distribute.sh",
+    "fetch-model.sh",
+    "bench.sh",
+    "install-service.sh",
+)
+SYSTEMD_DIR = "systemd"  # the unit, beside the scripts (compiler.output.folder_guard.SYSTEMD)
 GITATTRIBUTES = ".gitattributes"
 # Review tools (GitHub, GitLab) fold the library: it is sparkc's code, the same for every deployment.
 GITATTRIBUTES_TEXT = "# Written by sparkc: lib/ is sparkc's own code, the same for every deployment.\n" + (
@@ -143,6 +153,7 @@ def environment() -> jinja2.Environment:
     else:
         env = _environment(jinja2.FileSystemLoader(str(data_dir("templates"))))
     # Values the templates read when they render (compiling needs none of them).
+    env.globals["bench_results"] = BENCH_RESULTS
     env.globals["patches_dir"] = PATCHES_DIR
     env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
     # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
@@ -206,6 +217,9 @@ def render(plan: Plan) -> dict[str, str]:
     """The build folder's files: the scripts, the library they source, .gitattributes, PLAN.md and the manifest."""
     library = library_of(plan)
     files = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    if plan.service is not None:
+        unit = environment().get_template("systemd/unit.service.j2").render(plan=plan)
+        files[f"{SYSTEMD_DIR}/{plan.service.unit}"] = unit
     files[library.path] = library_text(library.version)
     files[GITATTRIBUTES] = GITATTRIBUTES_TEXT
     files[PAGE] = plan_page(plan)
@@ -249,6 +263,7 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
     for node in data["plan"]["nodes"]:
         if node["planes"] is None:
             del node["planes"]
-    if data["plan"]["hooks"] is None:
-        del data["plan"]["hooks"]
+    for optional in ("hooks", "host_hooks"):
+        if data["plan"][optional] is None:
+            del data["plan"][optional]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

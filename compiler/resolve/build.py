@@ -8,13 +8,22 @@ from compiler import __version__
 from compiler.engines import host_port
 from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
 from compiler.resolve.cache import cache_host_dir
-from compiler.resolve.containers import container_name, docker_run, model_plan, probe_run, ray_engine
+from compiler.resolve.containers import (
+    bench_plan,
+    container_name,
+    docker_run,
+    fetch_plan,
+    model_plan,
+    probe_run,
+    ray_engine,
+)
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
 from compiler.resolve.env import node_envs, split_planes, switchless
 from compiler.resolve.explain import quirks, settings
-from compiler.resolve.hooks import hook_plan
+from compiler.resolve.hooks import hook_plan, host_hook_plan
 from compiler.resolve.ports import api_port_control, head_ports
+from compiler.resolve.service import service_plan
 from compiler.spec.profiles import RayPresence
 from compiler.spec.typed import Backend, EntrypointMode, Node, Ssh
 
@@ -95,6 +104,10 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         profile_check=_profile_check(d),
         model=model_plan(d),
         hooks=hook_plan(d),
+        host_hooks=host_hook_plan(d),
+        service=service_plan(d),
+        fetch=fetch_plan(d),
+        bench=bench_plan(d),
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler.engines import EngineArgv, host_port
-from compiler.plan import Command, ModelPlan, Setting, Words, flat
+from compiler.plan import BenchPlan, Command, FetchMode, FetchPlan, ModelPlan, Setting, Words, flat
 from compiler.resolve.cache import cache_mount
 from compiler.resolve.context import Deployment
 from compiler.resolve.hooks import patches_mount, with_hooks
@@ -77,7 +77,18 @@ def _options(d: Deployment, node: Node, env: tuple[Setting, ...]) -> list[Words]
     groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
     groups += cache_mount(d)
     groups += [("-e", f"{s.name}={s.value}") for s in env]
-    return groups
+    return groups + log_options(d)
+
+
+def log_options(d: Deployment) -> list[Words]:
+    """docker's json-file driver, bounded: a chatty engine cannot fill the node's disk, and `docker logs`
+    (which reads this driver) keeps working. Named explicitly: a daemon's own default driver may be another."""
+    logs = d.spec.container.logs
+    return [
+        ("--log-driver", "json-file"),
+        ("--log-opt", f"max-size={logs.max_size}"),
+        ("--log-opt", f"max-file={logs.max_file}"),
+    ]
 
 
 def model_mounts(d: Deployment) -> Command:
@@ -106,6 +117,41 @@ def model_plan(d: Deployment) -> ModelPlan:
         snapshot_placeholder=SNAPSHOT_PLACEHOLDER if hf and not hf.pinned else "",
         draft_folder=model.draft.path if model.draft else "",
         drop_page_cache=d.spec.launch.drop_page_cache,
+    )
+
+
+def fetch_plan(d: Deployment) -> FetchPlan:
+    """fetch-model.sh: the repo at the spec's revision, into the Hugging Face cache or the weights' folder."""
+    model = d.spec.model
+    name = f"sparkc-{d.spec.name}-fetch"
+    if model.hf is not None:
+        return FetchPlan(model.hf.repo, model.hf.revision, model.hf.cache, FetchMode.CACHE, name)
+    return FetchPlan(model.repo or "", model.revision or "main", model.path, FetchMode.FOLDER, name)
+
+
+# Concurrencies a first look at an endpoint needs: one user, a few, many; prompts of a chat's size.
+BENCH_CONCURRENCIES = (1, 4, 16)
+BENCH_INPUT_LEN = 512
+BENCH_OUTPUT_LEN = 128
+
+
+def bench_plan(d: Deployment) -> BenchPlan:
+    hf, container = d.spec.model.hf, d.spec.container
+    # The weights (the benchmark reads the tokenizer there), the spec's own mounts and variables: what the
+    # image needs to run its programs (a venv mounted in, a PATH), not the engine's per-node settings.
+    mounts = model_mounts(d) + tuple(
+        ("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts
+    )
+    return BenchPlan(
+        command=d.engine.bench_command,
+        mounts=mounts,
+        env=tuple(("-e", f"{name}={value}") for name, value in sorted(container.env.items())),
+        snapshot_ref=f"{hf.repo_folder}/refs/{hf.revision}" if hf and not hf.pinned else "",
+        tokenizer=d.spec.model.mount,
+        concurrencies=BENCH_CONCURRENCIES,
+        input_len=BENCH_INPUT_LEN,
+        output_len=BENCH_OUTPUT_LEN,
+        container_name=f"sparkc-{d.spec.name}-bench",
     )
 
 

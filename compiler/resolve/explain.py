@@ -37,6 +37,8 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
         Setting("engine_timeout", str(d.engine_timeout), Source.DERIVED, f"launch.timeout - {d.engine_timeout_margin}"),
         Setting("ray_port", str(launch.ray_port), launch.source("ray_port")),
         Setting("master_port", str(launch.master_port), launch.source("master_port")),
+        Setting("log_max_size", container.logs.max_size, container.logs.source("max_size"), "per log file, json-file"),
+        Setting("log_max_file", str(container.logs.max_file), container.logs.source("max_file")),
         Setting(
             "nccl_check",
             "on" if d.nccl_check else "off",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from compiler.plan import PATCHES_MOUNT, PATCHES_PLACEHOLDER, Command, HookPlan, Words
+from compiler.plan import PATCHES_MOUNT, PATCHES_PLACEHOLDER, Command, HookPlan, HostHookPlan, Words
 from compiler.resolve.context import Deployment
 from compiler.spec.profiles import ArgsStyle
 from compiler.spec.typed import EntrypointMode
@@ -31,6 +31,20 @@ def hook_plan(d: Deployment) -> HookPlan | None:
         pre_engine_sha256=hashlib.sha256(commands.encode("utf-8")).hexdigest(),
         patches=patches.files if patches else (),
         patches_sha256=patches.sha256 if patches else "",
+    )
+
+
+def host_hook_plan(d: Deployment) -> HostHookPlan | None:
+    """cluster.hooks: the commands every node's host runs before the containers, head first."""
+    hooks = d.spec.cluster.hooks
+    if hooks is None:
+        return None
+    record = json.dumps({"pre_launch": list(hooks.pre_launch), "sudo": hooks.sudo}, ensure_ascii=False, sort_keys=True)
+    return HostHookPlan(
+        pre_launch=hooks.pre_launch,
+        sudo=hooks.sudo,
+        nodes=tuple(node.name for node in d.nodes),
+        sha256=hashlib.sha256(record.encode("utf-8")).hexdigest(),
     )
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from compiler.spec.typed import (
     HF_CONTAINER_CACHE,
+    LOG_MAX_FILE,
+    LOG_MAX_SIZE,
     Architecture,
     Backend,
     Cluster,
@@ -20,7 +22,9 @@ from compiler.spec.typed import (
     Fabric,
     HfCache,
     Hooks,
+    HostHooks,
     Launch,
+    Logs,
     Model,
     Mount,
     Node,
@@ -134,6 +138,9 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
         topology=Topology(topology) if topology else None,
         link_prefix_length=cluster["link_prefix_length"],
         nodes=tuple(nodes),
+        hooks=HostHooks(("cluster", "hooks"), g.keys("cluster", "hooks"), tuple(h["pre_launch"]), h["sudo"])
+        if (h := cluster.get("hooks")) is not None
+        else None,
     )
 
 
@@ -159,6 +166,12 @@ def _container(container: dict[str, Any], g: _Given) -> Container:
         else None,
         cache=container["cache"].get("enabled", True),
         cache_host=container["cache"].get("host"),
+        logs=Logs(
+            ("container", "logs"),
+            g.keys("container", "logs"),
+            max_size=container["logs"].get("max_size", LOG_MAX_SIZE),
+            max_file=container["logs"].get("max_file", LOG_MAX_FILE),
+        ),
     )
 
 
@@ -209,6 +222,7 @@ def build_model(model: dict[str, Any], g: _Given) -> Model:
         revision=model.get("revision"),
         hf=hf,
         size_gb=model.get("size_gb"),
+        repo=model.get("repo"),
     )
 
 

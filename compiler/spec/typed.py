@@ -102,12 +102,21 @@ class Node(Section):
 
 
 @dataclass(frozen=True)
+class HostHooks(Section):
+    """cluster.hooks: commands for each node's host, run over ssh before the containers start."""
+
+    pre_launch: tuple[str, ...]  # each run by sh -c on the host, in order
+    sudo: bool  # through sudo -n, as root; else as the ssh user
+
+
+@dataclass(frozen=True)
 class Cluster(Section):
     ssh: Ssh
     head: str | None
     topology: Topology | None
     link_prefix_length: int  # mesh and ring: the prefix of each cable's own subnet
     nodes: tuple[Node, ...]
+    hooks: HostHooks | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +133,19 @@ class Hooks(Section):
 
 
 @dataclass(frozen=True)
+class Logs(Section):
+    """container.logs: docker's json-file driver, bounded."""
+
+    max_size: str  # as docker's json-file driver reads it (k, m, g in powers of 1000)
+    max_file: int
+
+
+# Without container.logs: at most 5 x 50 MB of log per container (the schema says the same).
+LOG_MAX_SIZE = "50m"
+LOG_MAX_FILE = 5
+
+
+@dataclass(frozen=True)
 class Container(Section):
     image: str
     entrypoint: EntrypointMode
@@ -136,6 +158,7 @@ class Container(Section):
     secrets: tuple[str, ...]
     cache: bool  # container.cache.enabled
     cache_host: str | None  # container.cache.host; None: sparkc's default for the image
+    logs: Logs
     hooks: Hooks | None = None
 
 
@@ -193,6 +216,7 @@ class Model(Section):
     revision: str | None  # the weights' revision as the spec gives it; checked at launch where it can be
     hf: HfCache | None  # weights in a Hugging Face cache (path and mount then derive from it)
     size_gb: int | float | None  # the weights' size where the compiling machine cannot read it
+    repo: str | None = None  # the Hugging Face repo id the weights come from (fetch-model.sh downloads it)
 
 
 @dataclass(frozen=True)

@@ -227,14 +227,16 @@ probe_completion() {
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
 # Copy every node's container log and state into one folder, every node at once; never fails (nodes
-# may be unreachable).
+# may be unreachable). Arguments: the folder, docker logs' --tail and, optionally, its --since.
 collect_logs() {
-  local dir=$1 tail=$2 node pids=() pid
+  local dir=$1 tail=$2 since=${3:-} node pids=() pid logs_args
   mkdir -p "$dir"
+  logs_args=(--tail "$tail")
+  [[ -z $since ]] || logs_args+=(--since "$since")
   for node in "${NODES[@]}"; do
     (
       trap - ERR
-      on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
+      on_node "$node" docker logs "${logs_args[@]}" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
         || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
       on_node "$node" docker inspect --format \
         '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \

@@ -45,3 +45,32 @@ hook_failure() {
     || return 0
   printf '; %s' "${line#*sparkc: }"
 }
+
+# cluster.hooks.pre_launch: each command by sh -c on every node's host (head first), before any container
+# starts; as the ssh user, or as root through sudo -n. The first that fails stops the launch, naming the
+# node and the command. The command crosses ssh as one POSIX single-quoted word (on_node), so every
+# login shell hands it to sh exactly as the spec wrote it.
+run_host_hooks() {
+  ((${#HOST_HOOKS[@]})) || return 0
+  phase hooks "run cluster.hooks.pre_launch on every node's host (${#HOST_HOOKS[@]} command(s))"
+  local node i
+  for node in "${NODES[@]}"; do
+    for i in "${!HOST_HOOKS[@]}"; do
+      host_hook "$node" "$i"
+    done
+  done
+  phase_done
+}
+
+host_hook() {
+  local node=$1 i=$2 out status=0 runner=()
+  ((HOST_HOOKS_SUDO)) && runner=(sudo -n)
+  FAILED_NODE=$node
+  out=$(run_on "$node" "${runner[@]}" sh -c "${HOST_HOOKS[i]}" 2>&1 </dev/null) || status=$?
+  if ((status)); then
+    out=$(printf '%s\n' "$out" | tail -n 5)
+    fail "$node" "host hook pre_launch[$i] failed on $node with status $status: ${HOST_HOOKS[i]}${out:+ (it said: $out)}"
+  fi
+  ((DRY_RUN)) || log "$node: host hook pre_launch[$i] done"
+  FAILED_NODE=""
+}

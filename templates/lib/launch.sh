@@ -967,6 +967,7 @@ launch_main() {
   fi
   clear_old
   drop_page_caches
+  run_host_hooks
   if ((HAS_HOOKS)); then stage_patches; fi
   probe_fabric
   record_launch starting

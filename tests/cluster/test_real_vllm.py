@@ -69,6 +69,16 @@ def test_solo_example_serves_a_real_model(sim_cluster: SimCluster, tiny_model: P
             check=True,
         )
         assert json.loads(chat.stdout)["choices"][0]["message"]["role"] == "assistant"
+        # vLLM's own benchmark, in the image, against this endpoint: one JSON per concurrency and a summary
+        out = tmp_path / "bench"
+        bench = d.run("bench.sh", "--concurrency", "1,2", "--prompts", "2", "--input-len", "16", "--output-len", "4",
+                      "--timeout", "240", "--out", str(out), timeout=600)  # fmt: skip
+        assert bench.returncode == 0, bench.stdout + bench.stderr
+        print(bench.stdout)  # the summary table, for whoever runs this with -s
+        summary = json.loads((out / "summary.json").read_text())
+        assert [r["concurrency"] for r in summary["runs"]] == [1, 2]
+        assert all(r["ok"] and r["output_throughput"] > 0 for r in summary["runs"]), summary
+        assert json.loads((out / "concurrency-2.json").read_text())["completed"] == 2
         logs = sim_cluster.docker("spark1", "logs", d.container("spark1")).stdout
         assert "tiny" in logs or "Uvicorn" in logs or "Application startup" in logs
         assert d.run("stop-cluster.sh").returncode == 0

@@ -9,6 +9,7 @@ argv, or as a word of the engine command that Ray's head runs. A case is one fie
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -95,9 +96,10 @@ class Arrival:
     """Where a value must show up on the nodes, exactly.
 
     word: one word of `docker run`'s argv; env: the container's environment, `key` -> text; ssh: one
-    word of ssh's argv; engine: one word of the command Ray's head runs in its container."""
+    word of ssh's argv; engine: one word of the command Ray's head runs in its container; host: what a
+    host hook wrote to the file `key`, one line per node it ran on."""
 
-    kind: Literal["word", "env", "ssh", "engine"]
+    kind: Literal["word", "env", "ssh", "engine", "host"]
     text: str
     key: str = ""
     workers_only: bool = False  # only the worker is expected to have it (a per-node setting)
@@ -132,6 +134,19 @@ def ssh(text: str) -> Arrival:
 
 def engine(text: str) -> Arrival:
     return Arrival("engine", text)
+
+
+def host_hook(payload: str) -> str:
+    """A host hook (cluster.hooks.pre_launch) that writes the payload, single-quoted by the user as shell
+    code would be written, to a file beside the canary: the hook is shell code by design, so what must
+    hold is that it reaches each host's sh exactly as written and runs exactly that."""
+    return f"printf '%s\\n' '{payload.replace(chr(39), chr(39) + chr(92) + chr(39) + chr(39))}' >> {CANARY}-host"
+
+
+def host(command: str) -> list[Arrival]:
+    """The payload of host_hook(), read back from the command as a POSIX shell reads it."""
+    words = shlex.split(command)
+    return [Arrival("host", words[2], key=words[-1])]
 
 
 @dataclass(frozen=True)
@@ -188,6 +203,13 @@ FIELDS: Final[tuple[Field, ...]] = (
         ("cluster", "nodes", 1, "fabric", "hcas"),
         _set("cluster.nodes.1.fabric.hcas.0"),
         lambda v: [env("NCCL_IB_HCA", f"{v},{WORKER_HCA_2}", workers_only=True)],
+    ),
+    Field(
+        "cluster.hooks.pre_launch.0",
+        ("cluster", "hooks", "pre_launch"),
+        lambda v: {"cluster.hooks": {"pre_launch": [v]}},
+        host,
+        wrap=host_hook,
     ),
     Field("ssh.user", ("cluster", "ssh", "user"), _set("cluster.ssh.user"), lambda v: [ssh(f"{v}@spark-b.local")]),
     Field(

@@ -34,6 +34,9 @@ source "$launcher"
 read_secrets
 TIMEOUT=$DEFAULT_TIMEOUT
 for sparkc_test_node; do
+  for sparkc_test_hook in "${!HOST_HOOKS[@]}"; do
+    host_hook "$sparkc_test_node" "$sparkc_test_hook"
+  done
   if [[ $sparkc_test_mode == secrets ]]; then
     start_one "$sparkc_test_node"
   else
@@ -178,6 +181,19 @@ def arrival_problems(plan: Plan, runs: Sequence[Run], arrivals: Sequence[Arrival
                 if a.kind == "env" and container.get("env", {}).get(a.key) != a.text:
                     problems.append(f"{where}: env {a.key}={container.get('env', {}).get(a.key)!r}, not {a.text!r}")
         problems += _ssh_problems(run, arrivals) + _engine_problems(plan, run, arrivals)
+    return problems + _host_problems(runs, arrivals)
+
+
+def _host_problems(runs: Sequence[Run], arrivals: Sequence[Arrival]) -> list[str]:
+    """A host hook ran once on every node of every run and wrote exactly its payload (the runs share the
+    file: one line each)."""
+    problems = []
+    for a in (a for a in arrivals if a.kind == "host"):
+        path = Path(a.key)
+        written = path.read_text(encoding="utf-8", errors="surrogateescape") if path.exists() else ""
+        expected = "".join(a.text + "\n" for run in runs for _ in run.nodes)
+        if written != expected:
+            problems.append(f"the host hook wrote {written!r}, expected {expected!r}")
     return problems
 
 

@@ -33,7 +33,10 @@ pytestmark = pytest.mark.security
 CASES = list(cases())
 # For zsh and busybox sh: the payloads about quoting and bytes, in the fields that reach a node as a
 # docker word, an env value, an ssh word and a secret (the rest of the corpus is the same path).
-OTHER_SHELL_FIELDS = {"engine.args.0", "container.env.value", "ssh.identity_file", "secret.value", "ray.engine.args.0"}
+OTHER_SHELL_FIELDS = {
+    "engine.args.0", "container.env.value", "ssh.identity_file", "secret.value", "ray.engine.args.0",
+    "cluster.hooks.pre_launch.0",
+}  # fmt: skip
 OTHER_SHELL_PAYLOADS = {
     "squote", "quote_escape", "subst", "backtick", "backslash_end", "newline", "cr", "latin", "cjk", "dash",
     "star", "tilde", "empty", "canary_squote", "canary_nonascii", "canary_all_quotes", "canary_newline",

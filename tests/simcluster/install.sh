@@ -31,6 +31,8 @@ readonly APT_PACKAGES=(
   curl
   rsync
   ca-certificates
+  # systemd-analyze verify checks the generated unit (tests/test_service.py); systemd need not run
+  systemd
 )
 readonly PIP_PACKAGES=(
   "ray==2.60.*"

@@ -36,8 +36,6 @@ def hf_cache(d: Deployment) -> Iterator[Diagnostic]:
         yield error(model.at("path"), "give the weights once: path (a folder) or hf_cache with repo, not both")
     if model.is_given("hf_cache") and not model.is_given("repo"):
         yield error(model.at("hf_cache"), "hf_cache needs repo, the Hugging Face repo id to serve (ORG/NAME)")
-    if model.is_given("repo") and not model.is_given("hf_cache"):
-        yield error(model.at("repo"), "repo names a model in a Hugging Face cache: give hf_cache too, or drop repo")
 
 
 def draft_model(d: Deployment) -> Iterator[Diagnostic]:

@@ -233,14 +233,16 @@ probe_completion() {
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
 # Copy every node's container log and state into one folder, every node at once; never fails (nodes
-# may be unreachable).
+# may be unreachable). Arguments: the folder, docker logs' --tail and, optionally, its --since.
 collect_logs() {
-  local dir=$1 tail=$2 node pids=() pid
+  local dir=$1 tail=$2 since=${3:-} node pids=() pid logs_args
   mkdir -p "$dir"
+  logs_args=(--tail "$tail")
+  [[ -z $since ]] || logs_args+=(--since "$since")
   for node in "${NODES[@]}"; do
     (
       trap - ERR
-      on_node "$node" docker logs --tail "$tail" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
+      on_node "$node" docker logs "${logs_args[@]}" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
         || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
       on_node "$node" docker inspect --format \
         '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
@@ -1096,6 +1098,35 @@ hook_failure() {
   line=$(on_node "$1" docker logs --tail 50 "${CONTAINER[$1]}" 2>&1 | grep -m1 'sparkc: hook pre_engine\[[0-9]*\] failed') \
     || return 0
   printf '; %s' "${line#*sparkc: }"
+}
+
+# cluster.hooks.pre_launch: each command by sh -c on every node's host (head first), before any container
+# starts; as the ssh user, or as root through sudo -n. The first that fails stops the launch, naming the
+# node and the command. The command crosses ssh as one POSIX single-quoted word (on_node), so every
+# login shell hands it to sh exactly as the spec wrote it.
+run_host_hooks() {
+  ((${#HOST_HOOKS[@]})) || return 0
+  phase hooks "run cluster.hooks.pre_launch on every node's host (${#HOST_HOOKS[@]} command(s))"
+  local node i
+  for node in "${NODES[@]}"; do
+    for i in "${!HOST_HOOKS[@]}"; do
+      host_hook "$node" "$i"
+    done
+  done
+  phase_done
+}
+
+host_hook() {
+  local node=$1 i=$2 out status=0 runner=()
+  ((HOST_HOOKS_SUDO)) && runner=(sudo -n)
+  FAILED_NODE=$node
+  out=$(run_on "$node" "${runner[@]}" sh -c "${HOST_HOOKS[i]}" 2>&1 </dev/null) || status=$?
+  if ((status)); then
+    out=$(printf '%s\n' "$out" | tail -n 5)
+    fail "$node" "host hook pre_launch[$i] failed on $node with status $status: ${HOST_HOOKS[i]}${out:+ (it said: $out)}"
+  fi
+  ((DRY_RUN)) || log "$node: host hook pre_launch[$i] done"
+  FAILED_NODE=""
 }
 
 # -- probe.sh ----------------------------------------------------------------------------------------
@@ -2340,6 +2371,7 @@ launch_main() {
   fi
   clear_old
   drop_page_caches
+  run_host_hooks
   if ((HAS_HOOKS)); then stage_patches; fi
   probe_fabric
   record_launch starting
@@ -2504,22 +2536,34 @@ status_main() {
 # -- logs.sh -----------------------------------------------------------------------------------------
 logs_usage() {
   cat <<'USAGE'
-Usage: logs.sh [--tail LINES] [--out DIR] | -f
+Usage: logs.sh [--since WHEN] [--tail LINES] [--out DIR] | [--since WHEN] -f
 
 Without -f: copies every node's container log and state into DIR (default: logs/<time>/ beside
-this script) and prints the folder. With -f: follows the head container's log.
+this script) and prints the folder. With -f (--follow): follows the head container's log.
+--since WHEN: only what was logged since WHEN, as docker logs reads it: a duration back from now
+(10m, 1h30m, 45s), a date or time (2026-12-01, 2026-12-01T22:00:00Z), or Unix seconds.
+Each container keeps a bounded log (docker's json-file driver; container.logs in the spec), so the
+oldest lines of a long run may be gone.
 Exit status: 0 done, 1 some node's log could not be read, 2 usage.
 USAGE
 }
 
 logs_main() {
-  local follow=0 tail=all dir=""
+  local follow=0 tail="" dir="" since=""
   while (($#)); do
     case $1 in
       -f | --follow) follow=1 ;;
       --tail)
         [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "logs.sh: --tail needs a number" >&2; exit 2; }
         tail=$2
+        shift
+        ;;
+      --since)
+        valid_since "${2:-}" || {
+          echo "logs.sh: --since needs a duration (10m, 1h30m), a date or time (2026-12-01T22:00:00Z) or Unix seconds" >&2
+          exit 2
+        }
+        since=$2
         shift
         ;;
       --out)
@@ -2535,15 +2579,27 @@ logs_main() {
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   if ((follow)); then
     ssh_mux_stop  # exec ends this shell without its EXIT trap
-    exec docker logs --follow --tail 200 "${CONTAINER[$HEAD]}"
+    # Without --since, the last lines for context; with it, everything since then.
+    local follow_args=(--follow --tail "${tail:-$([[ -n $since ]] && echo all || echo 200)}")
+    [[ -z $since ]] || follow_args+=(--since "$since")
+    exec docker logs "${follow_args[@]}" "${CONTAINER[$HEAD]}"
   fi
   [[ -n $dir ]] || dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
-  collect_logs "$dir" "$tail"
+  collect_logs "$dir" "${tail:-all}" "$since"
   log "logs of ${#NODES[@]} node(s) in $dir"
   if grep -l -e '^(no logs' -e '^missing or unreachable' "$dir"/*.log "$dir"/*.state >/dev/null 2>&1; then
     warn "some nodes' logs could not be read; see the files in $dir"
     return 1
   fi
+}
+
+# What docker logs --since takes: a Go duration, Unix seconds, or an RFC 3339 date or time. Checked here so
+# that a typing error is a usage error before any node is asked, not one error per node.
+valid_since() {
+  local value=$1
+  [[ $value =~ ^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$ ]] && return 0
+  [[ $value =~ ^[0-9]+(\.[0-9]{1,9})?$ ]] && return 0
+  [[ $value =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}(:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$ ]]
 }
 
 # -- distribute.sh -----------------------------------------------------------------------------------
@@ -2777,4 +2833,452 @@ distribute_main() {
   fi
   ((DRY_RUN)) || log "report: $REPORT"
   return "$status"
+}
+
+# -- service.sh --------------------------------------------------------------------------------------
+service_usage() {
+  cat <<USAGE
+Usage: install-service.sh [--dry-run] [--user USER] [--uninstall]
+
+Installs systemd/$SERVICE_UNIT (beside this script) on this node, the head: links this folder at
+$SERVICE_FOLDER, copies the unit into /etc/systemd/system with a drop-in that runs it
+as USER (default: the user who ran sudo, else the one running this), and enables it, so that
+launch-cluster.sh runs once the network and docker are up after every boot. Start it now with
+systemctl start $SERVICE_UNIT. --uninstall disables and removes it (the containers stay).
+--dry-run prints every step and changes nothing. Needs root (sudo) unless --dry-run.
+Exit status: 0 done, 1 a step failed, 2 usage.
+USAGE
+}
+
+service_main() {
+  local user=${SUDO_USER:-} uninstall=0
+  while (($#)); do
+    case $1 in
+      --dry-run) DRY_RUN=1 ;;
+      --user)
+        [[ ${2:-} =~ ^[a-z_][a-z0-9_.-]*$ ]] \
+          || { echo "install-service.sh: --user needs a user name (lower-case letters, digits, _ . -)" >&2; exit 2; }
+        user=$2
+        shift
+        ;;
+      --uninstall) uninstall=1 ;;
+      -h | --help) service_usage; exit 0 ;;
+      *) echo "install-service.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  [[ -n $user ]] || user=$(id -un)
+  [[ $user =~ ^[a-z_][a-z0-9_.-]*$ ]] || { echo "install-service.sh: pass --user USER: '$user' is no user name" >&2; exit 2; }
+  local root=${SPARKC_SYSTEM_ROOT:-}  # tests install into a folder instead of /
+  local systemd_dir=$root/etc/systemd/system
+  local link=$root$SERVICE_FOLDER dropin=$root/etc/systemd/system/$SERVICE_UNIT.d
+  ((DRY_RUN)) && log "dry run: printing the steps, changing nothing"
+  if ((!DRY_RUN)) && [[ ! -w $systemd_dir ]]; then
+    warn "cannot write to $systemd_dir: run it as root (sudo $SCRIPT_DIR/install-service.sh)"
+    exit 1
+  fi
+  if ((uninstall)); then
+    service_step systemctl disable "$SERVICE_UNIT"
+    service_step rm -f "$systemd_dir/$SERVICE_UNIT" "$dropin/user.conf"
+    service_step rmdir "$dropin"
+    service_step rm -f "$link"
+    service_step systemctl daemon-reload
+    ((DRY_RUN)) || log "$SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
+    return 0
+  fi
+  [[ -f $SCRIPT_DIR/systemd/$SERVICE_UNIT ]] \
+    || { warn "$SCRIPT_DIR/systemd/$SERVICE_UNIT is missing: copy the whole compiled folder"; exit 1; }
+  service_step mkdir -p "${link%/*}" "$dropin"
+  service_step ln -sfn "$SCRIPT_DIR" "$link"
+  service_step install -m 0644 "$SCRIPT_DIR/systemd/$SERVICE_UNIT" "$systemd_dir/$SERVICE_UNIT"
+  service_step write_file "$dropin/user.conf" "$(printf '[Service]\nUser=%s\n' "$user")"
+  service_step systemctl daemon-reload
+  service_step systemctl enable "$SERVICE_UNIT"
+  ((DRY_RUN)) || log "$SERVICE_UNIT enabled, as $user: it launches $DEPLOYMENT after every boot (start it now:" \
+    "systemctl start $SERVICE_UNIT; follow it: journalctl -u $SERVICE_UNIT -f)"
+}
+
+# One step: printed under --dry-run, else run; a failure stops the script, naming the step.
+service_step() {
+  local word shown=()
+  for word; do shown+=("$(dry_word "$word")"); done
+  if ((DRY_RUN)); then
+    printf '%s\n' "${shown[*]}"
+    return 0
+  fi
+  "$@" || { warn "failed: ${shown[*]}"; exit 1; }
+}
+
+# A small file, written whole, with a final newline; under --dry-run its text is the step's last word.
+write_file() { printf '%s\n' "$2" >"$1"; }
+
+# -- fetch.sh ----------------------------------------------------------------------------------------
+fetch_usage() {
+  cat <<USAGE
+Usage: fetch-model.sh [--dry-run]
+
+Downloads ${FETCH_REPO:-model.repo} at $FETCH_REVISION into $FETCH_TARGET on this node, the
+head, inside the deployment's image (docker run --rm, which needs huggingface_hub), then says to run
+distribute.sh, which copies the weights on to the other nodes. HF_TOKEN (for gated or private repos) and
+HF_ENDPOINT (a mirror) are read from this environment and passed by name, never on a command line.
+The repo's size is compared with the free space first; a file already complete is skipped, so running
+it again after an interruption continues, and a dropped connection resumes its file where it broke off.
+One line per file as it goes.
+Exit status: 0 done, 1 the download failed or the disk lacks room, 2 usage or no model.repo.
+USAGE
+}
+
+# The download's program (templates/lib/fetch.py), run by python3 -c inside the image.
+# shellcheck disable=SC2016  # Python's text, not the shell's
+readonly FETCH_PY='"""sparkc fetch-model: download a Hugging Face repo at a revision, on the head, inside the deployment'\''s image
+(which ships huggingface_hub), into a Hugging Face cache or into the weights'\'' folder.
+
+Arguments: REPO REVISION TARGET MODE (MODE: cache, TARGET the hub folder; folder, TARGET the weights'\''
+folder). HF_TOKEN and HF_ENDPOINT come from the environment, as huggingface_hub reads them. The repo'\''s size
+is compared with the free space first; files already complete are skipped, so a second run continues
+where the first stopped, and a dropped connection resumes its file with a Range request (huggingface_hub'\''s
+own retry). One line per file, then one line for the script:
+    SPARKC_FETCH {"ok": true, "commit": "...", "files": 3, "bytes": 1234, ...}
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+
+
+def report(**fields):
+    print("SPARKC_FETCH " + json.dumps(fields, sort_keys=True), flush=True)
+
+
+def fail(message, code=1):
+    report(ok=False, error=message)
+    sys.exit(code)
+
+
+def present(target, mode, repo, item):
+    """Bytes of this file already on disk: all of them when it is complete, a partial download'\''s so far."""
+    if mode == "folder":
+        path = os.path.join(target, item.path)
+        return item.size if os.path.isfile(path) and os.path.getsize(path) == item.size else 0
+    blob = item.lfs.sha256 if item.lfs is not None else item.blob_id
+    path = os.path.join(target, "models--" + repo.replace("/", "--"), "blobs", blob)
+    if os.path.isfile(path) and os.path.getsize(path) == item.size:
+        return item.size
+    partial = path + ".incomplete"
+    return min(os.path.getsize(partial), item.size) if os.path.isfile(partial) else 0
+
+
+def main(argv):
+    repo, revision, target, mode = argv[1:5]
+    try:
+        from huggingface_hub import HfApi, hf_hub_download
+    except ImportError as exc:
+        fail(f"this image has no huggingface_hub ({exc}): download the weights elsewhere, then distribute.sh", 3)
+    try:  # where the errors live since huggingface_hub 0.23; before, in utils
+        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+        from huggingface_hub.errors import RevisionNotFoundError
+    except ImportError:
+        from huggingface_hub.utils import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+        from huggingface_hub.utils import RevisionNotFoundError
+    api = HfApi()
+    token_hint = "export HF_TOKEN (a token with read access to it) where fetch-model.sh runs"
+    try:
+        commit = api.repo_info(repo, revision=revision).sha
+        files = [f for f in api.list_repo_tree(repo, revision=commit, recursive=True) if hasattr(f, "blob_id")]
+    except GatedRepoError:
+        fail(f"{repo} is gated: accept its terms on the hub, then {token_hint}")
+    except RepositoryNotFoundError:
+        fail(f"{repo} was not found, or is private: check model.repo, or {token_hint}")
+    except RevisionNotFoundError:
+        fail(f"{repo} has no revision {revision}: check model.revision (a commit, branch or tag)")
+    except HfHubHTTPError as exc:
+        fail(f"the hub refused {repo}: {str(exc).splitlines()[0]}")
+    except OSError as exc:
+        fail(f"cannot reach the hub ({os.environ.get('\''HF_ENDPOINT'\'') or '\''https://huggingface.co'\''}): {exc}")
+    total = sum(f.size for f in files)
+    have = sum(present(target, mode, repo, f) for f in files)
+    free = shutil.disk_usage(target).free
+    gb = lambda n: f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"  # noqa: E731
+    print(f"sparkc: {repo} at {revision} (commit {commit}): {len(files)} files, {gb(total)}; "
+          f"{gb(have)} already here, {gb(free)} free in {target}", flush=True)
+    if total - have > free:
+        fail(f"{repo} needs {gb(total - have)} more, but {target} has {gb(free)} free: free some space, "
+             "or point model.path (or model.hf_cache) at a larger disk")
+    where = {"cache_dir": target} if mode == "cache" else {"local_dir": target}
+    start, done = time.monotonic(), 0
+    for i, item in enumerate(sorted(files, key=lambda f: f.path), 1):
+        already = present(target, mode, repo, item)
+        began = time.monotonic()
+        try:
+            # The spec'\''s revision, not the commit: in a cache, huggingface_hub then records refs/<revision>,
+            # which the launcher reads.
+            hf_hub_download(repo, item.path, revision=revision, **where)
+        except (HfHubHTTPError, OSError) as exc:
+            fail(f"{item.path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; run fetch-model.sh "
+                 "again to resume")
+        done += item.size
+        seconds = max(time.monotonic() - began, 1e-6)
+        state = "already here" if already == item.size else f"{(item.size - already) / seconds / 1e6:.1f} MB/s"
+        print(f"sparkc: [{i}/{len(files)}] {item.path}: {gb(item.size)} ({state}); {gb(done)} of {gb(total)}",
+              flush=True)
+    report(ok=True, repo=repo, revision=revision, commit=commit, files=len(files), bytes=total,
+           seconds=round(time.monotonic() - start, 1))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
+'
+fetch_main() {
+  while (($#)); do
+    case $1 in
+      --dry-run) DRY_RUN=1 ;;
+      -h | --help) fetch_usage; exit 0 ;;
+      *) echo "fetch-model.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  if [[ -z $FETCH_REPO ]]; then
+    echo "fetch-model.sh: the spec names no model.repo: add model.repo (the Hugging Face repo id, ORG/NAME)" \
+      "and compile again" >&2
+    exit 2
+  fi
+  # As the operator's user, so the files are theirs; huggingface_hub's own state in a folder it can write.
+  local argv=(docker run --rm --name "$FETCH_CONTAINER" --network host --user "$(id -u):$(id -g)"
+    -e HF_HOME=/tmp/sparkc-hf-home
+    -v "$FETCH_TARGET:$FETCH_TARGET"
+    -e HF_TOKEN
+    -e HF_ENDPOINT
+  )
+  if [[ -t 1 ]]; then
+    argv+=(-t)  # huggingface_hub's progress bars, on a terminal
+  else
+    argv+=(
+      -e HF_HUB_DISABLE_PROGRESS_BARS=1
+    )  # one line per file instead
+  fi
+  argv+=(--entrypoint python3 "$IMAGE" -c)
+  log "$FETCH_REPO at $FETCH_REVISION into $FETCH_TARGET ($FETCH_MODE), in image $IMAGE"
+  if ((DRY_RUN)); then
+    dry_print "$HEAD" mkdir -p "$FETCH_TARGET"
+    dry_print "$HEAD" "${argv[@]}" "<the program in templates/lib/fetch.py>" "$FETCH_REPO" "$FETCH_REVISION" \
+      "$FETCH_TARGET" "$FETCH_MODE"
+    return 0
+  fi
+  mkdir -p -- "$FETCH_TARGET" || { warn "cannot create $FETCH_TARGET on $HEAD"; exit 1; }
+  local out=$SCRIPT_DIR/fetch-report.txt status=0
+  "${argv[@]}" "$FETCH_PY" "$FETCH_REPO" "$FETCH_REVISION" "$FETCH_TARGET" "$FETCH_MODE" </dev/null \
+    | tee "$out" || status=$?
+  if ! grep -q '^SPARKC_FETCH {.*"ok": true' "$out"; then
+    local why
+    why=$(sed -n 's/^SPARKC_FETCH .*"error": "\(.*\)", "ok": false}.*/\1/p' "$out" | tail -n 1)
+    warn "the download failed${why:+: $why} (exit $status); the report is in $out"
+    exit 1
+  fi
+  log "done: $FETCH_REPO is in $FETCH_TARGET on $HEAD; run distribute.sh to copy it to the other nodes"
+}
+
+# -- bench.sh ----------------------------------------------------------------------------------------
+bench_usage() {
+  cat <<USAGE
+Usage: bench.sh [--concurrency LIST] [--input-len N] [--output-len N] [--prompts N] [--timeout SECONDS]
+                [--out DIR] [--dry-run]
+
+Runs the engine's own serving benchmark (${BENCH_COMMAND[*]:0:3} ...) in the deployment's image on this
+node, the head, against the live endpoint, once per concurrency (default $BENCH_CONCURRENCIES), with random
+prompts of --input-len tokens (default $BENCH_INPUT_LEN) asking for --output-len (default $BENCH_OUTPUT_LEN),
+--prompts per run (default 4 x the concurrency, at least 8); so no data set is downloaded. The API key,
+where the deployment has one, is passed by name. Each run has --timeout seconds (default 600) and is
+stopped after them. Writes one JSON per run, summary.md and summary.json (with the spec's sha256 and
+the image ID, so two runs can be compared) into DIR (default bench/<time>/ beside this script) and
+prints the summary: output tokens/s, requests/s, TTFT and inter-token latency (median, p99).
+Exit status: 0 every run finished, 1 a run failed or timed out, 2 usage.
+USAGE
+}
+
+# Reads the runs' JSON and writes the summary (templates/lib/bench_summary.py), with the head's python3.
+# shellcheck disable=SC2016  # Python's text, not the shell's
+readonly BENCH_SUMMARY_PY='"""sparkc bench summary: the runs of bench.sh (one JSON per concurrency, as vLLM'\''s `bench serve` and SGLang'\''s
+bench_serving write them) as a table on the terminal, summary.md and summary.json.
+
+Arguments: DIR DEPLOYMENT SPEC_SHA256 IMAGE_ID INPUT_LEN OUTPUT_LEN CONCURRENCY...
+"""
+
+import json
+import os
+import sys
+
+COLUMNS = (
+    ("concurrency", "concurrency", "{:d}"),
+    ("output tok/s", "output_throughput", "{:.1f}"),
+    ("requests/s", "request_throughput", "{:.2f}"),
+    ("TTFT median ms", "median_ttft_ms", "{:.1f}"),
+    ("TTFT p99 ms", "p99_ttft_ms", "{:.1f}"),
+    ("ITL median ms", "median_itl_ms", "{:.1f}"),
+    ("ITL p99 ms", "p99_itl_ms", "{:.1f}"),
+)
+
+
+def read(path):
+    """The run'\''s result: vLLM writes one JSON document, SGLang appends one JSON line per run (the last counts)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    try:
+        return json.loads("\n".join(lines))
+    except ValueError:
+        return json.loads(lines[-1]) if lines else None
+
+
+def main(argv):
+    folder, deployment, spec_sha256, image_id, input_len, output_len = argv[1:7]
+    rows = []
+    for level in argv[7:]:
+        result = read(os.path.join(folder, f"concurrency-{level}.json"))
+        row = {"concurrency": int(level), "ok": result is not None}
+        for _, key, _ in COLUMNS[1:]:
+            value = (result or {}).get(key)
+            row[key] = float(value) if isinstance(value, (int, float)) else None
+        rows.append(row)
+    summary = {"deployment": deployment, "spec_sha256": spec_sha256, "image_id": image_id,
+               "input_len": int(input_len), "output_len": int(output_len), "runs": rows}  # fmt: skip
+    with open(os.path.join(folder, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+        f.write("\n")
+    cells = [[h for h, _, _ in COLUMNS]]
+    for row in rows:
+        cells.append([fmt.format(row[key]) if row.get(key) is not None else "failed" for _, key, fmt in COLUMNS])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
+    for r in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    with open(os.path.join(folder, "summary.md"), "w", encoding="utf-8") as f:
+        f.write(f"# Benchmark of `{deployment}`\n\nSpec sha256 `{spec_sha256}`, image `{image_id}`; "
+                f"random prompts, {input_len} tokens in, {output_len} out.\n\n")  # fmt: skip
+        f.write("| " + " | ".join(cells[0]) + " |\n| " + " | ".join("---" for _ in COLUMNS) + " |\n")
+        for r in cells[1:]:
+            f.write("| " + " | ".join(r) + " |\n")
+    if not all(row["ok"] for row in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
+'
+bench_main() {
+  local list=$BENCH_CONCURRENCIES input=$BENCH_INPUT_LEN output=$BENCH_OUTPUT_LEN prompts="" limit=600 dir=""
+  while (($#)); do
+    case $1 in
+      --concurrency)
+        [[ ${2:-} =~ ^[1-9][0-9]{0,3}(,[1-9][0-9]{0,3})*$ ]] \
+          || bench_usage_error "--concurrency needs numbers from 1 to 9999, separated by commas (1,4,16)"
+        list=$2
+        shift
+        ;;
+      --input-len | --output-len | --prompts | --timeout)
+        [[ ${2:-} =~ ^[1-9][0-9]{0,6}$ ]] || bench_usage_error "$1 needs a whole number from 1 to 9999999"
+        case $1 in
+          --input-len) input=$2 ;;
+          --output-len) output=$2 ;;
+          --prompts) prompts=$2 ;;
+          --timeout) limit=$2 ;;
+        esac
+        shift
+        ;;
+      --out)
+        [[ -n ${2:-} ]] || bench_usage_error "--out needs a folder"
+        dir=$2
+        shift
+        ;;
+      --dry-run) DRY_RUN=1 ;;
+      -h | --help) bench_usage; exit 0 ;;
+      *) bench_usage_error "unknown option: $1 (see --help)" ;;
+    esac
+    shift
+  done
+  use_api_port "$(last_launch_port)"
+  local key=""
+  if [[ -n $API_KEY_VAR ]]; then
+    key=${!API_KEY_VAR:-}
+    [[ -n $key ]] || bench_usage_error "the endpoint needs its API key: export $API_KEY_VAR where bench.sh runs"
+  elif [[ -n $API_KEY_GIVEN ]]; then
+    key=$API_KEY_GIVEN
+  fi
+  [[ -n $dir ]] || dir="$SCRIPT_DIR/bench/$(date -u +%Y%m%dT%H%M%SZ)"
+  local snapshot="" image_id="" level i=0 count failed=0 levels=()
+  IFS=, read -r -a levels <<<"$list"
+  log "benchmark of $DEPLOYMENT at $PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
+  if ((DRY_RUN == 0)); then
+    mkdir -p -- "$dir"
+    image_id=$(docker image inspect --format '{{.Id}}' "$IMAGE") || { warn "no image $IMAGE on $HEAD"; exit 1; }
+    if [[ -n $BENCH_SNAPSHOT_REF ]]; then
+      snapshot=$(cat -- "$BENCH_SNAPSHOT_REF") || { warn "cannot read $BENCH_SNAPSHOT_REF"; exit 1; }
+    fi
+  fi
+  for level in "${levels[@]}"; do
+    i=$((i + 1))
+    count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
+    bench_argv "$level" "$count" "$input" "$output" "$dir" "$snapshot"
+    if ((DRY_RUN)); then
+      dry_print "$HEAD" "${ARGV[@]}"
+      continue
+    fi
+    log "[$i/${#levels[@]}] concurrency $level: $count prompts (at most ${limit}s)"
+    local started=$SECONDS status=0
+    # The key in docker's environment only (-e OPENAI_API_KEY passes it by name), where both benchmarks read it.
+    env "OPENAI_API_KEY=$key" timeout --kill-after=10 "$limit" "${ARGV[@]}" >"$dir/concurrency-$level.log" 2>&1 \
+      </dev/null || status=$?
+    if ((status == 124 || status == 137)); then
+      docker rm -f "$BENCH_CONTAINER-$level" >/dev/null 2>&1 || true
+      warn "concurrency $level: stopped after ${limit}s (--timeout); its output is in $dir/concurrency-$level.log"
+      failed=1
+    elif ((status)); then
+      warn "concurrency $level: the benchmark failed (exit $status); the end of its output:"
+      tail -n 5 "$dir/concurrency-$level.log" >&2
+      failed=1
+    else
+      log "[$i/${#levels[@]}] concurrency $level done in $((SECONDS - started))s"
+    fi
+  done
+  ((DRY_RUN)) && return 0
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c "$BENCH_SUMMARY_PY" "$dir" "$DEPLOYMENT" "$SPEC_SHA256" "$image_id" "$input" "$output" "${levels[@]}" \
+      || failed=1
+  else
+    warn "no python3 on $HEAD: the runs' JSON is in $dir, without a summary"
+  fi
+  log "results in $dir"
+  return "$failed"
+}
+
+bench_usage_error() {
+  echo "bench.sh: $*" >&2
+  exit 2
+}
+
+# ARGV: the benchmark's `docker run` for one concurrency; the engine's words with their @...@ filled in.
+bench_argv() {
+  local level=$1 count=$2 input=$3 output=$4 dir=$5 snapshot=$6 word rest=()
+  for word in "${BENCH_COMMAND[@]:1}"; do
+    word=${word//@URL@/$PROBE_URL}
+    word=${word//@MODEL@/$SERVED_MODEL}
+    word=${word//@TOKENIZER@/$BENCH_TOKENIZER}
+    word=${word//@INPUT@/$input}
+    word=${word//@OUTPUT@/$output}
+    word=${word//@PROMPTS@/$count}
+    word=${word//@CONCURRENCY@/$level}
+    word=${word//@RESULTS@/$BENCH_RESULTS}
+    word=${word//@RESULT@/concurrency-$level.json}
+    rest+=("$word")
+  done
+  ARGV=(docker run --rm --name "$BENCH_CONTAINER-$level" --network host --user "$(id -u):$(id -g)"
+    -e HOME=/tmp
+    -e OPENAI_API_KEY
+    -v "$dir:$BENCH_RESULTS")
+  for word in "${BENCH_MOUNTS[@]}"; do
+    [[ -n $BENCH_SNAPSHOT_PLACEHOLDER && -n $snapshot ]] && word=${word//"$BENCH_SNAPSHOT_PLACEHOLDER"/$snapshot}
+    ARGV+=("$word")
+  done
+  ARGV+=("${BENCH_ENV[@]}" --entrypoint "${BENCH_COMMAND[0]}" "$IMAGE" "${rest[@]}")
 }

@@ -1,0 +1,66 @@
+"""sparkc bench summary: the runs of bench.sh (one JSON per concurrency, as vLLM's `bench serve` and SGLang's
+bench_serving write them) as a table on the terminal, summary.md and summary.json.
+
+Arguments: DIR DEPLOYMENT SPEC_SHA256 IMAGE_ID INPUT_LEN OUTPUT_LEN CONCURRENCY...
+"""
+
+import json
+import os
+import sys
+
+COLUMNS = (
+    ("concurrency", "concurrency", "{:d}"),
+    ("output tok/s", "output_throughput", "{:.1f}"),
+    ("requests/s", "request_throughput", "{:.2f}"),
+    ("TTFT median ms", "median_ttft_ms", "{:.1f}"),
+    ("TTFT p99 ms", "p99_ttft_ms", "{:.1f}"),
+    ("ITL median ms", "median_itl_ms", "{:.1f}"),
+    ("ITL p99 ms", "p99_itl_ms", "{:.1f}"),
+)
+
+
+def read(path):
+    """The run's result: vLLM writes one JSON document, SGLang appends one JSON line per run (the last counts)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    try:
+        return json.loads("\n".join(lines))
+    except ValueError:
+        return json.loads(lines[-1]) if lines else None
+
+
+def main(argv):
+    folder, deployment, spec_sha256, image_id, input_len, output_len = argv[1:7]
+    rows = []
+    for level in argv[7:]:
+        result = read(os.path.join(folder, f"concurrency-{level}.json"))
+        row = {"concurrency": int(level), "ok": result is not None}
+        for _, key, _ in COLUMNS[1:]:
+            value = (result or {}).get(key)
+            row[key] = float(value) if isinstance(value, (int, float)) else None
+        rows.append(row)
+    summary = {"deployment": deployment, "spec_sha256": spec_sha256, "image_id": image_id,
+               "input_len": int(input_len), "output_len": int(output_len), "runs": rows}  # fmt: skip
+    with open(os.path.join(folder, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+        f.write("\n")
+    cells = [[h for h, _, _ in COLUMNS]]
+    for row in rows:
+        cells.append([fmt.format(row[key]) if row.get(key) is not None else "failed" for _, key, fmt in COLUMNS])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
+    for r in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    with open(os.path.join(folder, "summary.md"), "w", encoding="utf-8") as f:
+        f.write(f"# Benchmark of `{deployment}`\n\nSpec sha256 `{spec_sha256}`, image `{image_id}`; "
+                f"random prompts, {input_len} tokens in, {output_len} out.\n\n")  # fmt: skip
+        f.write("| " + " | ".join(cells[0]) + " |\n| " + " | ".join("---" for _ in COLUMNS) + " |\n")
+        for r in cells[1:]:
+            f.write("| " + " | ".join(r) + " |\n")
+    if not all(row["ok"] for row in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,66 @@
+fetch_usage() {
+  cat <<USAGE
+Usage: fetch-model.sh [--dry-run]
+
+Downloads ${FETCH_REPO:-model.repo} at $FETCH_REVISION into $FETCH_TARGET on this node, the
+head, inside the deployment's image (docker run --rm, which needs huggingface_hub), then says to run
+distribute.sh, which copies the weights on to the other nodes. HF_TOKEN (for gated or private repos) and
+HF_ENDPOINT (a mirror) are read from this environment and passed by name, never on a command line.
+The repo's size is compared with the free space first; a file already complete is skipped, so running
+it again after an interruption continues, and a dropped connection resumes its file where it broke off.
+One line per file as it goes.
+Exit status: 0 done, 1 the download failed or the disk lacks room, 2 usage or no model.repo.
+USAGE
+}
+
+# The download's program (templates/lib/fetch.py), run by python3 -c inside the image.
+# shellcheck disable=SC2016  # Python's text, not the shell's
+# sparkc-embed FETCH_PY fetch.py
+fetch_main() {
+  while (($#)); do
+    case $1 in
+      --dry-run) DRY_RUN=1 ;;
+      -h | --help) fetch_usage; exit 0 ;;
+      *) echo "fetch-model.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  if [[ -z $FETCH_REPO ]]; then
+    echo "fetch-model.sh: the spec names no model.repo: add model.repo (the Hugging Face repo id, ORG/NAME)" \
+      "and compile again" >&2
+    exit 2
+  fi
+  # As the operator's user, so the files are theirs; huggingface_hub's own state in a folder it can write.
+  local argv=(docker run --rm --name "$FETCH_CONTAINER" --network host --user "$(id -u):$(id -g)"
+    -e HF_HOME=/tmp/sparkc-hf-home
+    -v "$FETCH_TARGET:$FETCH_TARGET"
+    -e HF_TOKEN
+    -e HF_ENDPOINT
+  )
+  if [[ -t 1 ]]; then
+    argv+=(-t)  # huggingface_hub's progress bars, on a terminal
+  else
+    argv+=(
+      -e HF_HUB_DISABLE_PROGRESS_BARS=1
+    )  # one line per file instead
+  fi
+  argv+=(--entrypoint python3 "$IMAGE" -c)
+  log "$FETCH_REPO at $FETCH_REVISION into $FETCH_TARGET ($FETCH_MODE), in image $IMAGE"
+  if ((DRY_RUN)); then
+    dry_print "$HEAD" mkdir -p "$FETCH_TARGET"
+    dry_print "$HEAD" "${argv[@]}" "<the program in templates/lib/fetch.py>" "$FETCH_REPO" "$FETCH_REVISION" \
+      "$FETCH_TARGET" "$FETCH_MODE"
+    return 0
+  fi
+  mkdir -p -- "$FETCH_TARGET" || { warn "cannot create $FETCH_TARGET on $HEAD"; exit 1; }
+  local out=$SCRIPT_DIR/fetch-report.txt status=0
+  "${argv[@]}" "$FETCH_PY" "$FETCH_REPO" "$FETCH_REVISION" "$FETCH_TARGET" "$FETCH_MODE" </dev/null \
+    | tee "$out" || status=$?
+  if ! grep -q '^SPARKC_FETCH {.*"ok": true' "$out"; then
+    local why
+    why=$(sed -n 's/^SPARKC_FETCH .*"error": "\(.*\)", "ok": false}.*/\1/p' "$out" | tail -n 1)
+    warn "the download failed${why:+: $why} (exit $status); the report is in $out"
+    exit 1
+  fi
+  log "done: $FETCH_REPO is in $FETCH_TARGET on $HEAD; run distribute.sh to copy it to the other nodes"
+}

@@ -1,0 +1,75 @@
+service_usage() {
+  cat <<USAGE
+Usage: install-service.sh [--dry-run] [--user USER] [--uninstall]
+
+Installs systemd/$SERVICE_UNIT (beside this script) on this node, the head: links this folder at
+$SERVICE_FOLDER, copies the unit into /etc/systemd/system with a drop-in that runs it
+as USER (default: the user who ran sudo, else the one running this), and enables it, so that
+launch-cluster.sh runs once the network and docker are up after every boot. Start it now with
+systemctl start $SERVICE_UNIT. --uninstall disables and removes it (the containers stay).
+--dry-run prints every step and changes nothing. Needs root (sudo) unless --dry-run.
+Exit status: 0 done, 1 a step failed, 2 usage.
+USAGE
+}
+
+service_main() {
+  local user=${SUDO_USER:-} uninstall=0
+  while (($#)); do
+    case $1 in
+      --dry-run) DRY_RUN=1 ;;
+      --user)
+        [[ ${2:-} =~ ^[a-z_][a-z0-9_.-]*$ ]] \
+          || { echo "install-service.sh: --user needs a user name (lower-case letters, digits, _ . -)" >&2; exit 2; }
+        user=$2
+        shift
+        ;;
+      --uninstall) uninstall=1 ;;
+      -h | --help) service_usage; exit 0 ;;
+      *) echo "install-service.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  [[ -n $user ]] || user=$(id -un)
+  [[ $user =~ ^[a-z_][a-z0-9_.-]*$ ]] || { echo "install-service.sh: pass --user USER: '$user' is no user name" >&2; exit 2; }
+  local root=${SPARKC_SYSTEM_ROOT:-}  # tests install into a folder instead of /
+  local systemd_dir=$root/etc/systemd/system
+  local link=$root$SERVICE_FOLDER dropin=$root/etc/systemd/system/$SERVICE_UNIT.d
+  ((DRY_RUN)) && log "dry run: printing the steps, changing nothing"
+  if ((!DRY_RUN)) && [[ ! -w $systemd_dir ]]; then
+    warn "cannot write to $systemd_dir: run it as root (sudo $SCRIPT_DIR/install-service.sh)"
+    exit 1
+  fi
+  if ((uninstall)); then
+    service_step systemctl disable "$SERVICE_UNIT"
+    service_step rm -f "$systemd_dir/$SERVICE_UNIT" "$dropin/user.conf"
+    service_step rmdir "$dropin"
+    service_step rm -f "$link"
+    service_step systemctl daemon-reload
+    ((DRY_RUN)) || log "$SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
+    return 0
+  fi
+  [[ -f $SCRIPT_DIR/systemd/$SERVICE_UNIT ]] \
+    || { warn "$SCRIPT_DIR/systemd/$SERVICE_UNIT is missing: copy the whole compiled folder"; exit 1; }
+  service_step mkdir -p "${link%/*}" "$dropin"
+  service_step ln -sfn "$SCRIPT_DIR" "$link"
+  service_step install -m 0644 "$SCRIPT_DIR/systemd/$SERVICE_UNIT" "$systemd_dir/$SERVICE_UNIT"
+  service_step write_file "$dropin/user.conf" "$(printf '[Service]\nUser=%s\n' "$user")"
+  service_step systemctl daemon-reload
+  service_step systemctl enable "$SERVICE_UNIT"
+  ((DRY_RUN)) || log "$SERVICE_UNIT enabled, as $user: it launches $DEPLOYMENT after every boot (start it now:" \
+    "systemctl start $SERVICE_UNIT; follow it: journalctl -u $SERVICE_UNIT -f)"
+}
+
+# One step: printed under --dry-run, else run; a failure stops the script, naming the step.
+service_step() {
+  local word shown=()
+  for word; do shown+=("$(dry_word "$word")"); done
+  if ((DRY_RUN)); then
+    printf '%s\n' "${shown[*]}"
+    return 0
+  fi
+  "$@" || { warn "failed: ${shown[*]}"; exit 1; }
+}
+
+# A small file, written whole, with a final newline; under --dry-run its text is the step's last word.
+write_file() { printf '%s\n' "$2" >"$1"; }
