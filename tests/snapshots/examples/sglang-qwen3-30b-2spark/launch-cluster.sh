@@ -71,6 +71,8 @@ readonly MODEL_FOLDER=/home/aurora/models/Qwen3-30B-A3B
 readonly MODEL_HF=''
 readonly SNAPSHOT_PLACEHOLDER=''
 readonly DRAFT_FOLDER=''
+# container.mounts' host paths: docker would make a missing one an empty folder owned by root.
+readonly MOUNT_SOURCES=()
 readonly DROP_PAGE_CACHE=0
 readonly DEFAULT_TIMEOUT=3600
 # What --timeout takes: the spec's least launch.timeout, and the most the launcher's clock adds up.
@@ -82,6 +84,8 @@ readonly ENGINE_TIMEOUT_MARGIN=60
 readonly ENGINE_TIMEOUT_VARIABLE=''
 readonly ENGINE_TIMEOUT_FLAG=--dist-timeout
 readonly RAY_REQUIRED=0
+# Where the engine binds the API: a program listening there (or on every address) takes its port.
+readonly API_BIND_HOST=0.0.0.0
 readonly RAY_PORT=6379
 # What the image's profile says docker will report; checked before anything starts.
 readonly PROFILE_NAME=sglang
@@ -91,7 +95,7 @@ readonly PROFILE_ENV_DEFAULTS=()
 # Variables passed to the containers by name only; their values come from this script's environment.
 readonly SECRETS=()
 # --env 'NAME=VALUE' refuses these names (the shell's and these scripts' own) and secret-looking ones.
-readonly RESERVED_NAMES='API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION BENCH_COMMAND BENCH_CONCURRENCIES BENCH_CONTAINER BENCH_ENV BENCH_INPUT_LEN BENCH_MOUNTS BENCH_OUTPUT_LEN BENCH_RESULTS BENCH_SNAPSHOT_PLACEHOLDER BENCH_SNAPSHOT_REF BENCH_SUMMARY_PY BENCH_TOKENIZER CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTAINER_ID CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_EXEC ENGINE_LOOKED ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WATCH_SH ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FETCH_CONTAINER FETCH_MODE FETCH_PY FETCH_REPO FETCH_REVISION FETCH_TARGET FUNCNAME GLOBIGNORE GPUS GROUPS HAS_HOOKS HAS_PATCHES HAS_PLANES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE HOST_HOOKS HOST_HOOKS_SUDO IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LAUNCHED_AT LINENO LINES LOGNAME MAIL MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OLD_CONTAINER_FORMAT OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PLANES_REMOTE_LIB PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SERVICE_FOLDER SERVICE_UNIT SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPARKC_LIB SPARKC_LIB_SHA256 SPARKC_LIB_TEXT SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TIMEOUT_MAX TIMEOUT_MIN TMOUT TMPDIR TOTAL_GPUS UID USER WAKE WATCH_IN WATCH_SH WATCH_START WATCH_WARNED'
+readonly RESERVED_NAMES='API_BIND_HOST API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION BENCH_COMMAND BENCH_CONCURRENCIES BENCH_CONTAINER BENCH_ENV BENCH_INPUT_LEN BENCH_MOUNTS BENCH_OUTPUT_LEN BENCH_RESULTS BENCH_SNAPSHOT_PLACEHOLDER BENCH_SNAPSHOT_REF BENCH_SUMMARY_PY BENCH_TOKENIZER CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTAINER_ID CONTROL_IP CONTROL_NETDEV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_COMMAND ENGINE_LOOKED ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WATCH_SH ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FETCH_CONTAINER FETCH_MODE FETCH_PY FETCH_REPO FETCH_REVISION FETCH_TARGET FUNCNAME GLOBIGNORE GPUS GROUPS HAS_HOOKS HAS_PATCHES HAS_PLANES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE HOST_HOOKS HOST_HOOKS_SUDO IFS IMAGE IMAGE_IDS IMAGE_ONLY LANG LANGUAGE LAUNCHED_AT LINENO LINES LOGNAME MAIL MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION MOUNT_SOURCES NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OLD_CONTAINER_FORMAT OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PLANES_REMOTE_LIB PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SERVICE_FOLDER SERVICE_UNIT SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPARKC_LIB SPARKC_LIB_SHA256 SPARKC_LIB_TEXT SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES TARGET TERM TIMEOUT TIMEOUT_MAX TIMEOUT_MIN TMOUT TMPDIR TOTAL_GPUS UID USER WAKE WATCH_IN WATCH_SH WATCH_START WATCH_WARNED'
 readonly SECRET_NAME_PATTERN='(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|'\$')'
 # Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
 readonly HEAD_FABRIC_IP=192.168.100.10
@@ -149,129 +153,89 @@ readonly START_WAVES=(
   spark-b
   spark-a
 )
-# The engine, started on the head once Ray reports every node (empty: the engine is each
-# container's main process). Its output goes to the head container's log and its exit status to
-# /tmp/sparkc-engine.exit inside that container.
-readonly ENGINE_EXEC=()
+# The engine, started on the head once Ray reports every node (empty: the engine is each container's main
+# process), by `docker exec` in the head's container through the library's ENGINE_WRAPPER: its output goes to
+# that container's log and its exit status to /tmp/sparkc-engine.exit inside it.
+readonly ENGINE_COMMAND=(
+)
 # The fabric probe before the engine starts: one all-reduce across the nodes (templates/lib/probe.py),
 # each rank in a container of the deployment's image, started with these words then python3 -c PROGRAM.
 PROBE=1  # --no-probe turns it off
 readonly PROBE_PORT=29501
 readonly PROBE_TIMEOUT=60
-# shellcheck disable=SC2034  # read through a name reference in probe_argv
+# Each node's probe container: these words, then the node's own below, then python3 -c PROGRAM.
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly PROBE_RUN_SHARED=(
+  docker run
+  -d
+  --label sparkc.probe=qwen3-30b-sglang
+  --network host
+  --ipc host
+  --gpus all
+  --privileged
+  --ulimit memlock=-1
+  --ulimit nofile=1048576
+  --ulimit stack=67108864
+  --shm-size 34359738368
+  -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
+  -v /var/cache/sparkc/lmsysorg_sglang_spark:/var/cache/sparkc
+  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
+  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
+  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
+  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
+  -e HF_HOME=/var/cache/sparkc/huggingface
+  -e HF_HUB_OFFLINE=1
+  -e NCCL_DEBUG=INFO
+  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
+  -e NCCL_IB_DISABLE=0
+  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
+  -e NCCL_IGNORE_CPU_AFFINITY=1
+  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
+  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
+  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  -e SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0
+  -e SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1
+  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
+  -e TP_SOCKET_IFNAME=enp1s0f1np1
+  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
+  -e UCX_NET_DEVICES=enp1s0f1np1
+  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
+  --log-driver json-file
+  --log-opt max-size=50m
+  --log-opt max-file=5
+  -e LOCAL_RANK=0
+  -e WORLD_SIZE=2
+  -e MASTER_ADDR=192.168.100.10
+  -e MASTER_PORT=29501
+  -e SPARKC_PROBE_TIMEOUT=60
+  --entrypoint python3
+)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly PROBE_RUN_0=(
-  docker run
-  -d
   --name sparkc-qwen3-30b-sglang-spark-a-probe
-  --label sparkc.probe=qwen3-30b-sglang
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  --shm-size 34359738368
-  -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
-  -v /var/cache/sparkc/lmsysorg_sglang_spark:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
-  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
-  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  -e SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0
   -e SGLANG_HOST_IP=192.168.100.10
-  -e SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enp1s0f1np1
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e UCX_NET_DEVICES=enp1s0f1np1
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  --log-driver json-file
-  --log-opt max-size=50m
-  --log-opt max-file=5
   -e RANK=0
-  -e LOCAL_RANK=0
-  -e WORLD_SIZE=2
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e SPARKC_PROBE_TIMEOUT=60
-  --entrypoint python3
   lmsysorg/sglang:spark
 )
-# shellcheck disable=SC2034  # read through a name reference in probe_argv
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly PROBE_RUN_1=(
-  docker run
-  -d
   --name sparkc-qwen3-30b-sglang-spark-b-probe
-  --label sparkc.probe=qwen3-30b-sglang
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  --shm-size 34359738368
-  -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
-  -v /var/cache/sparkc/lmsysorg_sglang_spark:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
-  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
-  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  -e SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0
   -e SGLANG_HOST_IP=192.168.100.11
-  -e SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enp1s0f1np1
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e UCX_NET_DEVICES=enp1s0f1np1
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  --log-driver json-file
-  --log-opt max-size=50m
-  --log-opt max-file=5
   -e RANK=1
-  -e LOCAL_RANK=0
-  -e WORLD_SIZE=2
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e SPARKC_PROBE_TIMEOUT=60
-  --entrypoint python3
   lmsysorg/sglang:spark
 )
-# The container of each node, by rank: `docker run` exactly as it will be executed.
+# The container of each node, by rank: `docker run` with the words every node's container gets, then the
+# node's own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
 declare -rA RANK=(
   [spark-a]=0
   [spark-b]=1
 )
-# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
-readonly DOCKER_RUN_0=(
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_SHARED=(
   docker run
   -d
-  --name sparkc-qwen3-30b-sglang-spark-a
   --label sparkc.deployment=qwen3-30b-sglang
   --label sparkc.spec-sha256=98f3553210110c1b659a4d52ca8b9183168c43354e426922accfb7d27c1ca967
-  --label sparkc.node=spark-a
   --network host
   --ipc host
   --gpus all
@@ -299,7 +263,6 @@ readonly DOCKER_RUN_0=(
   -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
   -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   -e SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0
-  -e SGLANG_HOST_IP=192.168.100.10
   -e SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1
   -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
   -e TP_SOCKET_IFNAME=enp1s0f1np1
@@ -309,6 +272,13 @@ readonly DOCKER_RUN_0=(
   --log-driver json-file
   --log-opt max-size=50m
   --log-opt max-file=5
+)
+# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+readonly DOCKER_RUN_0=(
+  --name sparkc-qwen3-30b-sglang-spark-a
+  --label sparkc.node=spark-a
+  -e SGLANG_HOST_IP=192.168.100.10
   lmsysorg/sglang:spark
   python3
   -m sglang.launch_server
@@ -316,7 +286,7 @@ readonly DOCKER_RUN_0=(
   --served-model-name qwen3-30b
   --host 0.0.0.0
   --port 30000
-  --tp 2
+  --tp-size 2
   --context-length 32768
   --mem-fraction-static 0.75
   --nnodes 2
@@ -326,51 +296,11 @@ readonly DOCKER_RUN_0=(
   --reasoning-parser qwen3
 )
 # spark-b: worker rank 1, fabric 192.168.100.11 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in docker_run_argv
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly DOCKER_RUN_1=(
-  docker run
-  -d
   --name sparkc-qwen3-30b-sglang-spark-b
-  --label sparkc.deployment=qwen3-30b-sglang
-  --label sparkc.spec-sha256=98f3553210110c1b659a4d52ca8b9183168c43354e426922accfb7d27c1ca967
   --label sparkc.node=spark-b
-  --network host
-  --ipc host
-  --gpus all
-  --privileged
-  --ulimit memlock=-1
-  --ulimit nofile=1048576
-  --ulimit stack=67108864
-  --shm-size 34359738368
-  -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
-  -v /var/cache/sparkc/lmsysorg_sglang_spark:/var/cache/sparkc
-  -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
-  -e CUTE_DSL_CACHE_DIR=/var/cache/sparkc/cute-dsl
-  -e FLASHINFER_WORKSPACE_BASE=/var/cache/sparkc/flashinfer
-  -e GLOO_SOCKET_IFNAME=enp1s0f1np1
-  -e HF_HOME=/var/cache/sparkc/huggingface
-  -e HF_HUB_OFFLINE=1
-  -e MASTER_ADDR=192.168.100.10
-  -e MASTER_PORT=29501
-  -e NCCL_DEBUG=INFO
-  -e 'NCCL_DEBUG_SUBSYS=INIT,NET'
-  -e NCCL_IB_DISABLE=0
-  -e 'NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1'
-  -e NCCL_IGNORE_CPU_AFFINITY=1
-  -e NCCL_SOCKET_IFNAME=enp1s0f1np1
-  -e OMPI_MCA_btl_tcp_if_include=enp1s0f1np1
-  -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  -e SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0
   -e SGLANG_HOST_IP=192.168.100.11
-  -e SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1
-  -e TORCHINDUCTOR_CACHE_DIR=/var/cache/sparkc/inductor
-  -e TP_SOCKET_IFNAME=enp1s0f1np1
-  -e TRITON_CACHE_DIR=/var/cache/sparkc/triton
-  -e UCX_NET_DEVICES=enp1s0f1np1
-  -e VLLM_CACHE_ROOT=/var/cache/sparkc/vllm
-  --log-driver json-file
-  --log-opt max-size=50m
-  --log-opt max-file=5
   lmsysorg/sglang:spark
   python3
   -m sglang.launch_server
@@ -378,7 +308,7 @@ readonly DOCKER_RUN_1=(
   --served-model-name qwen3-30b
   --host 0.0.0.0
   --port 30000
-  --tp 2
+  --tp-size 2
   --context-length 32768
   --mem-fraction-static 0.75
   --nnodes 2
@@ -398,7 +328,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=dc5cf48e8815f543eda160606f74165d52b7e03a6fc7bc1fa3f3ac2a0bfb2995
+readonly SPARKC_LIB_SHA256=66fcd9118972559d32c1840f5225b4a579327202d96730586d3ad1503ff60b38
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
