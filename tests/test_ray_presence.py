@@ -50,3 +50,12 @@ def test_an_older_release_is_checked_by_the_launcher() -> None:
     result = compile_spec(with_changes(NATIVE, {**RAY, "container.image": "nvcr.io/nvidia/vllm:25.11-py3"}))
     assert result.ok, diagnostics_text(result)
     assert result.plan is not None and result.plan.ray_required
+
+
+def test_explain_says_where_an_entrypoint_side_effect_runs() -> None:
+    seed = example("seed-qwen35-122b-2spark-ray")  # hellohal: its entrypoint caps the GPU clocks
+    quirks = compile_spec(seed).plan.quirks  # type: ignore[union-attr]
+    assert any(q.startswith("entrypoint side effect on the head (spark-a) only") and "ray start" in q for q in quirks)
+    native = compile_spec(with_changes(seed, {"engine.backend": "native"})).plan
+    assert native is not None
+    assert any(q.startswith("entrypoint side effect kept on every node: sets the GPU clock") for q in native.quirks)

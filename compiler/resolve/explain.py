@@ -5,7 +5,7 @@ from __future__ import annotations
 from compiler.plan import Setting
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import repeats
-from compiler.spec.profiles import Profile, overridden
+from compiler.spec.profiles import ArgsStyle, Profile, overridden
 from compiler.spec.typed import Backend, EntrypointMode, Source
 
 
@@ -53,13 +53,25 @@ def quirks(d: Deployment) -> tuple[str, ...]:
     if profile is None:
         return ("no image profile: the entrypoint is bypassed unless the spec says keep", *agreeing_flags(d))
     notes = [f"profile {profile.id} ({profile.family}); entrypoint: {mode}", *_origin(profile), *profile.notes]
-    if mode is EntrypointMode.BYPASS:
-        notes += [f"bypassed entrypoint skips: {s}" for s in profile.side_effects]
-    else:
-        notes += [f"entrypoint side effect kept: {s}" for s in profile.side_effects]
+    notes += [f"{_side_effect_where(d)}: {s}" for s in profile.side_effects]
     if d.backend is Backend.RAY:
         notes.append("Ray containers run `ray start` with --entrypoint ray; the engine starts by docker exec")
     return (*notes, *agreeing_flags(d))
+
+
+def _side_effect_where(d: Deployment) -> str:
+    """Where the image's entrypoint, and so its side effects, really runs: Ray's containers start with
+    --entrypoint ray, and only the head's engine, started by docker exec, goes through an env-driven one."""
+    assert d.profile is not None
+    if d.entrypoint.mode is EntrypointMode.BYPASS:
+        return "bypassed entrypoint skips"
+    if d.backend is not Backend.RAY:
+        return "entrypoint side effect kept on every node" if d.multi else "entrypoint side effect kept"
+    if d.profile.args is ArgsStyle.ENV_DRIVEN and d.profile.entrypoint:
+        return f"entrypoint side effect on the head ({d.head.name}) only, where the engine starts through it" + (
+            "; the Ray workers run `ray start` without it" if d.multi else ""
+        )
+    return "entrypoint side effect not run: Ray containers start with --entrypoint ray, the engine by docker exec"
 
 
 def _origin(profile: Profile) -> tuple[str, ...]:
