@@ -19,6 +19,7 @@ from ruamel.yaml import YAML
 
 from compiler.diagnostics import format_text
 from compiler.output.emit import emit
+from compiler.output.render import split_runs
 from compiler.pipeline import CompileResult, compile_text
 from compiler.plan import NodePlan, Plan, Setting, flat
 
@@ -154,6 +155,13 @@ def node_env(plan: Plan, name: str) -> dict[str, str]:
 def docker_run_words(node: NodePlan) -> tuple[str, ...]:
     """The node's whole `docker run` command line, word by word."""
     return flat(node.docker_run)
+
+
+def launched_words(plan: Plan, node: NodePlan) -> tuple[str, ...]:
+    """The node's `docker run` words in the order launch-cluster.sh runs them: the words every node's
+    container gets, then the node's own (compiler/output/render.py's split_runs)."""
+    runs = split_runs((n.docker_run for n in plan.nodes), plan.image)
+    return flat((*runs.shared, *runs.own[plan.nodes.index(node)]))
 
 
 def container_command(plan: Plan, name: str) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from compiler.output.library import library_path, library_text
 from compiler.plan import NodePlan, Plan
 from tests.fakes.cluster import FakeCluster, image_entrypoint
 from tests.security.corpus import Arrival, Field
-from tests.specs import DELETE, docker_run_words, example, ray_engine_words, with_changes
+from tests.specs import DELETE, example, launched_words, ray_engine_words, with_changes
 
 DRIVER = r"""
 launcher=$1 sparkc_test_mode=$2
@@ -44,8 +44,9 @@ for sparkc_test_node; do
     on_node "$sparkc_test_node" "${ARGV[@]}"
   fi
 done
-if ((${#ENGINE_EXEC[@]})) && [[ $1 == "$HEAD" ]]; then
-  on_node "$HEAD" "${ENGINE_EXEC[@]}"
+if ((${#ENGINE_COMMAND[@]})) && [[ $1 == "$HEAD" ]]; then
+  engine_argv
+  on_node "$HEAD" "${ARGV[@]}"
 fi
 """
 
@@ -168,7 +169,7 @@ def arrival_problems(plan: Plan, runs: Sequence[Run], arrivals: Sequence[Arrival
         for node in run.nodes:
             where = f"{node.name} (worker's login shell {run.shell})"
             recorded = docker_runs(run, node.name)
-            planned = list(docker_run_words(node)[1:])
+            planned = list(launched_words(plan, node)[1:])
             if recorded != [planned]:
                 problems.append(f"{where}: docker ran {recorded}, planned {planned}")
                 continue
