@@ -2214,6 +2214,12 @@ echo "sparkc: engine exited with status $code" >>/proc/1/fd/2
 echo "$code" >/tmp/sparkc-engine.exit
 '
 
+# ARGV: the engine's start under Ray, in the head's container, with this launch's API port.
+engine_argv() {
+  ARGV=(docker exec -d "${CONTAINER[$HEAD]}" sh -c "$ENGINE_WRAPPER" sparkc-engine "${ENGINE_COMMAND[@]}")
+  with_api_port
+}
+
 start_engine() {
   if ((${#ENGINE_COMMAND[@]} == 0)); then
     phase engine "the engine is each container's main process; nothing more to start"
@@ -2222,8 +2228,7 @@ start_engine() {
   fi
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
-  ARGV=(docker exec -d "${CONTAINER[$HEAD]}" sh -c "$ENGINE_WRAPPER" sparkc-engine "${ENGINE_COMMAND[@]}")
-  with_api_port
+  engine_argv
   if ((DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
     dry_print "$HEAD" "${ARGV[@]:0:6}" "<the engine wrapper>" "${ARGV[@]:7}" >&3
   else
