@@ -11,7 +11,7 @@ import pytest
 from tests.cluster.deployment import Deploy
 from tests.simcluster import SimCluster
 from tests.simcluster.images import VLLM_IMAGE
-from tests.specs import EXAMPLES, flag_value
+from tests.specs import DELETE, EXAMPLES, flag_value
 
 pytestmark = pytest.mark.cluster
 
@@ -64,6 +64,7 @@ def test_hooks_example_runs_hooks_in_every_container(deploy: Deploy, sim_cluster
         "qwen3-32b-2spark-hooks.yaml",
         "hooks",
         {
+            "cluster.hooks": DELETE,  # the example's host hook caps a real GPU's clock by sudo: none here
             "container.image": VLLM_IMAGE,
             "container.hooks.pre_engine": hooks,
             "container.hooks.patches": patches_beside_the_spec(tmp_path),
@@ -87,6 +88,7 @@ def test_a_failing_hook_fails_the_launch_naming_node_and_hook(
         "qwen3-32b-2spark-hooks.yaml",
         "badhook",
         {
+            "cluster.hooks": DELETE,
             "container.image": VLLM_IMAGE,
             "container.hooks.pre_engine": ["true", failing],
             "container.hooks.patches": patches_beside_the_spec(tmp_path),
