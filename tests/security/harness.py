@@ -45,7 +45,7 @@ for sparkc_test_node; do
   fi
 done
 if ((${#ENGINE_COMMAND[@]})) && [[ $1 == "$HEAD" ]]; then
-  engine_argv
+  engine_argv "$ENGINE_WRAPPER"
   on_node "$HEAD" "${ARGV[@]}"
 fi
 """

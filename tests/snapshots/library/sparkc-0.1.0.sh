@@ -2214,9 +2214,10 @@ echo "sparkc: engine exited with status $code" >>/proc/1/fd/2
 echo "$code" >/tmp/sparkc-engine.exit
 '
 
-# ARGV: the engine's start under Ray, in the head's container, with this launch's API port.
+# engine_argv WRAPPER: ARGV, the engine's start under Ray in the head's container through WRAPPER (the
+# library's ENGINE_WRAPPER; a dry run shows it by name), with this launch's API port.
 engine_argv() {
-  ARGV=(docker exec -d "${CONTAINER[$HEAD]}" sh -c "$ENGINE_WRAPPER" sparkc-engine "${ENGINE_COMMAND[@]}")
+  ARGV=(docker exec -d "${CONTAINER[$HEAD]}" sh -c "$1" sparkc-engine "${ENGINE_COMMAND[@]}")
   with_api_port
 }
 
@@ -2228,10 +2229,11 @@ start_engine() {
   fi
   phase engine "$ENGINE on the head through Ray"
   FAILED_NODE=$HEAD
-  engine_argv
   if ((DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
-    dry_print "$HEAD" "${ARGV[@]:0:6}" "<the engine wrapper>" "${ARGV[@]:7}" >&3
+    engine_argv "<the engine wrapper>"
+    dry_print "$HEAD" "${ARGV[@]}" >&3
   else
+    engine_argv "$ENGINE_WRAPPER"
     on_node "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
   fi
   ENGINE_STARTED=$((DRY_RUN == 0))
