@@ -15,7 +15,7 @@ from pathlib import Path
 LOCK = ".sparkc.lock"
 PATCHES = "patches"  # the folder a hooks patch folder is copied to (compiler.plan.PATCHES_DIR)
 LIBRARY = "lib"  # the folder of sparkc's library, one file per sparkc version (compiler.output.library)
-SYSTEMD = "systemd"  # the deployment's systemd unit (compiler.output.render)
+SYSTEMD = "systemd"  # the folder of the deployment's systemd unit (written by compiler.output.render)
 # Folders of OUT that hold files of their own, one level deep.
 FLAT_FOLDERS = frozenset({LIBRARY, SYSTEMD})
 # The one generated name that starts with a dot (it tells review tools that lib/ is generated).

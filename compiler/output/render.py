@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.output.emit import MANIFEST
+from compiler.output.folder_guard import SYSTEMD
 from compiler.output.library import library_path, library_sha256, library_text
 from compiler.output.plan_page import PAGE, plan_page
 from compiler.plan import BENCH_RESULTS, MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
@@ -33,7 +34,6 @@ SCRIPTS = (
     "bench.sh",
     "install-service.sh",
 )
-SYSTEMD_DIR = "systemd"  # the unit, beside the scripts (compiler.output.folder_guard.SYSTEMD)
 GITATTRIBUTES = ".gitattributes"
 # Review tools (GitHub, GitLab) fold the library: it is sparkc's code, the same for every deployment.
 GITATTRIBUTES_TEXT = "# Written by sparkc: lib/ is sparkc's own code, the same for every deployment.\n" + (
@@ -219,7 +219,7 @@ def render(plan: Plan) -> dict[str, str]:
     files = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
     if plan.service is not None:
         unit = environment().get_template("systemd/unit.service.j2").render(plan=plan)
-        files[f"{SYSTEMD_DIR}/{plan.service.unit}"] = unit
+        files[f"{SYSTEMD}/{plan.service.unit}"] = unit
     files[library.path] = library_text(library.version)
     files[GITATTRIBUTES] = GITATTRIBUTES_TEXT
     files[PAGE] = plan_page(plan)
