@@ -281,9 +281,10 @@ def _issues_url() -> str | None:
 
 
 def _register_setup_commands() -> None:
+    from compiler.cli.bench_command import COMMANDS as DAY_TWO
     from compiler.cli.setup_commands import COMMANDS  # the setup-day commands live apart; cli imports nothing back
 
-    for command in COMMANDS:
+    for command in COMMANDS + DAY_TWO:
         cli.add_command(command)
 
 
