@@ -3255,7 +3255,7 @@ bench_main() {
   else
     warn "no python3 on $HEAD: the runs' JSON is in $dir, without a summary"
   fi
-  log "results in $dir"
+  log "results in $dir (sparkc bench-compare $dir OTHER compares it with another run)"
   return "$failed"
 }
 
