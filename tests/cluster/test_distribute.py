@@ -7,7 +7,9 @@ lives under /run to be a different folder on each node.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -34,6 +36,19 @@ def make_model(cluster: SimCluster, node: str) -> None:
         f"head -c {size} /dev/urandom > {MODEL}/{name}" for name, size in FILES.items()
     )
     cluster.sh(node, script + f" && echo x > {MODEL}/sub/extra", check=True)
+
+
+@contextmanager
+def throttled(cluster: SimCluster, rate: str) -> Iterator[None]:
+    """The head's fabric egress limited to RATE (tc's token bucket), as a slow link would be."""
+    head = cluster.head
+    qdisc = ["ip", "netns", "exec", head.netns, "tc", "qdisc"]
+    limit = ["root", "tbf", "rate", rate, "burst", "256kb", "latency", "400ms"]
+    subprocess.run([*qdisc, "add", "dev", head.fabric_netdev, *limit], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run([*qdisc, "del", "dev", head.fabric_netdev, "root"], check=True)
 
 
 def report(d: Deployment) -> dict[tuple[str, str], dict[str, str]]:
@@ -66,11 +81,16 @@ def test_copies_what_a_node_lacks_and_skips_what_matches(
     assert f"rsync -a {MODEL}/ root@10.78.0.12:{MODEL}/" in dry.stdout  # over the fabric address
     assert sim_cluster.image_id("spark2", VLLM_IMAGE) is None  # a dry run copies nothing
 
-    run = d.run("distribute.sh")
+    with throttled(sim_cluster, "80mbit"):  # about 10 MB/s: the image takes seconds, so progress shows
+        run = d.run("distribute.sh", "--progress", "1")
     assert run.returncode == 0, run.stdout + run.stderr
     assert image_ids(sim_cluster, d) == [head_id] * 3
-    listing = f"cd {MODEL} && find . -type f -printf '%P %s\\n' | sort"
-    assert sim_cluster.sh("spark2", listing).stdout == sim_cluster.sh("spark1", listing).stdout
+    total = sim_cluster.docker("spark1", "image", "inspect", "--format", "{{.Size}}", VLLM_IMAGE).stdout.strip()
+    size = int(total) // 1_000_000
+    shown = re.findall(rf"spark2: image: (\d+) MB sent of about {size} MB \((\d+)%\), \d+\.\d MB/s", run.stdout)
+    sent = [int(mb) for mb, _ in shown]
+    assert len(sent) >= 2 and sent == sorted(sent) and sent[-1] > 0, run.stdout  # a line a second, growing
+    assert all(int(percent) <= 99 for _, percent in shown), run.stdout  # 100% is the line that says loaded
     got = report(d)
     assert got["spark2", "image"]["action"] == "copied" and got["spark2", "image"]["via"] == "spark1"
     assert int(got["spark2", "image"]["bytes"]) > 50_000_000  # the whole image went over the stream
