@@ -2624,6 +2624,8 @@ fabric address; nodes that already match are skipped (same image ID; same file n
   --star         send the image from the head to each node at once (default: a chain, each node
                  loading it while passing it on, so the head's link carries one copy; the chain
                  needs every node to reach the next one over ssh with the same options)
+  --progress S   a line with the bytes sent so far and the rate every S seconds (default 5 on a
+                 terminal, 30 otherwise)
   -h, --help     this text
 
 Writes distribute-report.txt beside this script: one line per node and item, with bytes and seconds.
@@ -2634,6 +2636,9 @@ USAGE
 IMAGE_ONLY=0
 MODEL_ONLY=0
 STAR=0
+COPIES=()  # the copies running now (process IDs), which copy_progress watches
+PROGRESS_EVERY=30
+[[ -t 1 ]] && PROGRESS_EVERY=5
 REPORT=$SCRIPT_DIR/distribute-report.txt
 
 # rsync's remote shell as one -e string. rsync splits that string itself, not as a shell would: on
@@ -2663,6 +2668,42 @@ rate() { # BYTES SECONDS: MB/s, one decimal
   local bytes=$1 seconds=$2
   ((seconds > 0)) || seconds=1
   printf '%d.%d MB/s' $((bytes / seconds / 1000000)) $((bytes / seconds / 100000 % 10))
+}
+
+# The last count of bytes a copy's counter wrote into FILE: dd's status=progress lines ("N bytes ...
+# copied", one a second, ended by a carriage return) or rsync's --info=progress2 lines ("1,234  5% ...").
+sent_bytes() { # FILE
+  tr '\r' '\n' <"$1" 2>/dev/null \
+    | awk '$1 ~ /^[0-9,]+$/ && ($2 == "bytes" || $2 ~ /%$/) { n = $1 } END { gsub(",", "", n); print n + 0 }'
+}
+
+# While any of COPIES (process IDs) runs, every PROGRESS_EVERY seconds: each copy's bytes so far, of
+# TOTAL where known. It ends on its own, within a second of the copies (no sleep left behind).
+copy_progress() { # WHAT TOTAL LABEL FILE [LABEL FILE]...
+  local what=$1 total=$2 start=$SECONDS waited=0 sent of percent i pairs
+  shift 2
+  pairs=("$@")
+  while kill -0 "${COPIES[@]}" 2>/dev/null; do
+    sleep 1
+    ((++waited % PROGRESS_EVERY)) && continue
+    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+      sent=$(sent_bytes "${pairs[i + 1]}")
+      of=""
+      # TOTAL is the image's size or the folder's; the stream's framing adds a little: say "about", and
+      # leave 100% to the line that says it is done.
+      if ((total > 0)); then
+        percent=$((sent * 100 / total > 99 ? 99 : sent * 100 / total))
+        of=" of about $((total / 1000000)) MB ($percent%)"
+      fi
+      log "${pairs[i]}: $what: $((sent / 1000000)) MB sent$of, $(rate "$sent" $((SECONDS - start)))"
+    done
+  done
+}
+
+# A filter that counts the bytes passing through it (dd's status=progress: a count a second into FILE);
+# in the pipe, its last count is written when the copy ends.
+count_bytes() { # FILE
+  LC_ALL=C dd bs=1M status=progress 2>"$1"
 }
 
 # One hop of the image chain, run on a node: load what arrives on stdin and, while loading, pass the
@@ -2722,15 +2763,27 @@ distribute_image() {
   fi
   dir=$(mktemp -d)
   start=$SECONDS
+  local total watched=() watcher
+  COPIES=()
+  total=$(docker image inspect --format '{{.Size}}' "$IMAGE" 2>/dev/null) || total=0
+  [[ $total =~ ^[0-9]+$ ]] || total=0
   if ((STAR)); then
     for node in "${need[@]}"; do
-      (docker save "$IMAGE" | tee >(wc -c >"$dir/bytes.$node") | fabric_ssh "$node" docker load >&2) 2>"$dir/$node.err" &
+      (docker save "$IMAGE" | count_bytes "$dir/bytes.$node" | fabric_ssh "$node" docker load >&2) \
+        2>"$dir/$node.err" &
+      COPIES+=($!)
+      watched+=("$node" "$dir/bytes.$node")
     done
-    wait || true
   else
-    docker save "$IMAGE" | tee >(wc -c >"$dir/bytes") | fabric_ssh "${need[0]}" bash -c "$RELAY_PROGRAM" \
-      "$RELAY_PROGRAM" "${#SSH_OPTS[@]}" "${SSH_OPTS[@]}" "${hops[@]}" 2>"$dir/chain.err" || true
+    docker save "$IMAGE" | count_bytes "$dir/bytes" | fabric_ssh "${need[0]}" bash -c "$RELAY_PROGRAM" \
+      "$RELAY_PROGRAM" "${#SSH_OPTS[@]}" "${SSH_OPTS[@]}" "${hops[@]}" 2>"$dir/chain.err" &
+    COPIES+=($!)
+    watched+=("${need[*]}" "$dir/bytes")
   fi
+  copy_progress image "$total" "${watched[@]}" &
+  watcher=$!
+  wait "${COPIES[@]}" || true
+  wait "$watcher" || true
   seconds=$((SECONDS - start))
   local i via
   for i in "${!need[@]}"; do
@@ -2738,7 +2791,7 @@ distribute_image() {
     # The chain's hop i got the stream from hop i-1; every hop receives the same bytes.
     via=$HEAD
     ((STAR || i == 0)) || via=${need[i - 1]}
-    bytes=$(cat "$dir/bytes.$node" "$dir/bytes" 2>/dev/null | head -n1)
+    if ((STAR)); then bytes=$(sent_bytes "$dir/bytes.$node"); else bytes=$(sent_bytes "$dir/bytes"); fi
     if [[ $(image_id "$node") != "$head_id" ]]; then
       warn "$node: image copy failed: $(tail -n 3 "$dir"/*.err 2>/dev/null | tr '\n' ' ')"
       failed=1
@@ -2784,14 +2837,23 @@ distribute_model() { # ITEM FOLDER
   fi
   dir=$(mktemp -d)
   start=$SECONDS
+  local total watched=() watcher
+  COPIES=()
+  total=$(du -sb -- "$folder" 2>/dev/null | cut -f1) || total=0
+  [[ $total =~ ^[0-9]+$ ]] || total=0
   for node in "${need[@]}"; do
     (
       fabric_ssh "$node" mkdir -p "$folder" &&
-        rsync -a -s --delete --stats -e "$(rsync_shell "${SSH_OPTS[@]}")" "$folder/" \
+        rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${SSH_OPTS[@]}")" "$folder/" \
           "${FABRIC_TARGET[$node]}:$folder/"
     ) >"$dir/$node.out" 2>&1 &
+    COPIES+=($!)
+    watched+=("$node" "$dir/$node.out")
   done
-  wait || true
+  copy_progress "$item" "$total" "${watched[@]}" &
+  watcher=$!
+  wait "${COPIES[@]}" || true
+  wait "$watcher" || true
   seconds=$((SECONDS - start))
   for node in "${need[@]}"; do
     if [[ $(model_signature "$node" "$folder") != "$head_sig" ]]; then
@@ -2814,6 +2876,14 @@ distribute_main() {
       --image-only) IMAGE_ONLY=1 ;;
       --model-only) MODEL_ONLY=1 ;;
       --star) STAR=1 ;;
+      --progress)
+        [[ ${2:-} =~ ^[1-9][0-9]{0,4}$ ]] || {
+          echo "distribute.sh: --progress needs a number of seconds from 1 to 99999" >&2
+          exit 2
+        }
+        PROGRESS_EVERY=$2
+        shift
+        ;;
       -h | --help) distribute_usage; exit 0 ;;
       *) echo "distribute.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac

@@ -218,7 +218,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=bbad44b5d79902ec2414d212a8c00faa191d5e072a6e51bb18273c5c0c98a10d
+readonly SPARKC_LIB_SHA256=9a62af638d1a5a15fe401d5a264b65f0664dc2056cc0e51c5df4faa729f91e14
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
