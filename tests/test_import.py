@@ -169,6 +169,27 @@ def test_sglang_serve_is_read_as_sglangs_program() -> None:
 
 
 @pytest.mark.parametrize(
+    ("command", "kind"),
+    [("/usr/local/bin/vllm serve m -tp 2", "vllm"), ("python3.12 -m sglang.launch_server --tp-size 2", "sglang")],
+)
+def test_an_engine_named_by_its_path_or_pythons_version_is_still_the_engine(command: str, kind: str) -> None:
+    runtime = "sglang" if kind == "sglang" else "vllm"
+    spec, warnings = _engine(f"container: img\nruntime: {runtime}\ncommand: {command}\n")
+    assert spec["engine"]["tensor_parallel"] == 2 and not any("command" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["python3 serve_my_model.py --port 8000", "llama-server -m /m.gguf --port 8000", "text-generation-launcher"],
+)
+def test_a_command_that_runs_another_server_is_refused_not_swapped_for_vllm(command: str) -> None:
+    result = import_recipe(f"container: img\ncommand: {command}\n", "r.yaml")
+    [error] = result.errors
+    assert (error.line, error.column) == (2, 10) and "not an engine sparkc starts" in str(error)
+    assert f"runs {' '.join(command.split()[:3])}," in str(error)
+
+
+@pytest.mark.parametrize(
     "where",
     [
         "defaults: {max_model_len: auto}\n",
@@ -233,7 +254,8 @@ def test_a_mod_the_command_depends_on_is_an_error_else_a_warning_naming_what_is_
     assert "names unsloth.jinja, which the mod mods/fix-template puts into the container" in needs.warnings[0].message
     alone = import_recipe("container: img\nmods: [mods/fix-gemm]\ncommand: vllm serve m --enforce-eager\n", "r.yaml")
     assert [(w.key, w.error) for w in alone.warnings] == [("mods.0", False)]
-    assert "the mod mods/fix-gemm is not applied: what it patches in the container is lost" in alone.warnings[0].message
+    lost = "the mod mods/fix-gemm is not applied, so what it patches is lost: give the recipe's repository"
+    assert lost in alone.warnings[0].message
 
 
 def test_keys_that_lose_nothing_say_nothing() -> None:
@@ -283,3 +305,31 @@ def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> N
 def test_a_recipe_without_model_takes_it_from_the_command(command: str) -> None:
     spec, _ = _engine(f"container: img\nruntime: {command.split()[0]}\ncommand: {command}\n")
     assert spec["model"]["name"] == "org/Real-Model" and spec["model"]["path"].endswith("/Real-Model")
+
+
+def test_volumes_become_mounts_read_write_unless_ro_as_docker_reads_them() -> None:
+    listed = "volumes:\n  - /data/templates:/templates:ro\n  - /scratch:/scratch\n  - /a:/b:rw\n"
+    spec, warnings = _engine(f"container: img\ncommand: vllm serve m\n{listed}")
+    assert spec["container"]["mounts"] == [
+        {"host": "/data/templates", "container": "/templates", "readonly": True},
+        {"host": "/scratch", "container": "/scratch", "readonly": False},
+        {"host": "/a", "container": "/b", "readonly": False},
+    ]
+    assert not any(w.startswith("volumes") for w in warnings)
+    mapped, _ = _engine("container: img\ncommand: vllm serve m\nvolumes: {/srv/cfg: /cfg}\n")
+    assert mapped["container"]["mounts"] == [{"host": "/srv/cfg", "container": "/cfg", "readonly": False}]
+
+
+@pytest.mark.parametrize(
+    ("volume", "message"),
+    [
+        ("hf_cache:/root/.cache", "not a named docker volume or a path relative"),
+        ("./models:/models", "not a named docker volume or a path relative"),
+        ("/a:/b:z", "is not HOST:CONTAINER[:ro|rw]"),
+        ("/only", "is not HOST:CONTAINER[:ro|rw]"),
+    ],
+)
+def test_a_volume_sparkc_cannot_mount_is_an_error_at_its_line(volume: str, message: str) -> None:
+    result = import_recipe(f"container: img\ncommand: vllm serve m\nvolumes:\n  - {volume}\n", "r.yaml")
+    [error] = result.errors
+    assert (error.key, error.line, error.column) == ("volumes.0", 4, 5) and message in error.message

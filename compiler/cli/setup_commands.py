@@ -193,14 +193,20 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
 @click.command("import")
 @click.argument("recipe", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Spec file to write.")
-def import_command(recipe: Path, out_file: Path | None) -> None:
+@click.option(
+    "--recipes-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="The recipe's repository (a checkout), where its mods are read: they become container.hooks.",
+)
+def import_command(recipe: Path, out_file: Path | None, recipes_dir: Path | None) -> None:
     """Turn a spark-vllm-docker or sparkrun RECIPE into a spec; what does not map is listed as warnings."""
     from compiler.diagnostics import printable
     from compiler.spec.load import SpecReadError, read_spec
     from compiler.tools.importer import RecipeError, import_recipe
 
+    patches = None if out_file is None else f"{out_file.stem}-mods"
     try:
-        imported = import_recipe(read_spec(recipe), str(recipe))
+        imported = import_recipe(read_spec(recipe), str(recipe), recipes_dir, patches)
     except (SpecReadError, RecipeError) as exc:
         raise UsageProblem(str(exc)) from None
     for note in imported.warnings:
@@ -213,8 +219,30 @@ def import_command(recipe: Path, out_file: Path | None) -> None:
     if out_file is None:
         click.echo(imported.spec_text, nl=False)
         return
+    _write_mods(out_file, imported.files)
     _write_new(out_file, imported.spec_text, "import")
+    if imported.files:
+        click.echo(f"wrote {out_file.parent / str(patches)}/: the mods' files ({len(imported.files)})", err=True)
     click.echo(f"wrote {out_file}; replace every PLACEHOLDER, then: sparkc validate {out_file}", err=True)
+
+
+def _write_mods(out_file: Path, files: dict[str, bytes]) -> None:
+    """The mods' patch folder beside the spec: a new folder (never into one that exists), before the spec
+    itself, which is refused as well when it exists."""
+    if not files:
+        return
+    folder = out_file.parent / next(iter(files)).split("/", 1)[0]
+    for taken in (out_file, folder):
+        if taken.exists() or taken.is_symlink():
+            raise UsageProblem(f"{taken} exists; sparkc import never overwrites: choose another name with -o")
+    try:
+        for rel, data in sorted(files.items()):
+            path = out_file.parent / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("xb") as stream:
+                stream.write(data)
+    except OSError as exc:
+        raise UsageProblem(f"{folder}: cannot write: {exc.strerror}") from None
 
 
 COMMANDS = [discover_command, init_command, setup_fabric_command, profile_command, import_command]

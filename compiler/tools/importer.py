@@ -13,7 +13,8 @@ import json
 import math
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path as FilePath
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -27,10 +28,11 @@ from compiler.engines.vllm import MANAGED as VLLM_MANAGED
 from compiler.names import SECRET_NAME
 from compiler.spec.load import kind_of, load_text, locate, to_plain
 from compiler.spec.typed import EngineKind
+from compiler.tools.recipe_mods import Mod, patch_files, read_mod
 
 PLACEHOLDER = "PLACEHOLDER"
 # Keys read into the spec; any other top-level key of the recipe is reported.
-_READ = {"name", "container", "model", "runtime", "defaults", "env", "command", "min_nodes", "description"}
+_READ = {"name", "container", "model", "runtime", "defaults", "env", "command", "min_nodes", "description", "volumes"}
 # Keys that describe the recipe, not the deployment: dropped without a word.
 _QUIET = {"recipe_version", "sparkrun_version", "description", "metadata", "maintainer"}
 # Keys about how many nodes the recipe's launcher may use: a spec names its nodes, so nothing is lost.
@@ -54,7 +56,6 @@ _PROGRAMS = (
     ("vllm", "serve"),
     ("python3", "-m", "vllm.entrypoints.openai.api_server"),
     ("python3", "-m", "sglang.launch_server"),
-    ("python", "-m", "sglang.launch_server"),
     ("sglang", "serve"),
 )
 # The runtime names of sparkrun and spark-vllm-docker -> the engine, and how its launcher forms a group of
@@ -94,6 +95,8 @@ class RecipeWarning:
 class Imported:
     spec_text: str
     warnings: tuple[RecipeWarning, ...]  # errors among them (`error`): the spec must not be used as it is
+    # Files to write beside the spec (path relative to its folder -> bytes): the mods' patch folder.
+    files: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def errors(self) -> tuple[RecipeWarning, ...]:
@@ -111,7 +114,11 @@ class _Notes(list[tuple[Path, str, bool, bool]]):
         self.append((path, message, at_key, True))
 
 
-def import_recipe(text: str, filename: str) -> Imported:
+def import_recipe(
+    text: str, filename: str, recipes_dir: FilePath | None = None, patches: str | None = None
+) -> Imported:
+    """`recipes_dir`: the recipe's repository, where its mods are read; `patches`: the folder, relative to
+    the spec's, that their files are written into (None: the spec goes to stdout, so they cannot be)."""
     document, problems = load_text(text, filename)
     if problems:
         first = problems[0]
@@ -136,6 +143,7 @@ def import_recipe(text: str, filename: str) -> Imported:
     if backend is not None:
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
     _image_steps(recipe, args, warnings)
+    files = _mods(recipe, args, fields, warnings, recipes_dir, patches)
     for key in sorted(set(recipe) - _READ - _QUIET - _NODE_COUNT - _IMAGE_STEPS, key=str):
         warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
     switches = set() if recipe.get("command") else set(_DEFAULT_SWITCHES[kind])
@@ -150,7 +158,7 @@ def import_recipe(text: str, filename: str) -> Imported:
     located = tuple(_located(document.data, *warning) for warning in warnings)
     header = f"Imported from {filename} by `sparkc import`; {PLACEHOLDER} marks what the recipe does not say."
     notes = "".join(f"# {'error' if w.error else 'warning'}: {w}\n" for w in located)
-    return Imported(f"# {printable(header)}\n" + notes + out.getvalue(), located)
+    return Imported(f"# {printable(header)}\n" + notes + out.getvalue(), located, files)
 
 
 # sparkrun builds the command of a recipe without one from these defaults (recipe key -> the engine's flag);
@@ -236,24 +244,56 @@ def _image_steps(recipe: dict[str, Any], args: list[str], warnings: _Notes) -> N
             "the other nodes); then remove build_args from the recipe and import it again",
             at_key=True,
         )
-    mods = recipe.get("mods")
-    for i, mod in enumerate(mods if isinstance(mods, list) else [mods] if mods else []):
-        needed = [w for w in args if _RELATIVE_FILE.fullmatch(w)]
+
+
+def _mods(
+    recipe: dict[str, Any],
+    args: list[str],
+    fields: dict[str, Any],
+    warnings: _Notes,
+    recipes_dir: FilePath | None,
+    patches: str | None,
+) -> dict[str, bytes]:
+    """spark-vllm-docker's mods as container.hooks (their files into the patch folder `patches`) where the
+    recipe's repository is at hand; else an error where the command needs what a mod makes, a warning otherwise."""
+    raw = recipe.get("mods")
+    listed = raw if isinstance(raw, list) else [raw] if raw else []
+    if not listed:
+        return {}
+    if recipes_dir is None:
+        _mods_lost(listed, args, warnings)
+        return {}
+    found: list[Mod] = []
+    for i, mod in enumerate(listed):
+        read = read_mod(recipes_dir, mod) if isinstance(mod, str) else f"{kind_of(mod)}, not a mod's folder"
+        if isinstance(read, str):
+            warnings.error(("mods", i), read)
+        else:
+            found.append(read)
+    if len(found) < len(listed):
+        return {}
+    if patches is None:
+        warnings.error(("mods",), "the mods' files are written beside the spec: give the spec's file with -o SPEC")
+        return {}
+    files = patch_files(found)
+    if isinstance(files, str):
+        warnings.error(("mods",), files)
+        return {}
+    fields["container.hooks"] = {"pre_engine": [mod.command for mod in found], "patches": patches}
+    return {f"{patches}/{path}": data for path, data in files.items()}
+
+
+def _mods_lost(listed: list[Any], args: list[str], warnings: _Notes) -> None:
+    needed = [w for w in args if _RELATIVE_FILE.fullmatch(w)]
+    carry = "give the recipe's repository (a checkout of it) with --recipes-dir to carry the mods as container.hooks"
+    for i, mod in enumerate(listed):
         if needed:
             warnings.error(
                 ("mods", i),
-                f"the command names {', '.join(needed)}, which the mod {mod} puts into the container; sparkc "
-                "does not apply spark-vllm-docker's mods: copy the mod's files into a folder, name it as "
-                "container.hooks.patches and the mod's script under container.hooks.pre_engine, and give the "
-                "file's path in the container",
+                f"the command names {', '.join(needed)}, which the mod {mod} puts into the container: {carry}",
             )
         else:
-            warnings.add(
-                ("mods", i),
-                f"the mod {mod} is not applied: what it patches in the container is lost; apply it with "
-                "container.hooks (its script under pre_engine, its files as the patches folder) or build it into "
-                "the image",
-            )
+            warnings.add(("mods", i), f"the mod {mod} is not applied, so what it patches is lost: {carry}")
 
 
 def _defaults(raw: Any, fields: dict[str, Any], warnings: _Notes) -> dict[Any, Any]:
@@ -324,11 +364,21 @@ def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str
     except ValueError as exc:
         warnings.add(("command",), f"cannot be split into words ({exc}); no engine flags imported")
         return []
+    # `/usr/local/bin/vllm serve` and `python3.12 -m ...` run the same programs.
+    named = [re.sub(r"^python(3(\.\d+)?)?$", "python3", w.rsplit("/", 1)[-1]) for w in words[:1]] + words[1:3]
     for program in _PROGRAMS:
-        if tuple(words[: len(program)]) == program:
+        if tuple(named[: len(program)]) == program:
             words = words[len(program) :]
             break
     else:
+        if words and not words[0].startswith("-"):
+            warnings.error(
+                ("command",),
+                f"runs {shlex.join(words[:3])}, not an engine sparkc starts (vllm serve, python3 -m "
+                "vllm.entrypoints.openai.api_server, sglang serve, python3 -m sglang.launch_server): sparkc would "
+                "run its engine in its place; write the recipe's command with one of them, or keep this launcher",
+            )
+            return []
         if words:
             warnings.add(("command",), f"does not start with vllm serve or sglang.launch_server; read as {kind} flags")
     if words and not words[0].startswith("-"):
@@ -447,13 +497,7 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
     count = _count(recipe.get("min_nodes"), fields, in_defaults, warnings)
     spec = CommentedMap(sparkc=1, name=_name(str(recipe.get("name") or folder)))
     spec["cluster"] = CommentedMap(nodes=[_node(i) for i in range(count)])
-    container = CommentedMap(image=recipe["container"])
-    env, secrets = _env(recipe.get("env"), warnings)
-    if env:
-        container["env"] = env
-    if secrets:
-        container["secrets"] = secrets
-    spec["container"] = container
+    spec["container"] = _container(recipe, fields, warnings)
     spec["model"] = CommentedMap(path=f"/{PLACEHOLDER}/models/{folder}")
     spec["model"].yaml_add_eol_comment(
         printable(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node"), "path"
@@ -471,6 +515,50 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
         engine["args"] = args
     spec["engine"] = engine
     return spec
+
+
+def _container(recipe: dict[str, Any], fields: dict[str, Any], warnings: _Notes) -> CommentedMap:
+    container = CommentedMap(image=recipe["container"])
+    env, secrets = _env(recipe.get("env"), warnings)
+    if env:
+        container["env"] = env
+    if secrets:
+        container["secrets"] = secrets
+    mounts = _volumes(recipe.get("volumes"), warnings)
+    if mounts:
+        container["mounts"] = mounts
+    if "container.hooks" in fields:
+        container["hooks"] = fields["container.hooks"]
+    return container
+
+
+def _volumes(raw: Any, warnings: _Notes) -> list[CommentedMap]:
+    """A recipe's `volumes` (docker's -v words, HOST:CONTAINER[:ro|rw], or a mapping of host to container
+    folder) as container.mounts; docker mounts read-write unless told `ro`, and so does the spec here."""
+    if raw is None:
+        return []
+    if isinstance(raw, dict):
+        items: list[tuple[Path, Any]] = [(("volumes", key), f"{key}:{value}") for key, value in raw.items()]
+    elif isinstance(raw, list):
+        items = [(("volumes", i), value) for i, value in enumerate(raw)]
+    else:
+        warnings.error(("volumes",), f"{kind_of(raw)}; write a list of HOST:CONTAINER[:ro] folders")
+        return []
+    mounts = []
+    for where, value in items:
+        parts = value.split(":") if isinstance(value, str) else []
+        mode = parts.pop() if len(parts) == 3 else "rw"
+        if len(parts) != 2 or mode not in {"ro", "rw"}:
+            warnings.error(where, f"{_shown(value)} is not HOST:CONTAINER[:ro|rw]; write it so")
+        elif not all(part.startswith("/") for part in parts):
+            warnings.error(
+                where,
+                f"{_shown(value)}: sparkc mounts a node's folder by its absolute path, not a named docker volume or "
+                "a path relative to the launcher; write the folder's absolute path on every node",
+            )
+        else:
+            mounts.append(CommentedMap(host=parts[0], container=parts[1], readonly=mode == "ro"))
+    return mounts
 
 
 def _count(min_nodes: Any, fields: dict[str, Any], from_defaults: bool, warnings: _Notes) -> int:
