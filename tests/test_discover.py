@@ -95,6 +95,19 @@ def test_what_looks_wrong_is_said() -> None:
     assert choices[2].netdev and choices[2].netdev.name == "enp1s0f1np1"  # a tie: the first twin
 
 
+def test_a_twin_without_an_address_is_left_out_of_hcas_with_the_fix() -> None:
+    """Listed, preflight would refuse the twin for its missing RoCE v2 IPv4 GID (a spec discover wrote)."""
+    [choice] = disc.choose(_facts("spark-g-twin-up-no-address"))
+    assert choice.netdev and choice.netdev.name == "enp1s0f1np1" and choice.hcas == ["rocep1s0f1"]
+    assert any(
+        w.startswith("enP2p1s0f1np1, the twin of enp1s0f1np1 on the same port, is up without an IPv4 address")
+        and "roceP2p1s0f1 is left out of hcas" in w
+        for w in choice.warnings
+    ), choice.warnings
+    [both] = disc.choose(_facts("spark-a-both-ports"))
+    assert len(both.hcas) == 2 and not any("twin of" in w for w in both.warnings)  # an addressed twin is listed
+
+
 def test_gpu_counts_missing_pieces_and_other_rdma_names() -> None:
     choices = disc.choose(_facts("spark-a-both-ports", "spark-e-mlx5-ibdev2netdev-no-smi", "desktop-no-cx7"))
     assert choices[1].hcas == ["mlx5_1", "mlx5_3"] and choices[1].ip == "192.168.100.14"

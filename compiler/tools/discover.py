@@ -55,9 +55,21 @@ class Choice:
     def hcas(self) -> list[str]:
         if self.netdev is None:
             return []
-        # Both twins of the cabled port (enp1s0f1np1 and enP2p1s0f1np1), where the twin is up too.
-        twins = [n for n in self.facts.netdevs if n.up and _port(n.name) == _port(self.netdev.name)]
-        return sorted({h for n in [self.netdev, *twins] for h in n.hcas})
+        # Both twins of the cabled port (enp1s0f1np1 and enP2p1s0f1np1), where the twin can carry RDMA too:
+        # up, with a RoCE v2 IPv4 GID (an address); preflight refuses a listed device without one.
+        return sorted({h for n in [self.netdev, *self.twins] if n is self.netdev or _usable(n) for h in n.hcas})
+
+    @property
+    def twins(self) -> list[Netdev]:
+        """The other netdevs of the cabled port that are up (the same port's second PCIe function)."""
+        if self.netdev is None:
+            return []
+        port = _port(self.netdev.name)
+        return [n for n in self.facts.netdevs if n.up and n is not self.netdev and _port(n.name) == port]
+
+
+def _usable(netdev: Netdev) -> bool:
+    return bool(netdev.ipv4) and any(netdev.gids.values())
 
 
 def _port(netdev: str) -> str:
@@ -172,7 +184,15 @@ def choose(nodes: list[NodeFacts]) -> list[Choice]:
                 "no ConnectX-7 netdev is up with an IPv4 address: fabric.ip below is a placeholder; "
                 "cable a port and give it an address (sparkc setup-fabric can), then discover again"
             )
-        elif len(candidates) > 1:
+        for twin in choice.twins:
+            if not _usable(twin):
+                choice.warnings.append(
+                    f"{twin.name}, the twin of {candidates[0].name} on the same port, is up without an IPv4 address "
+                    f"(so no RoCE v2 IPv4 GID): its RDMA device {', '.join(twin.hcas)} is left out of hcas and NCCL "
+                    "uses half of the port; give it an address on a subnet of its own (NVIDIA's two-Spark guide "
+                    "puts it on the next /24), then discover again"
+                )
+        if len(candidates) > 1:
             rest = ", ".join(f"{n.name} ({n.ipv4[0]})" for n in candidates[1:])
             choice.notes.append(f"chose {candidates[0].name}: on the subnet most other nodes share; also up: {rest}")
         choices.append(choice)
