@@ -928,6 +928,7 @@ launch_main() {
   read_secrets
   TIMEOUT=$DEFAULT_TIMEOUT
   if ((HAS_PLANES)); then planes_enable; fi
+  if ((IS_RING)); then ring_enable; fi
   while (($#)); do
     case $1 in
       --dry-run) DRY_RUN=1 ;;

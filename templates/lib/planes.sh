@@ -38,3 +38,48 @@ judge_planes() {
   done <<<"$(pf "$node" data_link)"
   pf_note "$node" planes "control $ip on $control, data on ${DATA_NETDEVS[$node]}"
 }
+
+# A ring: the node list is the cabling's order (each node's port 0 to the next one's port 1), and the
+# ranks go round it, so each node must reach the node before it over one of its own cables. A node
+# listed out of order reaches it another way (the control network) or not at all: NCCL's ring would
+# then run between nodes that no cable joins.
+# shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
+# sparkc-embed RING_REMOTE_LIB node/ring.sh
+
+ring_enable() {
+  PREFLIGHT_EXTRA_LIB+=$RING_REMOTE_LIB
+  PREFLIGHT_CHECKS+=(ring)
+  PREFLIGHT_JUDGES+=(ring)
+}
+
+# The node before NODE round the ring (NODES is in rank order, which goes round it).
+ring_from() {
+  local i count=${#NODES[@]}
+  for i in "${!NODES[@]}"; do
+    if [[ ${NODES[i]} == "$1" ]]; then
+      printf '%s' "${NODES[(i + count - 1) % count]}"
+      return 0
+    fi
+  done
+}
+
+ring_preflight_args() { PF_ARGS+=("ring_from=${FABRIC_IP[$(ring_from "$1")]}"); }
+
+judge_ring() {
+  local node=$1 from route dev
+  from=$(ring_from "$node")
+  route=$(pf_first "$node" ring_route)
+  dev=$(grep -oE ' dev [^ ]+' <<<" $route" | head -n 1 || true)
+  dev=${dev# dev }
+  if [[ -z $dev || " ${DATA_NETDEVS[$node]} " != *" $dev "* ]]; then
+    pf_problem "$node" "$node reaches $from, the node before it round the ring, at ${FABRIC_IP[$from]} through" \
+      "${dev:-no route} (${route:-no answer}), not one of its cables (${DATA_NETDEVS[$node]}): in a ring each node's" \
+      "port 0 is cabled to the next node's port 1, and cluster.nodes lists the nodes in that order; fix the" \
+      "order in the spec or the cabling"
+  elif [[ $(pf_first "$node" ring_ping) == no ]]; then
+    pf_problem "$node" "$node does not reach $from at ${FABRIC_IP[$from]} over $dev: check the cable between" \
+      "them and $from's fabric address"
+  elif [[ $(pf_first "$node" ring_ping) == missing ]]; then
+    pf_warn "$node" "no ping on $node: the cable from $from was checked by its route ($dev) only"
+  fi
+}

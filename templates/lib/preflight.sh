@@ -37,6 +37,7 @@ preflight_args() {
     "mounts=$(printf '%s\n' "${MOUNT_SOURCES[@]}")"
   )
   if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
+  if ((IS_RING)); then ring_preflight_args "$node"; fi
 }
 
 preflight_script() {

@@ -76,6 +76,7 @@ def deployment(
     build: Path,
     node_env: dict[str, str] | None = None,
     model_path: str | None = None,
+    order: tuple[int, ...] | None = None,
 ) -> Deployment:
     """The topology's example on the cluster: the 10 GbE is the management bridge (mgmt0), the cables
     are each node's two ports."""
@@ -89,6 +90,8 @@ def deployment(
         }
         for n in cluster.nodes
     ]
+    if order is not None:  # cluster.nodes in another order than the cabling's
+        nodes = [nodes[i] for i in order]
     changes: dict[str, Any] = {
         "container.image": VLLM_IMAGE,
         # The tiny model has 6 heads: TP=3 across the mesh, TP=2 x PP=2 round the ring.
@@ -162,6 +165,21 @@ def test_a_launch_becomes_ready_with_bootstrap_on_the_control_plane(
         assert d.run("stop-cluster.sh").returncode == 0
     finally:
         d.remove()
+
+
+def test_a_ring_listed_out_of_cabling_order_stops_at_preflight(
+    clusters: Clusters, sim_model_dir: Path, tmp_path: Path
+) -> None:
+    """spark2 and spark3 swapped in cluster.nodes: the ranks would go spark1, spark3, spark2, spark4, and
+    NCCL's ring would join nodes no cable joins. Each node must reach the one before it over a cable."""
+    cluster = clusters.get("ring")
+    d = deployment(cluster, "ringorder", sim_model_dir, tmp_path / "build", order=(0, 2, 1, 3))
+    run = d.run("launch-cluster.sh", "--preflight-only", timeout=120)
+    assert run.returncode != 0, run.stdout
+    shown = " ".join((run.stdout + run.stderr).split())
+    assert "spark3 reaches spark1, the node before it round the ring, at 10.78.1.1 through" in shown, shown
+    assert "not one of its cables" in shown and "fix the order in the spec or the cabling" in shown
+    assert not any(cluster.docker(n.name, "ps", "-aq").stdout.strip() for n in cluster.nodes)
 
 
 MODEL = "/run/sparkc-switchless-model"

@@ -33,6 +33,8 @@ readonly APT_PACKAGES=(
   ca-certificates
   # systemd-analyze verify checks the generated unit (tests/test_service.py); systemd need not run
   systemd
+  # a ring's preflight pings the node before each node over its cable, as on DGX OS
+  iputils-ping
 )
 readonly PIP_PACKAGES=(
   "ray==2.60.*"
