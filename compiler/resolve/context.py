@@ -55,6 +55,9 @@ class Deployment:
 
     @property
     def backend(self) -> Backend:
+        # Data parallel runs in the engine's own multi-node mode: one engine per replica, started per node.
+        if self.spec.engine.backend is None and self.spec.engine.data_parallel > 1:
+            return Backend.NATIVE
         return self.spec.engine.backend or self.engine.default_backend(len(self.spec.cluster.nodes))
 
     @property
