@@ -123,9 +123,8 @@ class Sglang:
         return EngineArgv(program, tuple(flags) + common_flags(d) + self.memory_flags(d), group_args(engine.args))
 
     def group_size(self, d: Deployment) -> int:
-        """SGLang's --tp-size: its tensor-parallel group holds the attention data-parallel replicas (each of
-        tensor_parallel GPUs), so data parallel adds no flag of GPUs of its own (sglang/srt/server_args.py:
-        world size = dp x tp x pp, attention DP inside tp)."""
+        """SGLang's --tp-size: its tensor-parallel group holds the attention data-parallel replicas, each of
+        tensor_parallel GPUs (sglang/srt/server_args.py: attention DP runs inside the TP group)."""
         return d.spec.engine.tensor_parallel * d.spec.engine.data_parallel
 
     def memory_flags(self, d: Deployment) -> Command:
