@@ -243,3 +243,48 @@ def headless_engines(cfg: EngineConfig, lay: Layout, load: object) -> None:
         log.error("Lost the data parallel front end: the DP group is broken; shutting down.")
         os._exit(1)
     threading.Event().wait()
+
+
+# --------------------------------------------------------------------------- SGLang's attention data parallel
+
+SGLANG_HANDSHAKE_DELTA = 13  # sglang/srt/server_args.py DP_ATTENTION_HANDSHAKE_PORT_DELTA
+SGLANG_RECEIVE_TIMEOUT_S = 600.0  # data_parallel_controller.py _receive_ports_as_client: RCVTIMEO 10 minutes
+
+
+def sglang_worker_ports(cfg: EngineConfig) -> None:
+    """SGLang's DataParallelController with attention DP across nodes: node 0 binds --dist-init-addr's port
+    + 13 and hands its scheduler ports to each other node, which connects there (a ZMQ REQ, retrying
+    silently) and waits up to 10 minutes for them."""
+    host, port = cfg.master_addr, cfg.master_port + SGLANG_HANDSHAKE_DELTA
+    if cfg.node_rank == 0:
+        server = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            server.bind((host, port))
+        except OSError as exc:
+            raise DataParallelError(f"zmq.error.ZMQError: {exc.strerror} (addr='tcp://{host}:{port}')") from exc
+        server.listen(cfg.nnodes)
+        for _ in range(cfg.nnodes - 1):
+            conn, _ = server.accept()
+            with conn:
+                conn.makefile("r", encoding="utf-8").readline()
+                _send(conn, {"worker_ports": list(range(cfg.attn_dp))})
+        server.close()
+        log.marker("SPARKC_STANDIN_ATTENTION_DP", {"role": "node 0", "handshake": f"{host}:{port}"})
+        return
+    limit = env_float("SPARKC_STANDIN_DP_HANDSHAKE_S", SGLANG_RECEIVE_TIMEOUT_S) or SGLANG_RECEIVE_TIMEOUT_S
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=5.0) as conn:
+                conn.settimeout(max(deadline - time.monotonic(), 1.0))
+                _send(conn, {"node_rank": cfg.node_rank})
+                if _receive(conn.makefile("r", encoding="utf-8")):
+                    break
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            log.error("Timeout waiting for worker ports from node 0")
+            raise DataParallelError("Failed to receive worker ports from node 0 within timeout")
+        time.sleep(1.0)
+    log.marker("SPARKC_STANDIN_ATTENTION_DP", {"role": f"node {cfg.node_rank}", "handshake": f"{host}:{port}"})

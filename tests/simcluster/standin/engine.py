@@ -90,7 +90,9 @@ def run(cfg: EngineConfig) -> int:
             if cfg.nnodes > 1:
                 dist.gloo_rendezvous(cfg, _rendezvous_timeout(cfg))
                 nccl_bootstrap.bootstrap(cfg.node_rank, cfg.nnodes, _rendezvous_timeout(cfg))
-    except dist.DistError as exc:
+                if cfg.engine == "sglang" and cfg.attn_dp > 1:
+                    data_parallel.sglang_worker_ports(cfg)
+    except (dist.DistError, data_parallel.DataParallelError) as exc:
         log.error(str(exc))
         traceback.print_exc()
         return 1
