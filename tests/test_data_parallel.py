@@ -176,7 +176,7 @@ def test_vllm_takes_uneven_experts_with_a_warning() -> None:
 
 def test_expert_parallel_needs_an_expert_for_every_gpu_and_more_than_one_gpu() -> None:
     result = compile_spec(with_changes(DP, {"model.architecture.experts": 1}))
-    _at(_lines(result), "engine.expert_parallel", "leaves some with no expert")
+    _at(_lines(result), "engine.expert_parallel", "leaves 1 of them without an expert (the model has 1)")
     solo = with_changes(example("solo-qwen3-32b"), {"engine.expert_parallel": True})
     result = compile_spec(solo)
     assert result.ok

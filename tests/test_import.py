@@ -283,3 +283,17 @@ def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> N
 def test_a_recipe_without_model_takes_it_from_the_command(command: str) -> None:
     spec, _ = _engine(f"container: img\nruntime: {command.split()[0]}\ncommand: {command}\n")
     assert spec["model"]["name"] == "org/Real-Model" and spec["model"]["path"].endswith("/Real-Model")
+
+
+def test_vllm_data_parallel_becomes_fields_and_its_per_node_flags_are_derived() -> None:
+    recipe = (
+        "container: vllm/vllm-openai:v0.32.0\nruntime: vllm-distributed\ncommand: vllm serve m -dp 2 "
+        "--data-parallel-size-local 1 --data-parallel-address 10.0.0.1 --enable-expert-parallel\n"
+    )
+    spec, warnings = _engine(recipe)
+    engine = spec["engine"]
+    assert (engine["data_parallel"], engine["expert_parallel"]) == (2, True)
+    assert len(spec["cluster"]["nodes"]) == 2  # one replica per Spark
+    assert "args" not in engine
+    dropped = [w for w in warnings if "is set by sparkc" in w]
+    assert len(dropped) == 2 and any("--data-parallel-address" in w for w in dropped)

@@ -18,11 +18,11 @@ def head_ports(d: Deployment) -> tuple[HeadPort, ...]:
     ports = [HeadPort(d.api_port or 0, "API")]
     launch, engine = d.spec.launch, d.spec.engine
     vllm_dp = d.multi and engine.data_parallel > 1 and engine.kind is EngineKind.VLLM
-    if d.backend is Backend.RAY:
-        ports.append(HeadPort(launch.ray_port, "Ray"))
-    elif vllm_dp:
+    if vllm_dp:
         # Every replica lives on one node: the nodes meet only on the head's RPC port, not a rendezvous.
         ports.append(HeadPort(launch.data_parallel_rpc_port, "data-parallel RPC"))
+    elif d.backend is Backend.RAY:
+        ports.append(HeadPort(launch.ray_port, "Ray"))
     elif d.multi:
         ports.append(HeadPort(launch.master_port, "rendezvous"))
     if d.multi and engine.data_parallel > 1 and engine.kind is EngineKind.SGLANG:

@@ -257,7 +257,7 @@ def layout(d: Deployment) -> Iterator[Diagnostic]:
             f"tensor_parallel x pipeline_parallel x data_parallel = {tp} x {pp} x {dp} = {tp * pp * dp}, but the "
             f"nodes have {gpus} GPU{s}; they must be equal{hint}",
         )
-    elif dp > 1 and engine.kind is EngineKind.VLLM:
+    if dp > 1 and engine.kind is EngineKind.VLLM:
         yield from _whole_replicas(d)
     arch = d.spec.model.architecture
     for count, what in (
@@ -309,8 +309,8 @@ def _expert_parallel(d: Deployment) -> Iterator[Diagnostic]:
     elif experts < size:
         yield error(
             path,
-            f"expert parallel over {size} GPUs (tensor_parallel x data_parallel) leaves some with no expert: "
-            f"the model has {experts}; use fewer GPUs per expert group or remove expert_parallel",
+            f"expert parallel over {size} GPUs (tensor_parallel x data_parallel) leaves {size - experts} of them "
+            f"without an expert (the model has {experts}); remove expert_parallel",
         )
     elif experts % size and engine.kind is EngineKind.SGLANG:
         yield error(
