@@ -223,3 +223,13 @@ def test_engine_args_may_repeat_what_the_plan_gives_every_node() -> None:
 @pytest.mark.parametrize("words", [["--attn-dp-size", "4"], ["--enable-dp-attention"], ["--ep", "1"]])
 def test_sglang_engine_args_cannot_change_it_either(words: list[str]) -> None:
     _at(_lines(compile_spec(with_changes(SGLANG, {"engine.args": words}))), "engine.args[0]", "set by sparkc")
+
+
+def test_the_fabric_check_waits_for_traffic_that_crosses_it() -> None:
+    # Expert parallel exchanges tokens between the replicas over NCCL: its transport is checked.
+    assert _ok(DP).plan.nccl_check  # type: ignore[union-attr]
+    # Dense replicas, each whole on its node, send nothing over NCCL across the fabric: nothing to read.
+    dense = _ok(with_changes(DP, {"engine.expert_parallel": False})).plan
+    assert dense is not None and not dense.nccl_check
+    rows = {s.name: s for s in dense.settings}
+    assert rows["nccl_check"].value == "off" and "exchange nothing" in rows["nccl_check"].why

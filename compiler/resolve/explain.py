@@ -7,7 +7,7 @@ from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import repeats
 from compiler.resolve.ports import head_ports
 from compiler.spec.profiles import ArgsStyle, Profile, overridden
-from compiler.spec.typed import Backend, EntrypointMode, Source
+from compiler.spec.typed import Backend, EngineKind, EntrypointMode, Source
 
 
 def settings(d: Deployment) -> tuple[Setting, ...]:
@@ -45,9 +45,16 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
             "nccl_check",
             "on" if d.nccl_check else "off",
             launch.source("nccl_check"),
-            "" if launch.is_given("nccl_check") else "on for several nodes with RDMA devices",
+            "" if launch.is_given("nccl_check") else _nccl_check_reason(d),
         ),
     )
+
+
+def _nccl_check_reason(d: Deployment) -> str:
+    engine = d.spec.engine
+    if engine.kind is EngineKind.VLLM and engine.data_parallel > 1 and not engine.expert_parallel:
+        return "off: vLLM's replicas run whole on their nodes and exchange nothing over NCCL across the fabric"
+    return "on for several nodes with RDMA devices"
 
 
 def _backend_reason(d: Deployment) -> str:
