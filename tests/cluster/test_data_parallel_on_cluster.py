@@ -1,5 +1,5 @@
 """vLLM's multi-node data parallel on the simulated cluster: two replicas, one per node, the head serving the
-API once the other node's headless engine has connected to its RPC port; a rank that never comes fails the
+API once the other node's headless engine has connected to its RPC port; a rank that dies before it is ready fails the
 launch naming its node."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_two_replicas_serve_from_the_head_once_the_headless_node_connects(
     assert d.run("stop-cluster.sh").returncode == 0
 
 
-def test_a_rank_that_never_connects_fails_the_launch_on_its_node(deploy: Deploy) -> None:
+def test_a_rank_that_dies_before_it_is_ready_fails_the_launch_on_its_node(deploy: Deploy) -> None:
     d = deploy(EXAMPLE, "dp-missing", {**CHANGES, "cluster.nodes.1.env": {"SPARKC_STANDIN_CRASH": "load"}})
     result = d.run("launch-cluster.sh")
     # The head waits for rank 1 without a timeout of its own and never answers; the launcher names the node.
