@@ -51,6 +51,11 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
         {"model.draft": {"path": "/models/draft", "method": "eagle3", "num_speculative_tokens": 3}},
     ),
     ("solo-qwen3-32b", {"engine.kind": "sglang", "container.image": "lmsysorg/sglang:v0.5.23-cu130"}),
+    (
+        "sglang-qwen3-30b-2spark",
+        {"engine.tensor_parallel": 1, "engine.data_parallel": 2, "engine.expert_parallel": True},
+    ),
+    ("solo-qwen3-32b", {"cluster.nodes.0.gpus": 2, "engine.data_parallel": 2}),
 ]
 
 

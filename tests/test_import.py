@@ -333,3 +333,17 @@ def test_a_volume_sparkc_cannot_mount_is_an_error_at_its_line(volume: str, messa
     result = import_recipe(f"container: img\ncommand: vllm serve m\nvolumes:\n  - {volume}\n", "r.yaml")
     [error] = result.errors
     assert (error.key, error.line, error.column) == ("volumes.0", 4, 5) and message in error.message
+
+
+def test_vllm_data_parallel_becomes_fields_and_its_per_node_flags_are_derived() -> None:
+    recipe = (
+        "container: vllm/vllm-openai:v0.32.0\nruntime: vllm-distributed\ncommand: vllm serve m -dp 2 "
+        "--data-parallel-size-local 1 --data-parallel-address 10.0.0.1 --enable-expert-parallel\n"
+    )
+    spec, warnings = _engine(recipe)
+    engine = spec["engine"]
+    assert (engine["data_parallel"], engine["expert_parallel"]) == (2, True)
+    assert len(spec["cluster"]["nodes"]) == 2  # one replica per Spark
+    assert "args" not in engine
+    dropped = [w for w in warnings if "is set by sparkc" in w]
+    assert len(dropped) == 2 and any("--data-parallel-address" in w for w in dropped)

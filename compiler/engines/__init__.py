@@ -137,6 +137,27 @@ def kv_cache_bytes(d: Deployment) -> int | None:
     return None if given is None else size_bytes(given)
 
 
+@dataclass(frozen=True)
+class DataParallelShare:
+    """The data-parallel ranks one node runs: `local` of them, numbered from `start`."""
+
+    local: int
+    start: int
+
+
+def data_parallel_shares(d: Deployment) -> tuple[DataParallelShare, ...]:
+    """Per node in rank order (head first): whole replicas of tensor x pipeline parallel GPUs each. A rule
+    refuses a node whose GPUs hold no whole number of replicas."""
+    engine = d.spec.engine
+    per_replica = engine.tensor_parallel * engine.pipeline_parallel
+    shares, start = [], 0
+    for node in d.nodes:
+        local = node.gpus // per_replica
+        shares.append(DataParallelShare(local, start))
+        start += local
+    return tuple(shares)
+
+
 def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 

@@ -26,6 +26,12 @@ MANAGED = {
     "--node-rank": "cluster.nodes",
     "--dist-init-addr": "cluster.head",
     "--dist-timeout": "launch.timeout",
+    # Data parallel is SGLang's attention data parallel inside one tensor-parallel group (--dp-size replicas
+    # do not span nodes); expert parallel spreads the experts over that group.
+    "--attn-dp-size": "engine.data_parallel",
+    "--dp-size": "engine.data_parallel",
+    "--enable-dp-attention": "engine.data_parallel",
+    "--ep-size": "engine.expert_parallel",
 }
 
 # Flags sparkc sets only when the spec field is given; then they are refused in engine.args too.
@@ -97,8 +103,12 @@ class Sglang:
             ("--served-model-name", d.served_model_name),
             ("--host", d.value("host")),
             ("--port", d.value("port")),
-            ("--tp-size", str(engine.tensor_parallel)),
+            ("--tp-size", str(self.group_size(d))),
         ]
+        if engine.data_parallel > 1:
+            flags.append(("--attn-dp-size", str(engine.data_parallel)))
+        if engine.expert_parallel:
+            flags.append(("--ep-size", str(self.group_size(d))))
         if engine.pipeline_parallel > 1:
             flags.append(("--pp-size", str(engine.pipeline_parallel)))
         flags += [(SETTING_FLAGS[s], d.value(s)) for s in ("max_model_len", "gpu_memory_utilization") if d.value(s)]
@@ -111,6 +121,11 @@ class Sglang:
             ]
         program = (("python3",), ("-m", "sglang.launch_server"))
         return EngineArgv(program, tuple(flags) + common_flags(d) + self.memory_flags(d), group_args(engine.args))
+
+    def group_size(self, d: Deployment) -> int:
+        """SGLang's --tp-size: its tensor-parallel group holds the attention data-parallel replicas, each of
+        tensor_parallel GPUs (sglang/srt/server_args.py: attention DP runs inside the TP group)."""
+        return d.spec.engine.tensor_parallel * d.spec.engine.data_parallel
 
     def memory_flags(self, d: Deployment) -> Command:
         """The draft model: N draft steps of one candidate each (top-k 1), verified as N + 1 tokens, which is

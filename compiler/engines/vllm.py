@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from compiler.engines import Deployment, EngineArgv, common_flags, group_args, kv_cache_bytes
+from compiler.engines import (
+    Deployment,
+    EngineArgv,
+    common_flags,
+    data_parallel_shares,
+    group_args,
+    kv_cache_bytes,
+)
 from compiler.engines.flag_table import spellings
 from compiler.plan import Command, Setting, Words
 from compiler.spec.typed import Backend, EngineKind, Node, Source
@@ -28,6 +35,19 @@ MANAGED = {
     "--master-addr": "cluster.head",
     "--master-port": "launch.master_port",
     "--headless": "engine.backend",
+    # Data parallel: the replicas, each node's share of them and where they reach the head; the load-balancing
+    # modes that would move the API off the head (external, hybrid) and Ray's placement are not the plan's.
+    "--data-parallel-size": "engine.data_parallel",
+    "--data-parallel-size-local": "engine.data_parallel",
+    "--data-parallel-start-rank": "engine.data_parallel",
+    "--data-parallel-rank": "engine.data_parallel",
+    "--data-parallel-hybrid-lb": "engine.data_parallel",
+    "--data-parallel-external-lb": "engine.data_parallel",
+    "--data-parallel-multi-port-external-lb": "engine.data_parallel",
+    "--data-parallel-address": "cluster.head",
+    "--data-parallel-rpc-port": "launch.data_parallel_rpc_port",
+    "--data-parallel-backend": "engine.backend",
+    "--enable-expert-parallel": "engine.expert_parallel",
 }
 
 # Flags sparkc sets only when the spec field is given; then they are refused in engine.args too.
@@ -96,7 +116,8 @@ class Vllm:
     def implied_flags(self, d: Deployment) -> dict[str, str]:
         # Without Ray, several GPUs (one node or several) run vLLM's multiprocessing executor.
         implied = {"--model": d.spec.model.mount}  # the positional model, also accepted as --model
-        if d.backend is Backend.NATIVE and d.total_gpus > 1:
+        engine = d.spec.engine
+        if d.backend is Backend.NATIVE and engine.tensor_parallel * engine.pipeline_parallel > 1:
             implied["--distributed-executor-backend"] = "mp"
         return implied
 
@@ -110,7 +131,9 @@ class Vllm:
             ("--pipeline-parallel-size", str(engine.pipeline_parallel)),
         ]
         flags += [(SETTING_FLAGS[s], d.value(s)) for s in ("max_model_len", "gpu_memory_utilization") if d.value(s)]
-        if d.backend is Backend.RAY:
+        if engine.data_parallel > 1:
+            flags += self.data_parallel_flags(d, rank)
+        elif d.backend is Backend.RAY:
             flags.append(("--distributed-executor-backend", "ray"))
         elif d.multi:
             flags += [
@@ -121,8 +144,31 @@ class Vllm:
             ]
             if rank > 0:
                 flags.append(("--headless",))
+        if engine.expert_parallel:
+            flags.append(("--enable-expert-parallel",))
         program = (("vllm",), ("serve",), (d.spec.model.mount,))
         return EngineArgv(program, tuple(flags) + common_flags(d) + self.memory_flags(d), group_args(engine.args))
+
+    def data_parallel_flags(self, d: Deployment, rank: int) -> Command:
+        """vLLM's multi-node data parallel (docs: data_parallel_deployment): every node runs its share of the
+        replicas; the head serves the API and waits for every other node's engines to connect to its RPC
+        port; the others run --headless from their first rank. The head gets no start rank: with one, vLLM
+        would switch to its hybrid load balancing, which serves the API on every node."""
+        share = data_parallel_shares(d)[rank]
+        flags: list[Words] = [
+            ("--data-parallel-size", str(d.spec.engine.data_parallel)),
+            ("--data-parallel-size-local", str(share.local)),
+        ]
+        if rank > 0:
+            flags.append(("--data-parallel-start-rank", str(share.start)))
+        if d.multi:
+            flags += [
+                ("--data-parallel-address", d.head.control_ip),
+                ("--data-parallel-rpc-port", str(d.spec.launch.data_parallel_rpc_port)),
+            ]
+        if rank > 0:
+            flags.append(("--headless",))
+        return tuple(flags)
 
     def memory_flags(self, d: Deployment) -> Command:
         """The draft model (vLLM reads one JSON object) and the absolute KV-cache budget."""

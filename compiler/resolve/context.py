@@ -16,7 +16,7 @@ from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
 from compiler.spec.profiles import Profile, RayPresence, find_profile, ray_presence
-from compiler.spec.typed import Backend, Node, Spec, Topology
+from compiler.spec.typed import Backend, EngineKind, Node, Spec, Topology
 
 # Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
 ENGINE_TIMEOUT_MARGIN = 60
@@ -55,6 +55,9 @@ class Deployment:
 
     @property
     def backend(self) -> Backend:
+        # Data parallel runs in the engine's own multi-node mode: one engine per replica, started per node.
+        if self.spec.engine.backend is None and self.spec.engine.data_parallel > 1:
+            return Backend.NATIVE
         return self.spec.engine.backend or self.engine.default_backend(len(self.spec.cluster.nodes))
 
     @property
@@ -88,7 +91,12 @@ class Deployment:
     def nccl_check(self) -> bool:
         # A silent fallback to sockets only matters, and only shows, between nodes with RDMA devices.
         check = self.spec.launch.nccl_check
-        return check if check is not None else self.multi and any(n.fabric.hcas for n in self.spec.cluster.nodes)
+        if check is not None:
+            return check
+        engine = self.spec.engine
+        if engine.kind is EngineKind.VLLM and engine.data_parallel > 1 and not engine.expert_parallel:
+            return False  # replicas whole on their nodes, no experts to exchange: no collective crosses the fabric
+        return self.multi and any(n.fabric.hcas for n in self.spec.cluster.nodes)
 
     @property
     def probe(self) -> bool:

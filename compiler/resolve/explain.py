@@ -5,8 +5,9 @@ from __future__ import annotations
 from compiler.plan import Setting
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import repeats
+from compiler.resolve.ports import head_ports
 from compiler.spec.profiles import ArgsStyle, Profile, overridden
-from compiler.spec.typed import Backend, EntrypointMode, Source
+from compiler.spec.typed import Backend, EngineKind, EntrypointMode, Source
 
 
 def settings(d: Deployment) -> tuple[Setting, ...]:
@@ -20,7 +21,7 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
             "backend",
             d.backend,
             engine.source("backend"),
-            "" if engine.is_given("backend") else "vLLM on several nodes: ray; otherwise native",
+            "" if engine.is_given("backend") else _backend_reason(d),
         ),
         Setting(
             "entrypoint",
@@ -32,6 +33,7 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
         Setting("served_model_name", served.effective, served.source, served.reason),
         Setting("tensor_parallel", str(engine.tensor_parallel), engine.source("tensor_parallel")),
         Setting("pipeline_parallel", str(engine.pipeline_parallel), engine.source("pipeline_parallel")),
+        *_parallel(d),
         Setting("total_gpus", str(d.total_gpus), Source.DERIVED, "sum of cluster.nodes[].gpus"),
         Setting("launch_timeout", str(launch.timeout), launch.source("timeout")),
         Setting("engine_timeout", str(d.engine_timeout), Source.DERIVED, f"launch.timeout - {d.engine_timeout_margin}"),
@@ -43,9 +45,46 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
             "nccl_check",
             "on" if d.nccl_check else "off",
             launch.source("nccl_check"),
-            "" if launch.is_given("nccl_check") else "on for several nodes with RDMA devices",
+            "" if launch.is_given("nccl_check") else _nccl_check_reason(d),
         ),
     )
+
+
+def _nccl_check_reason(d: Deployment) -> str:
+    engine = d.spec.engine
+    if engine.kind is EngineKind.VLLM and engine.data_parallel > 1 and not engine.expert_parallel:
+        return "off: vLLM's replicas run whole on their nodes and exchange nothing over NCCL across the fabric"
+    return "on for several nodes with RDMA devices"
+
+
+def _backend_reason(d: Deployment) -> str:
+    if d.spec.engine.data_parallel > 1:
+        return "data parallel: the engine's own multi-node mode, one engine per replica"
+    return "vLLM on several nodes: ray; otherwise native"
+
+
+def _parallel(d: Deployment) -> tuple[Setting, ...]:
+    """Data and expert parallel, where the spec asks for them (a deployment without shows neither)."""
+    engine, launch = d.spec.engine, d.spec.launch
+    rows = []
+    if engine.data_parallel > 1 or engine.is_given("data_parallel"):
+        rows.append(Setting("data_parallel", str(engine.data_parallel), engine.source("data_parallel")))
+    if engine.expert_parallel or engine.is_given("expert_parallel"):
+        size = engine.tensor_parallel * engine.data_parallel
+        why = f"experts spread over tensor_parallel x data_parallel = {size} GPUs" if engine.expert_parallel else ""
+        rows.append(
+            Setting("expert_parallel", "on" if engine.expert_parallel else "off", engine.source("expert_parallel"), why)
+        )
+    if any(p.what == "data-parallel RPC" for p in head_ports(d)):
+        rows.append(
+            Setting(
+                "data_parallel_rpc_port",
+                str(launch.data_parallel_rpc_port),
+                launch.source("data_parallel_rpc_port"),
+                "the head's port where the other nodes' engines connect",
+            )
+        )
+    return tuple(rows)
 
 
 def quirks(d: Deployment) -> tuple[str, ...]:

@@ -63,6 +63,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             timeout=launch["timeout"],
             ray_port=launch["ray_port"],
             master_port=launch["master_port"],
+            data_parallel_rpc_port=launch["data_parallel_rpc_port"],
             ray_object_store_memory=launch["ray_object_store_memory"],
             nccl_check=launch.get("nccl_check"),
             drop_page_cache=launch["drop_page_cache"],
@@ -193,6 +194,8 @@ def _engine(engine: dict[str, Any], g: _Given) -> Engine:
         args=tuple(engine["args"]),
         env=_env(engine["env"]),
         kv_cache_memory=engine.get("kv_cache_memory"),
+        data_parallel=engine["data_parallel"],
+        expert_parallel=engine["expert_parallel"],
     )
 
 

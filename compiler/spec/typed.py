@@ -234,6 +234,8 @@ class Engine(Section):
     args: tuple[str, ...]
     env: dict[str, str]
     kv_cache_memory: int | str | None  # a size as written (sizes.size_bytes: bytes per GPU)
+    data_parallel: int = 1  # model replicas; TP x PP x DP = the nodes' GPUs
+    expert_parallel: bool = False  # MoE: experts spread over TP x DP GPUs
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,7 @@ class Launch(Section):
     nccl_check: bool | None
     drop_page_cache: bool
     probe: bool | None
+    data_parallel_rpc_port: int = 29550  # vLLM DP across nodes: where the other nodes' engines reach the head
 
 
 @dataclass(frozen=True)

@@ -414,6 +414,8 @@ def _flags(
             warnings.add(("command",), f"{word.text!r} follows no flag that takes it; left out")
             continue
         target = managed.get(word.option.name) if word.option is not None else None
+        if kind is EngineKind.VLLM and word.option is not None and _replicas(word.option.name, flag, given, fields):
+            continue
         speculative = word.option is not None and word.option.name == "--speculative-config" and len(given) == 1
         if speculative and _draft(given[0], fields, warnings):
             continue
@@ -427,6 +429,18 @@ def _flags(
         elif not _set_field(target, flag, given[0] if given else "", fields):
             warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
     return args
+
+
+def _replicas(option: str, flag: str, given: list[str], fields: dict[str, Any]) -> bool:
+    """vLLM's data- and expert-parallel flags as engine.data_parallel and engine.expert_parallel (True: taken).
+    Its per-node ones (size-local, start rank, address, --headless) sparkc derives, so they are dropped."""
+    if option == "--data-parallel-size" and len(given) == 1 and re.fullmatch(r"[0-9]+", given[0]):
+        fields["engine.data_parallel"] = int(given[0])
+        return True
+    if option == "--enable-expert-parallel" and not given:
+        fields["engine.expert_parallel"] = not flag.startswith("--no-")
+        return True
+    return False
 
 
 _DRAFT_METHODS = {"draft_model", "eagle", "eagle3"}
@@ -564,7 +578,7 @@ def _volumes(raw: Any, warnings: _Notes) -> list[CommentedMap]:
 def _count(min_nodes: Any, fields: dict[str, Any], from_defaults: bool, warnings: _Notes) -> int:
     """Nodes to write: one per GPU the parallelism uses (a DGX Spark has one). A larger min_nodes is named:
     the engine would use only that many GPUs, and sparkc refuses nodes the layout leaves idle."""
-    parallel = [fields.get(f"engine.{key}", 1) for key in ("tensor_parallel", "pipeline_parallel")]
+    parallel = [fields.get(f"engine.{key}", 1) for key in ("tensor_parallel", "pipeline_parallel", "data_parallel")]
     gpus = math.prod(n if isinstance(n, int) and not isinstance(n, bool) else 1 for n in parallel)
     least = _typed(min_nodes, int) if min_nodes is not None else 1
     if least is None:
@@ -574,8 +588,8 @@ def _count(min_nodes: Any, fields: dict[str, Any], from_defaults: bool, warnings
     if least > count:
         warnings.add(
             ("min_nodes",),
-            f"{least} nodes, but the command uses {count} GPU(s) (tensor x pipeline parallel): {min(count, MAX_NODES)} "
-            "node(s) written; to use more, raise engine.tensor_parallel and add the nodes",
+            f"{least} nodes, but the command uses {count} GPU(s) (tensor x pipeline x data parallel): "
+            f"{min(count, MAX_NODES)} node(s) written; to use more, raise engine.tensor_parallel and add the nodes",
         )
     if count > MAX_NODES:
         about = ("defaults", "tensor_parallel") if from_defaults else ("command",)

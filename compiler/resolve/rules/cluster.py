@@ -1,4 +1,4 @@
-"""Rules about the cluster: values, nodes, addresses, RDMA devices, the TP x PP layout. They only report."""
+"""Rules about the cluster: values, nodes, addresses, RDMA devices, the TP x PP x DP layout. They only report."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.resolve.context import Deployment
 from compiler.resolve.env import switchless
-from compiler.spec.typed import Architecture, Node
+from compiler.spec.typed import Architecture, EngineKind, Node
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # C1 controls and Unicode line breaks: some terminals and shells treat them as control or newline.
@@ -242,27 +242,88 @@ def roce_name(netdev: str) -> str:
 
 def layout(d: Deployment) -> Iterator[Diagnostic]:
     engine, gpus = d.spec.engine, d.total_gpus
-    tp, pp = engine.tensor_parallel, engine.pipeline_parallel
-    if tp * pp != gpus:
+    tp, pp, dp = engine.tensor_parallel, engine.pipeline_parallel, engine.data_parallel
+    s = "s" if gpus != 1 else ""
+    if dp == 1 and tp * pp != gpus:
         yield error(
             engine.at("tensor_parallel"),
             f"tensor_parallel x pipeline_parallel = {tp} x {pp} = {tp * pp}, but the nodes have "
-            f"{gpus} GPU{'s' if gpus != 1 else ''}; they must be equal",
+            f"{gpus} GPU{s}; they must be equal",
         )
+    elif tp * pp * dp != gpus:
+        hint = f"; write data_parallel: {gpus // (tp * pp)}" if gpus % (tp * pp) == 0 else ""
+        yield error(
+            engine.at("data_parallel"),
+            f"tensor_parallel x pipeline_parallel x data_parallel = {tp} x {pp} x {dp} = {tp * pp * dp}, but the "
+            f"nodes have {gpus} GPU{s}; they must be equal{hint}",
+        )
+    if dp > 1 and engine.kind is EngineKind.VLLM:
+        yield from _whole_replicas(d)
     arch = d.spec.model.architecture
     for count, what in (
         (arch.attention_heads, "attention heads"),
         (arch.kv_heads, "KV heads"),
-        (arch.experts, "experts"),
+        (None if engine.expert_parallel else arch.experts, "experts"),
     ):
         if count is None or _divides(tp, count, kv=what == "KV heads"):
             continue
-        # For the nodes' GPU count, not tp x pp: that is what the layout must equal, and it stays small
+        # For the GPUs of one replica, not tp x pp: that is what the layout must equal, and it stays small
         # where tensor_parallel (unbounded in the schema) would make the search run for ever.
-        alternative = _layout_alternative(arch, gpus)
+        alternative = _layout_alternative(arch, max(gpus // dp, 1))
         hint = f"; try tensor_parallel: {alternative[0]}, pipeline_parallel: {alternative[1]}" if alternative else ""
         yield error(
             engine.at("tensor_parallel"), f"tensor_parallel {tp} does not divide the model's {count} {what}" + hint
+        )
+    yield from _expert_parallel(d)
+
+
+def _whole_replicas(d: Deployment) -> Iterator[Diagnostic]:
+    """vLLM's multi-node data parallel starts whole replicas per node (--data-parallel-size-local)."""
+    engine = d.spec.engine
+    per_replica = engine.tensor_parallel * engine.pipeline_parallel
+    for node in d.spec.cluster.nodes:
+        if node.gpus % per_replica:
+            yield error(
+                engine.at("data_parallel"),
+                f"{node.name} has {node.gpus} GPU{'s' if node.gpus != 1 else ''}, no whole number of replicas of "
+                f"tensor_parallel x pipeline_parallel = {per_replica}: vLLM's data parallel runs each replica on "
+                "one node; use tensor_parallel and pipeline_parallel that divide every node's GPUs, or "
+                "data_parallel: 1 to spread one replica over the nodes",
+            )
+
+
+def _expert_parallel(d: Deployment) -> Iterator[Diagnostic]:
+    """Expert parallel spreads whole experts over tensor_parallel x data_parallel GPUs. SGLang needs the
+    experts to divide evenly (its expert location map asserts it); vLLM gives the first ranks one more."""
+    engine, experts = d.spec.engine, d.spec.model.architecture.experts
+    if not engine.expert_parallel:
+        return
+    size = engine.tensor_parallel * engine.data_parallel
+    path = engine.at("expert_parallel")
+    if size == 1:
+        yield warning(
+            path, "expert parallel over one GPU changes nothing; raise tensor_parallel or data_parallel, or remove it"
+        )
+    elif experts is None:
+        return
+    elif experts < size:
+        yield error(
+            path,
+            f"expert parallel over {size} GPUs (tensor_parallel x data_parallel) leaves {size - experts} of them "
+            f"without an expert (the model has {experts}); remove expert_parallel",
+        )
+    elif experts % size and engine.kind is EngineKind.SGLANG:
+        yield error(
+            path,
+            f"SGLang spreads experts evenly: {experts} experts over {size} GPUs (tensor_parallel x "
+            "data_parallel) do not divide; choose a layout whose tensor_parallel x data_parallel divides "
+            f"{experts}, or remove expert_parallel",
+        )
+    elif experts % size:
+        yield warning(
+            path,
+            f"{experts} experts over {size} GPUs (tensor_parallel x data_parallel) do not divide: vLLM gives the "
+            "first ranks one expert more, so they carry more load",
         )
 
 

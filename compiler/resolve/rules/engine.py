@@ -13,7 +13,7 @@ from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, managed_fields, read_args, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_planes
-from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, head_ports
+from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, SGLANG_DP_HANDSHAKE_DELTA, head_ports
 from compiler.resolve.rules.cluster import bad_scope
 from compiler.spec.profiles import RayPresence
 from compiler.spec.typed import Backend, EntrypointMode, Topology
@@ -95,16 +95,28 @@ def api_port_is_a_port(d: Deployment) -> Iterator[Diagnostic]:
 def ports_distinct(d: Deployment) -> Iterator[Diagnostic]:
     used = head_ports(d)
     engine = d.spec.engine
+    launch = d.spec.launch
     paths: dict[str, Path] = {
         "API": engine.at("port") if engine.is_given("port") else engine.location,
-        "Ray": d.spec.launch.at("ray_port"),
-        "rendezvous": d.spec.launch.at("master_port"),
+        "Ray": launch.at("ray_port"),
+        "rendezvous": launch.at("master_port"),
+        "data-parallel RPC": launch.at("data_parallel_rpc_port"),
+        "attention-DP handshake": launch.at("master_port"),
     }
     given = {
         "API": engine.is_given("port"),
-        "Ray": d.spec.launch.is_given("ray_port"),
-        "rendezvous": d.spec.launch.is_given("master_port"),
+        "Ray": launch.is_given("ray_port"),
+        "rendezvous": launch.is_given("master_port"),
+        "data-parallel RPC": launch.is_given("data_parallel_rpc_port"),
+        "attention-DP handshake": launch.is_given("master_port"),
     }
+    for port in used:
+        if port.port > 65535:
+            yield error(
+                paths[port.what],
+                f"SGLang's attention data parallel also listens on launch.master_port + {SGLANG_DP_HANDSHAKE_DELTA} "
+                f"= {port.port}, which is no port; write a master_port of at most {65535 - SGLANG_DP_HANDSHAKE_DELTA}",
+            )
     for i, port in enumerate(used):
         for other in used[:i]:
             if port.port == other.port:
@@ -185,6 +197,14 @@ def backend_supported(d: Deployment) -> Iterator[Diagnostic]:
         return
     if not d.engine.supports_ray:
         yield error(d.spec.engine.at("backend"), f"{d.engine.name} forms its own multi-node group; use backend: native")
+    elif d.spec.engine.data_parallel > 1:
+        yield error(
+            d.spec.engine.at("backend"),
+            "data parallel runs in vLLM's own multi-node mode: one vllm serve per node, the head serving the API "
+            "and the others --headless, joined on launch.data_parallel_rpc_port (vLLM's Ray data parallel, "
+            "--data-parallel-backend ray, places every replica from the head instead, which sparkc does not "
+            "plan); write engine.backend: native, or remove it",
+        )
     elif d.profile is not None and d.ray_presence is RayPresence.ABSENT and not d.hooks_install_ray:
         path = d.spec.engine.at("backend") if d.spec.engine.is_given("backend") else d.spec.container.at("image")
         yield error(

@@ -25,6 +25,20 @@ class EngineConfig:
     max_model_len: int | None = None
     dist_timeout_s: float | None = None
     api_key: str | None = None  # /v1/* then answers 401 without `Authorization: Bearer KEY`
+    # vLLM's data parallel (--data-parallel-*) and expert parallel
+    dp_local: int | None = None
+    dp_start_rank: int | None = None
+    dp_rank: int | None = None
+    dp_address: str | None = None
+    dp_rpc_port: int = 29550
+    dp_backend: str = "mp"
+    dp_hybrid_lb: bool = False
+    dp_external_lb: bool = False
+    api_server_count: int | None = None
+    expert_parallel: bool = False
+    # SGLang: attention data parallel and expert parallel inside the tensor-parallel group
+    attn_dp: int = 1
+    ep: int = 1
 
     @property
     def world_size(self) -> int:

@@ -10,7 +10,7 @@ import time
 import traceback
 from types import FrameType
 
-from . import dist, log, model, nccl_bootstrap, server
+from . import data_parallel, dist, log, model, nccl_bootstrap, server
 from .config import EngineConfig, env_float, env_int
 
 FAKE_TRACE = """Traceback (most recent call last):
@@ -71,12 +71,16 @@ def run(cfg: EngineConfig) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         info = model.inspect_model(cfg.model)
-        model.check_layout(info, cfg.tp)
+        model.check_layout(info, cfg.tp // cfg.attn_dp)  # attention data parallel splits the heads less
+        model.check_experts(info, cfg.ep)
         max_len = model.effective_max_len(info, cfg.max_model_len)
     except model.ModelError as exc:
         log.error(str(exc))
         print(f"ValueError: {exc}", file=sys.stderr, flush=True)
         return 1
+
+    if cfg.engine == "vllm" and cfg.dp > 1 and cfg.nnodes == 1:
+        return _run_data_parallel(cfg, info, max_len)
 
     try:
         if cfg.backend == "ray":
@@ -86,19 +90,15 @@ def run(cfg: EngineConfig) -> int:
             if cfg.nnodes > 1:
                 dist.gloo_rendezvous(cfg, _rendezvous_timeout(cfg))
                 nccl_bootstrap.bootstrap(cfg.node_rank, cfg.nnodes, _rendezvous_timeout(cfg))
-    except dist.DistError as exc:
+                if cfg.engine == "sglang" and cfg.attn_dp > 1:
+                    data_parallel.sglang_worker_ports(cfg)
+    except (dist.DistError, data_parallel.DataParallelError) as exc:
         log.error(str(exc))
         traceback.print_exc()
         return 1
 
     rank0 = cfg.node_rank == 0
-    log.info(f"Loading weights from {cfg.model} (max_model_len={max_len})")
-    load_s = env_float("SPARKC_STANDIN_LOAD_SECONDS", 0.0) or 0.0
-    if load_s > 0:
-        time.sleep(load_s)
-    if os.environ.get("SPARKC_STANDIN_CRASH", "") == "load":
-        log.error("EngineCore failed to start.")
-        print(FAKE_TRACE, file=sys.stderr, flush=True)
+    if not _load(cfg, max_len):
         return 1
     if cfg.backend != "ray" and cfg.nnodes > 1:
         try:
@@ -106,8 +106,58 @@ def run(cfg: EngineConfig) -> int:
         except dist.DistError as exc:
             log.error(str(exc))
             return 1
-    log.info(f"Model loading took {load_s:.2f} s")
+    return _serve(cfg, max_len, rank0)
 
+
+def _load(cfg: EngineConfig, max_len: int) -> bool:
+    log.info(f"Loading weights from {cfg.model} (max_model_len={max_len})")
+    load_s = env_float("SPARKC_STANDIN_LOAD_SECONDS", 0.0) or 0.0
+    if load_s > 0:
+        time.sleep(load_s)
+    if os.environ.get("SPARKC_STANDIN_CRASH", "") == "load":
+        log.error("EngineCore failed to start.")
+        print(FAKE_TRACE, file=sys.stderr, flush=True)
+        return False
+    log.info(f"Model loading took {load_s:.2f} s")
+    return True
+
+
+def _run_data_parallel(cfg: EngineConfig, info: model.ModelInfo, max_len: int) -> int:
+    """vLLM's data parallel in its own (mp) mode: the front end waits for every engine, a headless node
+    connects its engines to it (standin/data_parallel.py)."""
+    try:
+        if cfg.dp_backend != "mp":
+            raise data_parallel.DataParallelError(
+                "the stand-in models vLLM's mp data-parallel backend only"
+                if cfg.dp_backend == "ray"
+                else f"data_parallel_backend can only be ray or mp, got {cfg.dp_backend}"
+            )
+        lay = data_parallel.layout(cfg, info.is_moe)
+        need, have = lay.local * cfg.world_size, _gpus_visible()
+        if need > have:
+            raise data_parallel.DataParallelError(
+                f"{lay.local} data-parallel engine(s) of tensor_parallel_size x pipeline_parallel_size = "
+                f"{cfg.world_size} need {need} GPUs on this node, but it has {have}."
+            )
+        if cfg.headless:
+
+            def load() -> None:
+                if not _load(cfg, max_len):
+                    os._exit(1)
+
+            data_parallel.headless_engines(cfg, lay, load)
+            return 0
+        if not _load(cfg, max_len):
+            return 1
+        data_parallel.front_end(cfg, lay, info.is_moe)
+    except data_parallel.DataParallelError as exc:
+        log.error(str(exc))
+        print(f"RuntimeError: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return _serve(cfg, max_len, True)
+
+
+def _serve(cfg: EngineConfig, max_len: int, rank0: bool) -> int:
     serve_http = rank0 and not cfg.headless
     health_only = cfg.engine == "sglang" and not rank0
     if not (serve_http or health_only):

@@ -17,6 +17,11 @@ class ModelInfo:
     num_heads: int | None
     num_kv_heads: int | None
     max_positions: int | None
+    num_experts: int | None = None  # a mixture of experts' routed experts
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts)
 
 
 def inspect_model(path: str) -> ModelInfo:
@@ -47,6 +52,7 @@ def inspect_model(path: str) -> ModelInfo:
         num_heads=_int("num_attention_heads"),
         num_kv_heads=_int("num_key_value_heads"),
         max_positions=_int("max_position_embeddings"),
+        num_experts=_int("num_experts") or _int("num_local_experts") or _int("n_routed_experts"),
     )
 
 
@@ -72,3 +78,10 @@ def effective_max_len(info: ModelInfo, requested: int | None) -> int:
             f"max_model_len (max_position_embeddings={info.max_positions} in model's config.json)."
         )
     return requested
+
+
+def check_experts(info: ModelInfo, ep: int) -> None:
+    """SGLang's expert parallel places the same number of experts on every rank (its expert location map
+    asserts num_physical_experts % ep_size == 0)."""
+    if ep > 1 and info.num_experts is not None and info.num_experts % ep:
+        raise ModelError(f"AssertionError: num_physical_experts ({info.num_experts}) % ep_size ({ep}) != 0")

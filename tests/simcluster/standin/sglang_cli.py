@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from . import engine, log
 from .config import EngineConfig
@@ -24,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensor-parallel-size", "--tp-size", "--tp", dest="tp_size", type=int, default=1)
     p.add_argument("--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1)
     p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
+    p.add_argument("--attn-dp-size", "--attention-data-parallel-size", dest="attn_dp_size", type=int, default=1)
+    p.add_argument("--enable-dp-attention", action="store_true")  # deprecated in 0.5.23: --attn-dp-size
+    p.add_argument("--ep-size", "--expert-parallel-size", "--ep", dest="ep_size", type=int, default=1)
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--dist-init-addr", type=_addr, default=None)
     p.add_argument("--context-length", type=int, default=None)
@@ -40,6 +45,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _parallel_problem(ns: argparse.Namespace) -> str:
+    """SGLang 0.5.23's checks of its data- and expert-parallel widths (sglang/srt/arg_groups/parallel_hook.py,
+    runtime_context.py): attention DP and expert parallel divide the tensor-parallel group."""
+    if ns.enable_dp_attention:
+        log.warning("--enable-dp-attention is deprecated. Use --attn-dp-size <dp-size> instead.")
+        if ns.attn_dp_size == 1:
+            ns.attn_dp_size, ns.dp_size = ns.dp_size, 1
+    if ns.attn_dp_size < 1:
+        return f"--attn-dp-size must be positive (got {ns.attn_dp_size})."
+    if ns.attn_dp_size > 1 and ns.dp_size > 1:
+        return (
+            f"--dp-size {ns.dp_size} with --attn-dp-size {ns.attn_dp_size}: data-parallel replicas combined with "
+            "attention data parallelism are not supported."
+        )
+    if ns.tp_size % ns.attn_dp_size:
+        return f"tp_size ({ns.tp_size}) must be divisible by attn_dp_size ({ns.attn_dp_size})"
+    if ns.ep_size < 1 or ns.tp_size % ns.ep_size:
+        return f"tp_size == moe_ep_size * moe_dp_size * moe_tp_size: {ns.tp_size} is not a multiple of {ns.ep_size}"
+    return ""
+
+
 def main(argv: list[str]) -> int:
     log.announce_start("sglang", ["python3", "-m", "sglang.launch_server", *argv])
     parser = build_parser()
@@ -50,6 +76,11 @@ def main(argv: list[str]) -> int:
         parser.error(
             "--speculative-draft-model-path is required for --speculative-algorithm " + ns.speculative_algorithm
         )
+    problem = _parallel_problem(ns)
+    if problem:
+        log.error(problem)
+        print(f"ValueError: {problem}", file=sys.stderr, flush=True)
+        return 1
     master_addr, master_port = ns.dist_init_addr or ("127.0.0.1", 5000)
     cfg = EngineConfig(
         engine="sglang",
@@ -66,5 +97,7 @@ def main(argv: list[str]) -> int:
         max_model_len=ns.context_length,
         dist_timeout_s=float(ns.dist_timeout) if ns.dist_timeout else None,
         api_key=ns.api_key,
+        attn_dp=ns.attn_dp_size,
+        ep=ns.ep_size,
     )
     return engine.run(cfg)

@@ -68,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
     p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    p.add_argument("--data-parallel-size-local", "-dpl", type=int, default=None)
+    p.add_argument("--data-parallel-start-rank", "-dpr", type=int, default=None)
+    p.add_argument("--data-parallel-rank", "-dpn", type=int, default=None)
+    p.add_argument("--data-parallel-address", "-dpa", default=None)
+    p.add_argument("--data-parallel-rpc-port", "-dpp", type=int, default=29550)
+    p.add_argument("--data-parallel-backend", "-dpb", default="mp")
+    p.add_argument("--data-parallel-hybrid-lb", "-dph", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--data-parallel-external-lb", "-dpe", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--api-server-count", "-asc", type=int, default=None)
+    p.add_argument("--enable-expert-parallel", "-ep", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--distributed-executor-backend", choices=["ray", "mp"], default=None)
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument("--node-rank", type=int, default=0)
@@ -142,5 +152,15 @@ def main(argv: list[str]) -> int:
         max_model_len=ns.max_model_len,
         # vLLM's API server: `args.api_key or envs.VLLM_API_KEY` turns on its auth middleware.
         api_key=ns.api_key or os.environ.get("VLLM_API_KEY") or None,
+        dp_local=ns.data_parallel_size_local,
+        dp_start_rank=ns.data_parallel_start_rank,
+        dp_rank=ns.data_parallel_rank,
+        dp_address=ns.data_parallel_address,
+        dp_rpc_port=ns.data_parallel_rpc_port,
+        dp_backend=ns.data_parallel_backend,
+        dp_hybrid_lb=ns.data_parallel_hybrid_lb,
+        dp_external_lb=ns.data_parallel_external_lb,
+        api_server_count=ns.api_server_count,
+        expert_parallel=ns.enable_expert_parallel,
     )
     return engine.run(cfg)

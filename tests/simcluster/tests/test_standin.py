@@ -267,3 +267,107 @@ def test_nccl_bootstrap_listens_on_one_interface_of_the_list() -> None:
 
     assert find_interface("lo") == ("lo", "127.0.0.1")  # loopback only when named
     assert find_interface("no-such-netdev") is None
+
+
+# -- vLLM's multi-node data parallel (standin/data_parallel.py), on the host's loopback -----------------
+
+
+def _spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.simcluster.standin", *args],
+        cwd=ROOT,
+        env={**ENV, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _answers(url: str) -> bool:
+    try:
+        return urllib.request.urlopen(f"{url}/health", timeout=1).status == 200
+    except OSError:
+        return False
+
+
+def _dp_args(model: Path, rpc: int, *extra: str) -> list[str]:
+    return ["vllm", "serve", str(model), "--data-parallel-size", "2", "--data-parallel-size-local", "1",
+            "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(rpc), *extra]  # fmt: skip
+
+
+def test_the_front_end_serves_only_once_every_data_parallel_rank_has_connected(model: Path) -> None:
+    port, rpc = _free_port(), _free_port()
+    head = _spawn([*_dp_args(model, rpc), "--host", "127.0.0.1", "--port", str(port)], {"VLLM_LOGGING_LEVEL": "DEBUG"})
+    worker = None
+    try:
+        # A missing rank: vLLM's front end waits for it without a timeout of its own, and serves nothing.
+        time.sleep(6)
+        assert head.poll() is None and not _answers(f"http://127.0.0.1:{port}")
+        worker = _spawn([*_dp_args(model, rpc), "--headless", "--data-parallel-start-rank", "1"])
+        deadline = time.monotonic() + 20
+        while not _answers(f"http://127.0.0.1:{port}"):
+            assert time.monotonic() < deadline and head.poll() is None and worker.poll() is None
+            time.sleep(0.2)
+    finally:
+        for proc in (head, worker):
+            if proc is not None:
+                proc.send_signal(signal.SIGTERM)
+        out = head.communicate(timeout=10)[0]
+        worker_out = worker.communicate(timeout=10)[0] if worker else ""
+    assert "Waiting for 0 local, 1 remote core engine proc(s) to connect." in out
+    assert '"ranks": [1], "role": "front end"' in out
+    assert "with head node address tcp://127.0.0.1:" in worker_out and '"role": "headless"' in worker_out
+
+
+def test_a_headless_node_gives_up_without_a_front_end(model: Path) -> None:
+    args = [*_dp_args(model, _free_port()), "--headless", "--data-parallel-start-rank", "1"]
+    res = standin(*args, env={**ENV, "SPARKC_STANDIN_DP_HANDSHAKE_S": "2"})
+    assert res.returncode == 1
+    assert "Did not receive response from front-end process within 5 minutes" in res.stdout
+
+
+def test_the_front_end_refuses_an_engine_of_a_rank_it_runs_itself(model: Path) -> None:
+    rpc = _free_port()
+    head = _spawn([*_dp_args(model, rpc), "--port", str(_free_port())])
+    try:
+        worker = _spawn([*_dp_args(model, rpc), "--headless", "--data-parallel-start-rank", "0"])
+        assert head.wait(timeout=20) == 1
+    finally:
+        worker.kill()
+        worker.wait()
+    assert "Message from engine with unexpected data parallel rank: 0" in (head.stdout.read() if head.stdout else "")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--data-parallel-rank", "1"], "Non-MoE models do not support external data parallel mode"),
+        (["--headless", "--api-server-count", "1"], "cannot be used with --headless"),
+        (["--data-parallel-start-rank", "2"], "data_parallel_rank (2) must be in the range [0, 2)"),
+    ],
+)
+def test_vllm_data_parallel_refusals(model: Path, extra: list[str], message: str) -> None:
+    res = standin(*_dp_args(model, _free_port()), *extra)
+    assert res.returncode == 1
+    assert message in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tp-size", "2", "--attn-dp-size", "3"], "tp_size (2) must be divisible by attn_dp_size (3)"),
+        (["--tp-size", "2", "--attn-dp-size", "2", "--dp-size", "2"], "are not supported"),
+        (["--tp-size", "2", "--ep-size", "3"], "tp_size == moe_ep_size * moe_dp_size * moe_tp_size"),
+    ],
+)
+def test_sglang_parallel_widths(model: Path, args: list[str], message: str) -> None:
+    res = standin("sglang", "--model-path", str(model), *args)
+    assert res.returncode == 1
+    assert message in res.stdout
+
+
+def test_sglang_needs_experts_that_divide_by_the_expert_parallel_size(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 8, "num_experts": 3}))
+    res = standin("sglang", "--model-path", str(tmp_path), "--tp-size", "2", "--ep-size", "2")
+    assert res.returncode == 1
+    assert "num_physical_experts (3) % ep_size (2) != 0" in res.stdout
