@@ -51,6 +51,12 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
         {"model.draft": {"path": "/models/draft", "method": "eagle3", "num_speculative_tokens": 3}},
     ),
     ("solo-qwen3-32b", {"engine.kind": "sglang", "container.image": "lmsysorg/sglang:v0.5.23-cu130"}),
+    ("solo-qwen3-32b", {"model.draft": {"path": "/models/medusa", "method": "medusa"}}),
+    ("solo-qwen3-32b", {"model.draft": {"method": "suffix"}}),
+    ("solo-qwen3-32b", {"model.draft": {"method": "ngram_gpu", "num_speculative_tokens": 3, "prompt_lookup_min": 2}}),
+    ("sglang-qwen3-30b-2spark", {"model.draft": {"method": "mtp", "num_speculative_tokens": 2}}),
+    ("sglang-qwen3-30b-2spark", {"model.draft": {"method": "ngram", "num_speculative_tokens": 7}}),
+    ("sglang-qwen3-30b-2spark", {"model.draft": {"path": "/models/draft", "method": "draft_model"}}),
 ]
 
 
