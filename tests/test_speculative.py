@@ -11,6 +11,7 @@ import pytest
 
 from compiler.diagnostics import Severity
 from compiler.output.plan_page import plan_page
+from tests.fakes.cluster import FakeCluster
 from tests.specs import (
     compile_spec,
     container_command,
@@ -185,3 +186,16 @@ def test_explain_and_the_plan_page_say_which_method_runs() -> None:
     plain = compile_spec(example(VLLM)).plan
     assert plain is not None and "speculative" not in {s.name for s in plain.settings}
     assert "Speculative decoding" not in plan_page(plain)
+
+
+def test_on_the_fakes_ngram_serves_and_a_config_vllm_refuses_fails_the_launch(fake: FakeCluster) -> None:
+    fake.prepare("solo-qwen3-32b-ngram.yaml")
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
+    assert launch.returncode == 0 and "READY" in launch.stdout, launch.stdout + launch.stderr
+    fake.run("stop-cluster.sh")
+    # engine.args are the user's own: an EAGLE config without its head reaches the engine, which refuses it.
+    config = '{"method":"eagle","num_speculative_tokens":2}'
+    fake.compile(with_changes(fake.adapt("solo-qwen3-32b.yaml"), {"engine.args": ["--speculative-config", config]}))
+    launch = fake.run("launch-cluster.sh", "--timeout", "120")
+    assert launch.returncode == 1
+    assert "num_speculative_tokens was provided but without speculative model" in launch.stderr
