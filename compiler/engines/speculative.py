@@ -102,3 +102,17 @@ def describe(draft: Draft, kind: EngineKind, engine: str) -> str:
     else:
         parts.append("no draft weights, nothing mounted")
     return "; ".join(parts)
+
+
+# The spec's methods by SGLang's names for them (NEXTN: its name for a model's own MTP layers).
+SGLANG_NAMES = {m.value: info.names[SGLANG] for m, info in METHODS.items() if SGLANG in info.names}
+
+# The per-model MTP method names vLLM still accepts, each read as mtp (vllm/config/speculative.py,
+# MTPModelTypes); a recipe may carry them.
+VLLM_MTP_NAMES = frozenset({
+    "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp",
+    "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp",
+    "qwen3_5_mtp", "longcat_flash_mtp", "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp",
+    "kimi_k3_mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp", "inkling_mtp",
+    "glm5_next_mtp",
+})  # fmt: skip
