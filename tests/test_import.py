@@ -271,7 +271,7 @@ def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> N
     config = '{"method":"eagle3","model":"org/M-eagle3","num_speculative_tokens":3,"draft_tensor_parallel_size":1}'
     result = import_recipe(SPECULATIVE.replace("{config}", config), "r.yaml")
     assert [w.error for w in result.warnings] == [True]
-    assert "name the draft org/M-eagle3 by its Hugging Face id" in result.warnings[0].message
+    assert "names the draft org/M-eagle3 by its Hugging Face id" in result.warnings[0].message
 
 
 @pytest.mark.parametrize(

@@ -475,7 +475,7 @@ def _draft(config: dict[str, Any], fields: dict[str, Any], warnings: _Notes) -> 
         if isinstance(model, str) and not model.startswith("/"):
             warnings.error(
                 ("command",),
-                f"the speculative flags name the draft {model} by its Hugging Face id: nothing downloads it on the "
+                f"--speculative-config names the draft {model} by its Hugging Face id: nothing downloads it on the "
                 "nodes (sparkc sets HF_HUB_OFFLINE=1) and nothing mounts it; download it to the same folder on every "
                 "node, mount it with container.mounts and write its path in the container as the draft's model",
             )
