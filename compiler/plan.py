@@ -229,6 +229,7 @@ class ModelPlan:
     hf: str  # "ref": a branch or tag read from refs/ on the nodes; "pinned": a commit; "": not a cache
     snapshot_placeholder: str  # in `docker run` words, replaced by the commit refs/ names ("" unless hf is ref)
     draft_folder: str  # the draft model's host folder; "" when none
+    speculative: str  # speculative decoding as the engine runs it, in words; "" when none
     drop_page_cache: bool  # sync and drop the page cache on every node before the containers start
 
 

@@ -56,6 +56,12 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
         {"engine.tensor_parallel": 1, "engine.data_parallel": 2, "engine.expert_parallel": True},
     ),
     ("solo-qwen3-32b", {"cluster.nodes.0.gpus": 2, "engine.data_parallel": 2}),
+    ("solo-qwen3-32b", {"model.draft": {"path": "/models/medusa", "method": "medusa"}}),
+    ("solo-qwen3-32b", {"model.draft": {"method": "suffix"}}),
+    ("solo-qwen3-32b", {"model.draft": {"method": "ngram_gpu", "num_speculative_tokens": 3, "prompt_lookup_min": 2}}),
+    ("sglang-qwen3-30b-2spark", {"model.draft": {"method": "mtp", "num_speculative_tokens": 2}}),
+    ("sglang-qwen3-30b-2spark", {"model.draft": {"method": "ngram", "num_speculative_tokens": 7}}),
+    ("sglang-qwen3-30b-2spark", {"model.draft": {"path": "/models/draft", "method": "draft_model"}}),
 ]
 
 

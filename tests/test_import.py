@@ -294,8 +294,63 @@ def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> N
     result = import_recipe(SPECULATIVE.replace("{config}", config), "r.yaml")
     assert [w.error for w in result.warnings] == [True]
     assert "names the draft org/M-eagle3 by its Hugging Face id" in result.warnings[0].message
-    ngram = import_recipe(SPECULATIVE.replace("{config}", '{"method":"ngram","num_speculative_tokens":3}'), "r.yaml")
-    assert ngram.warnings == ()  # no draft weights: the config stays in engine.args
+
+
+@pytest.mark.parametrize(
+    ("flags", "draft"),
+    [
+        (
+            """--speculative-config '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'""",
+            {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},
+        ),
+        ("""-sc '{"model":"[ngram]","num_speculative_tokens":5}'""", {"method": "ngram", "num_speculative_tokens": 5}),
+        ("--spec-method deepseek_mtp --spec-tokens 2", {"method": "mtp", "num_speculative_tokens": 2}),
+        ("""--speculative-config '{"method":"suffix"}'""", {"method": "suffix"}),
+        (
+            """--speculative-config '{"method":"medusa"}' --spec-model /srv/medusa""",
+            {"method": "medusa", "path": "/srv/medusa"},
+        ),
+    ],
+)
+def test_every_vllm_method_the_spec_can_hold_becomes_model_draft(flags: str, draft: dict[str, object]) -> None:
+    spec, warnings = _engine(f"container: img\ncommand: vllm serve org/M {flags}\n")
+    assert spec["model"]["draft"] == draft and "args" not in spec["engine"] and warnings == ()
+
+
+def test_speculative_flags_the_spec_cannot_hold_stay_the_engines_to_judge() -> None:
+    # vLLM refuses a shorthand flag that repeats a key of the config: kept as written, for vLLM to say so.
+    flags = """--speculative-config '{"method":"ngram","num_speculative_tokens":3}' --spec-tokens 4"""
+    spec, _ = _engine(f"container: img\ncommand: vllm serve org/M {flags}\n")
+    assert "draft" not in spec["model"]
+    assert spec["engine"]["args"] == ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}',
+                                      "--spec-tokens", "4"]  # fmt: skip
+    tree = "--speculative-algorithm EAGLE --speculative-draft-model-path /d --speculative-num-steps 5 "
+    spec, _ = _engine(f"container: img\nruntime: sglang\ncommand: sglang serve --model-path /m {tree}"
+                      "--speculative-eagle-topk 4 --speculative-num-draft-tokens 8\n")  # fmt: skip
+    assert "draft" not in spec["model"] and "--speculative-eagle-topk" in spec["engine"]["args"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "draft"),
+    [
+        (
+            "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4",
+            {"method": "mtp", "num_speculative_tokens": 3},
+        ),
+        (
+            "--speculative-algorithm NGRAM --speculative-num-draft-tokens 8",
+            {"method": "ngram", "num_speculative_tokens": 7},
+        ),
+        (
+            "--speculative-algorithm standalone --speculative-draft-model-path /srv/d",
+            {"method": "draft_model", "path": "/srv/d"},
+        ),
+    ],
+)
+def test_sglangs_speculative_flags_become_model_draft(flags: str, draft: dict[str, object]) -> None:
+    spec, warnings = _engine(f"container: img\nruntime: sglang\ncommand: sglang serve --model-path /m {flags}\n")
+    assert spec["model"]["draft"] == draft and "args" not in spec["engine"] and warnings == ()
 
 
 @pytest.mark.parametrize(

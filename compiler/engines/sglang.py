@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from compiler.engines import Deployment, EngineArgv, common_flags, group_args, host_port
 from compiler.engines.flag_table import spellings
+from compiler.engines.speculative import engine_name
 from compiler.plan import Command, Setting, Words
 from compiler.spec.typed import Backend, EngineKind, Node, Source
 
@@ -48,10 +49,6 @@ MANAGED_FLAGS, _managed_aliases = spellings(EngineKind.SGLANG, MANAGED)
 FIELD_FLAGS, _field_aliases = spellings(EngineKind.SGLANG, FIELD)
 # Other spellings of a flag sparkc passes, as the one sparkc writes.
 ALIASES = {**_managed_aliases, **_field_aliases}
-
-# The spec's draft methods by SGLang's names for them (a plain draft model is its STANDALONE).
-ALGORITHMS = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3"}
-
 
 SETTING_FLAGS = {
     "model_path": "--model-path",
@@ -128,19 +125,27 @@ class Sglang:
         return d.spec.engine.tensor_parallel * d.spec.engine.data_parallel
 
     def memory_flags(self, d: Deployment) -> Command:
-        """The draft model: N draft steps of one candidate each (top-k 1), verified as N + 1 tokens, which is
-        how SGLang counts a chain. SGLang has no absolute KV-cache budget (a rule says so)."""
+        """Speculative decoding. A chain (draft model, EAGLE, NEXTN): N draft steps of one candidate each
+        (top-k 1), verified as N + 1 tokens, which is how SGLang counts a chain. NGRAM: N + 1 draft tokens
+        (the last verified one and N proposed), its breadth and steps from SGLang's own defaults. Without
+        N, SGLang chooses. SGLang has no absolute KV-cache budget (a rule says so)."""
         draft = d.spec.model.draft
         if draft is None:
             return ()
+        algorithm = engine_name(draft.method, self.kind) or draft.method.value
+        flags: list[Words] = [("--speculative-algorithm", algorithm)]
+        if draft.mount is not None:
+            flags.append(("--speculative-draft-model-path", draft.mount))
         steps = draft.num_speculative_tokens
-        return (
-            ("--speculative-algorithm", ALGORITHMS[draft.method.value]),
-            ("--speculative-draft-model-path", draft.mount),
-            ("--speculative-num-steps", str(steps)),
-            ("--speculative-eagle-topk", "1"),
-            ("--speculative-num-draft-tokens", str(steps + 1)),
-        )
+        if steps is not None and algorithm == "NGRAM":
+            flags.append(("--speculative-num-draft-tokens", str(steps + 1)))
+        elif steps is not None:
+            flags += [
+                ("--speculative-num-steps", str(steps)),
+                ("--speculative-eagle-topk", "1"),
+                ("--speculative-num-draft-tokens", str(steps + 1)),
+            ]
+        return tuple(flags)
 
     def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
         host_ip = Setting(

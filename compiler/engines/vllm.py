@@ -14,6 +14,7 @@ from compiler.engines import (
     kv_cache_bytes,
 )
 from compiler.engines.flag_table import spellings
+from compiler.engines.speculative import engine_name
 from compiler.plan import Command, Setting, Words
 from compiler.spec.typed import Backend, EngineKind, Node, Source
 
@@ -53,6 +54,11 @@ MANAGED = {
 # Flags sparkc sets only when the spec field is given; then they are refused in engine.args too.
 FIELD = {
     "--speculative-config": "model.draft",
+    # vLLM's shorthand for keys of the same config (EngineArgs.create_speculative_config merges them, and
+    # refuses one the config also sets).
+    "--spec-method": "model.draft",
+    "--spec-model": "model.draft",
+    "--spec-tokens": "model.draft",
     "--kv-cache-memory-bytes": "engine.kv_cache_memory",
 }
 
@@ -171,15 +177,19 @@ class Vllm:
         return tuple(flags)
 
     def memory_flags(self, d: Deployment) -> Command:
-        """The draft model (vLLM reads one JSON object) and the absolute KV-cache budget."""
+        """Speculative decoding (vLLM reads one JSON object) and the absolute KV-cache budget."""
         flags: list[Words] = []
         draft = d.spec.model.draft
         if draft is not None:
-            config = {
-                "method": draft.method.value,
-                "model": draft.mount,
+            config: dict[str, object] = {"method": engine_name(draft.method, self.kind) or draft.method.value}
+            if draft.mount is not None:
+                config["model"] = draft.mount
+            given = {
                 "num_speculative_tokens": draft.num_speculative_tokens,
+                "prompt_lookup_min": draft.prompt_lookup_min,
+                "prompt_lookup_max": draft.prompt_lookup_max,
             }
+            config.update((key, value) for key, value in given.items() if value is not None)
             flags.append(("--speculative-config", json.dumps(config, sort_keys=True, separators=(",", ":"))))
         kv = kv_cache_bytes(d)
         if kv is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from compiler.engines import EngineArgv, host_port
+from compiler.engines.speculative import describe
 from compiler.plan import BenchPlan, Command, FetchMode, FetchPlan, ModelPlan, Setting, Words, flat
 from compiler.resolve.cache import cache_mount
 from compiler.resolve.context import Deployment
@@ -102,8 +103,9 @@ def model_mounts(d: Deployment) -> Command:
         snapshot = f"{hf.repo_folder}/snapshots/{SNAPSHOT_PLACEHOLDER if not hf.pinned else hf.revision}"
         blobs = model.mount.rsplit("/", 2)[0] + "/blobs"
         mounts = (("-v", f"{snapshot}:{model.mount}:ro"), ("-v", f"{hf.repo_folder}/blobs:{blobs}:ro"))
-    if model.draft is not None:
-        mounts += (("-v", f"{model.draft.path}:{model.draft.mount}:ro"),)
+    draft = model.draft
+    if draft is not None and draft.path is not None:  # ngram, suffix, mtp from the model: nothing to mount
+        mounts += (("-v", f"{draft.path}:{draft.mount}:ro"),)
     return mounts
 
 
@@ -115,7 +117,8 @@ def model_plan(d: Deployment) -> ModelPlan:
         folder=hf.repo_folder if hf else model.path,
         hf="" if hf is None else ("pinned" if hf.pinned else "ref"),
         snapshot_placeholder=SNAPSHOT_PLACEHOLDER if hf and not hf.pinned else "",
-        draft_folder=model.draft.path if model.draft else "",
+        draft_folder=(model.draft.path or "") if model.draft else "",
+        speculative=describe(model.draft, d.engine.kind, d.engine.name) if model.draft else "",
         drop_page_cache=d.spec.launch.drop_page_cache,
     )
 

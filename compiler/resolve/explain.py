@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from compiler.engines.speculative import describe
 from compiler.plan import Setting
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import repeats
@@ -11,7 +12,7 @@ from compiler.spec.typed import Backend, EngineKind, EntrypointMode, Source
 
 
 def settings(d: Deployment) -> tuple[Setting, ...]:
-    engine, launch, container = d.spec.engine, d.spec.launch, d.spec.container
+    engine, launch, container, draft = d.spec.engine, d.spec.launch, d.spec.container, d.spec.model.draft
     port = d.entrypoint.of("port")
     served = d.entrypoint.of("served_model_name")
     auto_entrypoint = container.entrypoint is EntrypointMode.AUTO and d.profile is not None
@@ -35,6 +36,15 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
         Setting("pipeline_parallel", str(engine.pipeline_parallel), engine.source("pipeline_parallel")),
         *_parallel(d),
         Setting("total_gpus", str(d.total_gpus), Source.DERIVED, "sum of cluster.nodes[].gpus"),
+        *(
+            ()
+            if draft is None
+            else (
+                Setting(
+                    "speculative", draft.method, draft.source("method"), describe(draft, d.engine.kind, d.engine.name)
+                ),
+            )
+        ),
         Setting("launch_timeout", str(launch.timeout), launch.source("timeout")),
         Setting("engine_timeout", str(d.engine_timeout), Source.DERIVED, f"launch.timeout - {d.engine_timeout_margin}"),
         Setting("ray_port", str(launch.ray_port), launch.source("ray_port")),

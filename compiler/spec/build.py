@@ -241,8 +241,10 @@ def _draft(draft: dict[str, Any] | None, g: _Given) -> Draft | None:
     return Draft(
         ("model", "draft"),
         g.keys("model", "draft"),
-        path=draft["path"],
-        mount=draft.get("mount", draft["path"]),
+        path=draft.get("path"),
+        mount=draft.get("mount", draft.get("path")),
         method=DraftMethod(draft["method"]),
-        num_speculative_tokens=draft["num_speculative_tokens"],
+        num_speculative_tokens=draft.get("num_speculative_tokens"),
+        prompt_lookup_min=draft.get("prompt_lookup_min"),
+        prompt_lookup_max=draft.get("prompt_lookup_max"),
     )

@@ -176,17 +176,29 @@ HF_CONTAINER_CACHE = "/root/.cache/huggingface/hub"  # where huggingface_hub loo
 
 
 class DraftMethod(StrEnum):
+    """How draft tokens are proposed (compiler/engines/speculative.py says which engine has which)."""
+
     DRAFT_MODEL = "draft_model"  # a smaller model of the same family
     EAGLE = "eagle"
     EAGLE3 = "eagle3"
+    MEDUSA = "medusa"  # Medusa heads
+    MLP_SPECULATOR = "mlp_speculator"  # IBM's MLP speculator
+    MTP = "mtp"  # the model's own multi-token-prediction layers
+    NGRAM = "ngram"  # prompt lookup: n-grams of the prompt, no weights
+    NGRAM_GPU = "ngram_gpu"  # vLLM's prompt lookup on the GPU
+    SUFFIX = "suffix"  # suffix trees of the prompt and past answers, no weights
 
 
 @dataclass(frozen=True)
 class Draft(Section):
-    path: str
-    mount: str  # where the container sees the draft: draft.mount, else the host path
+    """model.draft: speculative decoding. path is None where the method has no weights of its own."""
+
+    path: str | None
+    mount: str | None  # where the container sees the draft: draft.mount, else the host path
     method: DraftMethod
-    num_speculative_tokens: int
+    num_speculative_tokens: int | None  # None: the engine's own default, where it has one
+    prompt_lookup_min: int | None = None  # ngram: the n-gram window (vLLM)
+    prompt_lookup_max: int | None = None
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,11 @@ from compiler.diagnostics import Path, printable, show_key
 from compiler.engines import engines
 from compiler.engines.flag_table import is_flag, newest, read_words
 from compiler.engines.sglang import MANAGED as SGLANG_MANAGED
+from compiler.engines.speculative import SGLANG_NAMES, VLLM_MTP_NAMES
 from compiler.engines.vllm import MANAGED as VLLM_MANAGED
 from compiler.names import SECRET_NAME
 from compiler.spec.load import kind_of, load_text, locate, to_plain
-from compiler.spec.typed import EngineKind
+from compiler.spec.typed import DraftMethod, EngineKind
 from compiler.tools.recipe_mods import Mod, patch_files, read_mod
 
 PLACEHOLDER = "PLACEHOLDER"
@@ -398,26 +399,18 @@ def _flags(
     table = newest(kind)
     read, _ = read_words(table, tuple(words), engine.canonical)
     args: list[str] = []
+    speculative: dict[str, tuple[str, list[str]]] = {}  # option -> its value and its words as written
     for word in read:
         values = [words[j] for j in word.values]
         flag, eq, inline = word.text.partition("=")
         given = [inline] if eq else values
-        if any(v in unfilled for v in given):
-            shown = " ".join([word.text, *values])
-            warnings.add(
-                ("command",),
-                f"{shown}: the recipe's defaults give {', '.join(v for v in given if v in unfilled)} no value; "
-                f"left out (the engine's default applies): add {flag} with a value to engine.args",
-            )
+        if word.option is not None and word.option.name in _SPECULATIVE[kind] and len(given) == 1:
+            speculative[word.option.name] = (given[0], [word.text, *values])
             continue
-        if word.option is None and not is_flag(word.text):
-            warnings.add(("command",), f"{word.text!r} follows no flag that takes it; left out")
+        if _left_out(word.text, values, given, unfilled, word.option is None, warnings):
             continue
         target = managed.get(word.option.name) if word.option is not None else None
         if kind is EngineKind.VLLM and word.option is not None and _replicas(word.option.name, flag, given, fields):
-            continue
-        speculative = word.option is not None and word.option.name == "--speculative-config" and len(given) == 1
-        if speculative and _draft(given[0], fields, warnings):
             continue
         if target is None:
             args += [word.text, *values]
@@ -428,7 +421,31 @@ def _flags(
             warnings.add(("command",), f"{flag} {' '.join(given)}: {what}, {lost} is not served")
         elif not _set_field(target, flag, given[0] if given else "", fields):
             warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
+    if speculative:
+        config = _vllm_config(speculative) if kind is EngineKind.VLLM else _sglang_config(speculative)
+        if config is None or not _draft(config, fields, warnings):
+            args += [w for _, written in speculative.values() for w in written]  # the engine's to judge, as written
     return args
+
+
+def _left_out(
+    text: str, values: list[str], given: list[str], unfilled: set[str], stray: bool, warnings: _Notes
+) -> bool:
+    """A flag whose value is a placeholder the recipe's defaults do not fill, or a word that follows no flag
+    (`stray`, unless it is a flag the table does not know): left out, with a warning (True)."""
+    flag = text.partition("=")[0]
+    if any(v in unfilled for v in given):
+        shown = " ".join([text, *values])
+        warnings.add(
+            ("command",),
+            f"{shown}: the recipe's defaults give {', '.join(v for v in given if v in unfilled)} no value; "
+            f"left out (the engine's default applies): add {flag} with a value to engine.args",
+        )
+        return True
+    if stray and not is_flag(text):
+        warnings.add(("command",), f"{text!r} follows no flag that takes it; left out")
+        return True
+    return False
 
 
 def _replicas(option: str, flag: str, given: list[str], fields: dict[str, Any]) -> bool:
@@ -443,38 +460,113 @@ def _replicas(option: str, flag: str, given: list[str], fields: dict[str, Any]) 
     return False
 
 
-_DRAFT_METHODS = {"draft_model", "eagle", "eagle3"}
+# The flags of speculative decoding, read together into model.draft where the spec can say what they say.
+_SPECULATIVE = {
+    EngineKind.VLLM: ("--speculative-config", "--spec-method", "--spec-model", "--spec-tokens"),
+    EngineKind.SGLANG: (
+        "--speculative-algorithm",
+        "--speculative-draft-model-path",
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens",
+    ),
+}
+_DRAFT_KEYS = {"method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}
 
 
-def _draft(config_text: str, fields: dict[str, Any], warnings: _Notes) -> bool:
-    """vLLM's --speculative-config as model.draft, where the spec can say it (True: it is in `fields`). A draft
+def _vllm_config(words: dict[str, tuple[str, list[str]]]) -> dict[str, Any] | None:
+    """vLLM's speculative config as its engine merges it (EngineArgs.create_speculative_config), None where
+    it is no JSON object or a shorthand flag repeats one of its keys (vLLM refuses that)."""
+    config: Any = {}
+    if "--speculative-config" in words:
+        try:
+            config = json.loads(words["--speculative-config"][0])
+        except ValueError:
+            return None
+    if not isinstance(config, dict):
+        return None
+    for flag, key in (
+        ("--spec-method", "method"),
+        ("--spec-model", "model"),
+        ("--spec-tokens", "num_speculative_tokens"),
+    ):
+        if flag in words:
+            if key in config:
+                return None
+            value = words[flag][0]
+            config[key] = int(value) if key == "num_speculative_tokens" and value.isdigit() else value
+    if config.get("method") is None:  # vLLM's own inference of the method
+        config["method"] = "ngram" if config.get("model") in ("ngram", "[ngram]") else "draft_model"
+    if config["method"] == "ngram" and config.get("model") in ("ngram", "[ngram]"):
+        del config["model"]
+    if config["method"] in VLLM_MTP_NAMES:  # vLLM reads each model's MTP name as mtp
+        config["method"] = "mtp"
+    return config
+
+
+def _sglang_config(words: dict[str, tuple[str, list[str]]]) -> dict[str, Any] | None:
+    """SGLang's speculative flags as the spec says them: a chain of N steps of one candidate (N + 1 draft
+    tokens), or NGRAM's draft tokens; None for what the spec cannot hold (a tree, another algorithm)."""
+    value = {flag: given for flag, (given, _) in words.items()}
+    algorithm = value.get("--speculative-algorithm", "").upper()
+    method = {v: k for k, v in SGLANG_NAMES.items()}.get(algorithm)
+    numbers = {f: value[f] for f in value if f != "--speculative-algorithm" and f != "--speculative-draft-model-path"}
+    if method is None or not all(v.isdigit() for v in numbers.values()):
+        return None
+    steps, topk, tokens = (
+        int(numbers[f]) if f in numbers else None
+        for f in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+    )
+    config: dict[str, Any] = {"method": method}
+    if "--speculative-draft-model-path" in value:
+        config["model"] = value["--speculative-draft-model-path"]
+    if method == "ngram":
+        if steps is not None or topk is not None:
+            return None
+        if tokens is not None:
+            config["num_speculative_tokens"] = tokens - 1
+    elif steps is not None:
+        if topk not in (None, 1) or tokens not in (None, steps + 1):
+            return None
+        config["num_speculative_tokens"] = steps
+    elif topk is not None or tokens is not None:
+        return None
+    return config
+
+
+def _draft(config: dict[str, Any], fields: dict[str, Any], warnings: _Notes) -> bool:
+    """A speculative config as model.draft, where the spec can say it (True: it is in `fields`). A draft
     named by its Hugging Face id is downloaded by nothing on the nodes (HF_HUB_OFFLINE=1): its path is a
     PLACEHOLDER to fill, or, where the spec cannot carry the config, an error."""
-    try:
-        config = json.loads(config_text)
-    except ValueError:
-        return False
-    model = config.get("model") if isinstance(config, dict) else None
-    if not isinstance(model, str):
-        return False  # ngram, mtp: no draft weights to mount
-    tokens = config.get("num_speculative_tokens")
-    fits = set(config) <= {"method", "model", "num_speculative_tokens"} and config.get("method") in _DRAFT_METHODS
-    if not fits or not isinstance(tokens, int) or isinstance(tokens, bool):
-        if not model.startswith("/"):
+    model, tokens = config.get("model"), config.get("num_speculative_tokens")
+    numbers = [config[k] for k in ("num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max") if k in config]
+    fits = (
+        set(config) <= _DRAFT_KEYS
+        and config["method"] in {m.value for m in DraftMethod}
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in numbers)
+        and (model is None or isinstance(model, str))
+    )
+    if not fits:
+        if isinstance(model, str) and not model.startswith("/"):
             warnings.error(
                 ("command",),
                 f"--speculative-config names the draft {model} by its Hugging Face id: nothing downloads it on the "
                 "nodes (sparkc sets HF_HUB_OFFLINE=1) and nothing mounts it; download it to the same folder on every "
-                "node, mount it with container.mounts and write its path in the container as the config's model",
+                "node, mount it with container.mounts and write its path in the container as the draft's model",
             )
         return False
-    path = model if model.startswith("/") else f"/{PLACEHOLDER}/models/{model.rsplit('/', 1)[-1]}"
-    fields["model.draft"] = {"path": path, "method": config["method"], "num_speculative_tokens": tokens}
-    if not model.startswith("/"):
+    draft: dict[str, Any] = {"method": config["method"]}
+    if isinstance(model, str):
+        draft["path"] = model if model.startswith("/") else f"/{PLACEHOLDER}/models/{model.rsplit('/', 1)[-1]}"
+    if tokens is not None:
+        draft["num_speculative_tokens"] = tokens
+    draft.update((k, config[k]) for k in ("prompt_lookup_min", "prompt_lookup_max") if k in config)
+    fields["model.draft"] = draft
+    if isinstance(model, str) and not model.startswith("/"):
         warnings.add(
             ("command",),
             f"the draft {model} is named by its Hugging Face id: nothing downloads it on the nodes; put it in the "
-            f"same folder on every node and write that folder as model.draft.path (now {path})",
+            f"same folder on every node and write that folder as model.draft.path (now {draft['path']})",
         )
     return True
 

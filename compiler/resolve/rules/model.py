@@ -1,4 +1,4 @@
-"""Rules about sizes, the model (Hugging Face cache, draft model) and memory. They only report."""
+"""Rules about sizes, the model (Hugging Face cache, speculative decoding) and memory. They only report."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.engines import kv_cache_bytes
+from compiler.engines.speculative import METHODS, Method, Weights, engine_name, offered_by
 from compiler.resolve.context import Deployment
 from compiler.sizes import MAX_BYTES, RULE, gigabytes, size_bytes
-from compiler.spec.typed import EngineKind, Node
+from compiler.spec.model_facts import MTP_LAYER_KEYS
+from compiler.spec.typed import Draft, DraftMethod, EngineKind, Node
 
 # Memory in GB a node keeps for itself before the engine: DGX OS with its desktop, docker, and the
 # engine's CPU-side processes (Python, the CUDA context, Ray, the tokenizer) take about this much of a
@@ -39,8 +41,33 @@ def hf_cache(d: Deployment) -> Iterator[Diagnostic]:
 
 
 def draft_model(d: Deployment) -> Iterator[Diagnostic]:
-    draft, model = d.spec.model.draft, d.spec.model
+    """Speculative decoding as the chosen engine would take it; each check names the engine rule it mirrors."""
+    draft, model, engine = d.spec.model.draft, d.spec.model, d.engine
     if draft is None:
+        return
+    method = METHODS[draft.method]
+    name = engine_name(draft.method, engine.kind)
+    if name is None:
+        # vLLM: SpeculativeMethod is a Literal of its methods; SGLang: SpeculativeAlgorithm.from_string
+        # raises "Unknown speculative algorithm name".
+        yield error(
+            draft.at("method"),
+            f"{engine.name} has no speculative method {draft.method.value}; write one it has: "
+            f"{', '.join(offered_by(engine.kind))}",
+        )
+        return
+    yield from _weights_of(draft, method)
+    if draft.num_speculative_tokens is None and engine.kind in method.needs_tokens:
+        # vLLM SpeculativeConfig._verify_args: "num_speculative_tokens must be provided with speculative model
+        # unless the draft model config contains an n_predict parameter".
+        yield error(
+            draft.location,
+            f"{engine.name}'s {name} needs num_speculative_tokens, the tokens proposed per step: add it (1 to 32)",
+        )
+    yield from _prompt_lookup(d, draft, name)
+    if draft.method is DraftMethod.MTP and draft.path is None:
+        yield from _mtp_layers(d, draft, name)
+    if draft.mount is None:
         return
     for a, b in ((draft.mount, model.mount), (model.mount, draft.mount)):
         if a == b or b.startswith(a.rstrip("/") + "/"):
@@ -50,6 +77,67 @@ def draft_model(d: Deployment) -> Iterator[Diagnostic]:
                 "give model.draft.mount another folder",
             )
             return
+
+
+def _weights_of(draft: Draft, method: Method) -> Iterator[Diagnostic]:
+    if draft.path is None and draft.is_given("mount"):
+        yield error(draft.at("mount"), "mount without path: give model.draft.path, the draft's folder on every node")
+    if method.weights is Weights.REQUIRED and draft.path is None:
+        # vLLM: "num_speculative_tokens was provided but without speculative model"; SGLang's STANDALONE
+        # and EAGLE workers load --speculative-draft-model-path.
+        yield error(
+            draft.location,
+            f"{draft.method.value} proposes with weights of its own: give model.draft.path, the draft's folder "
+            "(the same on every node)",
+        )
+    if method.weights is Weights.NONE and draft.path is not None:
+        # vLLM sets the config's model to the method's own name for these; a folder would be read by nothing.
+        yield error(
+            draft.at("path"),
+            f"{draft.method.value} proposes from the text itself and reads no draft weights: remove model.draft.path",
+        )
+
+
+def _prompt_lookup(d: Deployment, draft: Draft, name: str) -> Iterator[Diagnostic]:
+    given = [key for key in ("prompt_lookup_min", "prompt_lookup_max") if draft.is_given(key)]
+    if not given:
+        return
+    if d.engine.kind not in METHODS[draft.method].window:
+        # vLLM reads them for ngram and ngram_gpu only (zeroed otherwise); SGLang's NGRAM matches with its
+        # own trie (--speculative-ngram-* in engine.args) and has no such field.
+        for key in given:
+            yield error(
+                draft.at(key),
+                f"{key} is vLLM's n-gram window (method ngram or ngram_gpu); {d.engine.name}'s {name} has none: "
+                "remove it",
+            )
+        return
+    low, high = draft.prompt_lookup_min, draft.prompt_lookup_max
+    if low is not None and high is not None and low > high:
+        # vLLM SpeculativeConfig.__post_init__: "prompt_lookup_min=... must be <= prompt_lookup_max=...".
+        yield error(draft.at("prompt_lookup_min"), f"{low} is more than prompt_lookup_max {high}: vLLM refuses it")
+
+
+def _mtp_layers(d: Deployment, draft: Draft, name: str) -> Iterator[Diagnostic]:
+    """MTP drafts with the model's own layers: where the compiling machine can read its config.json, it
+    must count some (vLLM maps only such models to an MTP draft, else "Unsupported speculative method")."""
+    layers, config = d.facts.mtp_layers, d.facts.config
+    if layers is None:
+        return
+    if layers == 0:
+        yield error(
+            draft.at("method"),
+            f"{d.engine.name}'s {name} drafts with the model's own multi-token-prediction layers, and {config} counts "
+            f"none ({', '.join(MTP_LAYER_KEYS)}): serve a model that has them, or choose another method",
+        )
+        return
+    tokens = draft.num_speculative_tokens
+    if d.engine.kind in METHODS[draft.method].layer_multiple and tokens and tokens > layers and tokens % layers:
+        yield error(
+            draft.at("num_speculative_tokens"),
+            f"{d.engine.name} reuses the model's {layers} MTP layer(s) (as {config} counts them): "
+            f"num_speculative_tokens {tokens} must be at most {layers} or a multiple of it",
+        )
 
 
 def kv_cache_budget(d: Deployment) -> Iterator[Diagnostic]:

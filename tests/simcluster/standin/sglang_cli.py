@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import engine, log
+from . import engine, log, speculative
 from .config import EngineConfig
 
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reasoning-parser", default=None)
     p.add_argument("--dist-timeout", type=int, default=None)
     p.add_argument("--api-key", default=None)  # SGLang reads its key only from the command line
-    p.add_argument("--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"])
+    p.add_argument("--speculative-algorithm", default=None)  # any name: judged by SpeculativeAlgorithm.from_string
     p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", default=None)
     p.add_argument("--speculative-num-steps", type=int, default=None)
     p.add_argument("--speculative-eagle-topk", type=int, default=None)
@@ -72,10 +72,21 @@ def main(argv: list[str]) -> int:
     ns = parser.parse_args(argv)
     if ns.nnodes > 1 and ns.dist_init_addr is None:
         parser.error("--dist-init-addr is required when --nnodes > 1")
-    if ns.speculative_algorithm not in (None, "NGRAM") and ns.speculative_draft_model_path is None:
-        parser.error(
-            "--speculative-draft-model-path is required for --speculative-algorithm " + ns.speculative_algorithm
+    try:  # ServerArgs.__post_init__ runs handle_speculative_decoding before anything loads
+        spec = speculative.sglang(
+            ns.speculative_algorithm,
+            ns.speculative_draft_model_path,
+            ns.speculative_num_steps,
+            ns.speculative_eagle_topk,
+            ns.speculative_num_draft_tokens,
+            ns.model_path,
         )
+    except speculative.SpeculativeError as exc:
+        log.error(str(exc))
+        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+        return 1
+    if spec is not None:
+        log.marker(speculative.MARKER, spec)
     problem = _parallel_problem(ns)
     if problem:
         log.error(problem)

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from . import engine, log
+from . import engine, log, speculative
 from .config import EngineConfig
 
 VERSION = "0.11.1+sparkc.standin"
@@ -30,32 +30,14 @@ def _fraction(raw: str) -> float:
     return value
 
 
-# The keys of vLLM's SpeculativeConfig that a draft-model deployment uses; vLLM's config classes refuse
-# any key they do not define, and its method must be one of its own names.
-SPECULATIVE_KEYS = {
-    "method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "quantization",
-    "max_model_len", "revision", "code_revision", "enforce_eager", "prompt_lookup_max", "prompt_lookup_min",
-    "disable_padded_drafter_batch", "speculative_token_tree",
-}  # fmt: skip
-SPECULATIVE_METHODS = {"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "eagle", "eagle3", "mtp"}
-
-
 def _speculative_config(raw: str) -> dict[str, object]:
+    # vLLM parses the value as JSON; the config's own fields are judged when the engine config is built.
     try:
         value = json.loads(raw)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"invalid JSON for --speculative-config: {exc}") from exc
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("--speculative-config must be a JSON object")
-    unknown = sorted(set(value) - SPECULATIVE_KEYS)
-    if unknown:
-        raise argparse.ArgumentTypeError(f"Unexpected keyword argument(s) for SpeculativeConfig: {unknown}")
-    method = value.get("method")
-    if method is not None and method not in SPECULATIVE_METHODS:
-        raise argparse.ArgumentTypeError(f"Input should be one of {sorted(SPECULATIVE_METHODS)}, got {method!r}")
-    tokens = value.get("num_speculative_tokens")
-    if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0):
-        raise argparse.ArgumentTypeError(f"num_speculative_tokens: Input should be greater than 0, got {tokens!r}")
     return value
 
 
@@ -94,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-key", default=None)
     p.add_argument("--speculative-config", "-sc", type=_speculative_config, default=None)
+    p.add_argument("--spec-method", choices=sorted(speculative.VLLM_METHODS), default=None)
+    p.add_argument("--spec-model", default=None)
+    p.add_argument("--spec-tokens", type=int, default=None)
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None)
     return p
 
@@ -125,10 +110,15 @@ def main(argv: list[str]) -> int:
     if ns.nnodes > 1 and ns.node_rank >= ns.nnodes:
         print(f"vllm serve: error: --node-rank {ns.node_rank} must be < --nnodes {ns.nnodes}", file=sys.stderr)
         return 2
-    spec = ns.speculative_config
-    if spec is not None and spec.get("method") != "ngram" and not os.path.isdir(str(spec.get("model"))):
-        print(f"vllm serve: error: the draft model {spec.get('model')!r} is not a local directory", file=sys.stderr)
+    shorthand = {"method": ns.spec_method, "model": ns.spec_model, "num_speculative_tokens": ns.spec_tokens}
+    try:  # EngineArgs.create_engine_config builds the SpeculativeConfig before anything loads
+        spec = speculative.vllm(ns.speculative_config, shorthand, ns.model_tag)
+    except speculative.SpeculativeError as exc:
+        log.error(str(exc))
+        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
         return 1
+    if spec is not None:
+        log.marker(speculative.MARKER, {k: spec[k] for k in ("method", "model", "num_speculative_tokens")})
     if ns.kv_cache_memory_bytes is not None and ns.kv_cache_memory_bytes <= 0:
         print("vllm serve: error: kv_cache_memory_bytes must be positive", file=sys.stderr)
         return 2
