@@ -596,6 +596,7 @@ preflight_args() {
     "mounts=$(printf '%s\n' "${MOUNT_SOURCES[@]}")"
   )
   if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
+  if ((IS_RING)); then ring_preflight_args "$node"; fi
 }
 
 preflight_script() {
@@ -1049,6 +1050,64 @@ judge_planes() {
         "up (ip link set $netdev up) and check its cable"
   done <<<"$(pf "$node" data_link)"
   pf_note "$node" planes "control $ip on $control, data on ${DATA_NETDEVS[$node]}"
+}
+
+# A ring: the node list is the cabling's order (each node's port 0 to the next one's port 1), and the
+# ranks go round it, so each node must reach the node before it over one of its own cables. A node
+# listed out of order reaches it another way (the control network) or not at all: NCCL's ring would
+# then run between nodes that no cable joins.
+# shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
+readonly RING_REMOTE_LIB='# A ring, node side: how this node reaches the node before it round the ring (that node'\''s fabric
+# address, at the other end of this node'\''s port 1 cable), and whether it answers there.
+# shellcheck disable=SC2154  # a_ring_from: the preflight'\''s input
+check_ring() {
+  echo "ring_route $(ip -o route get "$a_ring_from" 2>&1 | one_line)"
+  if ! command -v ping >/dev/null 2>&1; then
+    echo "ring_ping missing"
+  elif ping -c 1 -W 2 "$a_ring_from" >/dev/null 2>&1; then
+    echo "ring_ping ok"
+  else
+    echo "ring_ping no"
+  fi
+}
+'
+
+ring_enable() {
+  PREFLIGHT_EXTRA_LIB+=$RING_REMOTE_LIB
+  PREFLIGHT_CHECKS+=(ring)
+  PREFLIGHT_JUDGES+=(ring)
+}
+
+# The node before NODE round the ring (NODES is in rank order, which goes round it).
+ring_from() {
+  local i count=${#NODES[@]}
+  for i in "${!NODES[@]}"; do
+    if [[ ${NODES[i]} == "$1" ]]; then
+      printf '%s' "${NODES[(i + count - 1) % count]}"
+      return 0
+    fi
+  done
+}
+
+ring_preflight_args() { PF_ARGS+=("ring_from=${FABRIC_IP[$(ring_from "$1")]}"); }
+
+judge_ring() {
+  local node=$1 from route dev
+  from=$(ring_from "$node")
+  route=$(pf_first "$node" ring_route)
+  dev=$(grep -oE ' dev [^ ]+' <<<" $route" | head -n 1 || true)
+  dev=${dev# dev }
+  if [[ -z $dev || " ${DATA_NETDEVS[$node]} " != *" $dev "* ]]; then
+    pf_problem "$node" "$node reaches $from, the node before it round the ring, at ${FABRIC_IP[$from]} through" \
+      "${dev:-no route} (${route:-no answer}), not one of its cables (${DATA_NETDEVS[$node]}): in a ring each node's" \
+      "port 0 is cabled to the next node's port 1, and cluster.nodes lists the nodes in that order; fix the" \
+      "order in the spec or the cabling"
+  elif [[ $(pf_first "$node" ring_ping) == no ]]; then
+    pf_problem "$node" "$node does not reach $from at ${FABRIC_IP[$from]} over $dev: check the cable between" \
+      "them and $from's fabric address"
+  elif [[ $(pf_first "$node" ring_ping) == missing ]]; then
+    pf_warn "$node" "no ping on $node: the cable from $from was checked by its route ($dev) only"
+  fi
 }
 
 # -- hooks.sh ----------------------------------------------------------------------------------------
@@ -2332,6 +2391,7 @@ launch_main() {
   read_secrets
   TIMEOUT=$DEFAULT_TIMEOUT
   if ((HAS_PLANES)); then planes_enable; fi
+  if ((IS_RING)); then ring_enable; fi
   while (($#)); do
     case $1 in
       --dry-run) DRY_RUN=1 ;;

@@ -330,6 +330,8 @@ readonly DOCKER_RUN_1=(
 
 # Where the spec splits the planes (cluster.nodes[].control), the preflight checks them too.
 readonly HAS_PLANES=0
+# A ring (cluster.topology): the preflight checks that each node reaches the one before it over a cable.
+readonly IS_RING=0
 readonly HAS_HOOKS=0
 readonly HOST_HOOKS=()
 readonly HOST_HOOKS_SUDO=0
@@ -338,7 +340,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=9a62af638d1a5a15fe401d5a264b65f0664dc2056cc0e51c5df4faa729f91e14
+readonly SPARKC_LIB_SHA256=702ae717cc28c11f91b3a86ef66eebd6a7d25db6df7b208d0efac5559e6314dd
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
