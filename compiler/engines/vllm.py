@@ -156,5 +156,8 @@ class Vllm:
             ),
         )
 
+    def build_files(self, d: Deployment) -> tuple[tuple[str, str], ...]:
+        return ()
+
 
 VLLM = Vllm()

@@ -15,6 +15,8 @@ def head_ports(d: Deployment) -> tuple[HeadPort, ...]:
     ports = [HeadPort(d.api_port or 0, "API")]
     if d.backend is Backend.RAY:
         ports.append(HeadPort(d.spec.launch.ray_port, "Ray"))
+    elif d.backend is Backend.MPI:
+        ports.append(HeadPort(d.spec.launch.mpi_ssh_port, "MPI ssh"))
     elif d.multi:
         ports.append(HeadPort(d.spec.launch.master_port, "rendezvous"))
     return tuple(ports)

@@ -3,6 +3,7 @@ schema's defaults filled in and the keys the user wrote remembered for provenanc
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from compiler.spec.typed import (
@@ -67,6 +68,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             nccl_check=launch.get("nccl_check"),
             drop_page_cache=launch["drop_page_cache"],
             probe=launch.get("probe"),
+            mpi_ssh_port=launch["mpi_ssh_port"],
         ),
         given=given,
     )
@@ -193,6 +195,8 @@ def _engine(engine: dict[str, Any], g: _Given) -> Engine:
         args=tuple(engine["args"]),
         env=_env(engine["env"]),
         kv_cache_memory=engine.get("kv_cache_memory"),
+        # Plain values (the loader's mappings keep positions): they are written into a YAML file as they are.
+        llm_api_options=json.loads(json.dumps(engine.get("llm_api_options", {}))),
     )
 
 

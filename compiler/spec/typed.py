@@ -26,11 +26,13 @@ class Source(StrEnum):
 class EngineKind(StrEnum):
     VLLM = "vllm"
     SGLANG = "sglang"
+    TRTLLM = "trtllm"  # TensorRT-LLM's trtllm-serve
 
 
 class Backend(StrEnum):
     RAY = "ray"
     NATIVE = "native"  # the engine's own multi-node group (or a single node)
+    MPI = "mpi"  # mpirun from the head's container over ssh into every node's (TensorRT-LLM)
 
 
 class EntrypointMode(StrEnum):
@@ -234,6 +236,7 @@ class Engine(Section):
     args: tuple[str, ...]
     env: dict[str, str]
     kv_cache_memory: int | str | None  # a size as written (sizes.size_bytes: bytes per GPU)
+    llm_api_options: dict[str, Any] = field(default_factory=dict)  # TensorRT-LLM's extra LLM API options
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,7 @@ class Launch(Section):
     nccl_check: bool | None
     drop_page_cache: bool
     probe: bool | None
+    mpi_ssh_port: int = 2233  # sshd in every container, for mpirun (backend mpi)
 
 
 @dataclass(frozen=True)

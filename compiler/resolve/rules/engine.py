@@ -99,11 +99,13 @@ def ports_distinct(d: Deployment) -> Iterator[Diagnostic]:
         "API": engine.at("port") if engine.is_given("port") else engine.location,
         "Ray": d.spec.launch.at("ray_port"),
         "rendezvous": d.spec.launch.at("master_port"),
+        "MPI ssh": d.spec.launch.at("mpi_ssh_port"),
     }
     given = {
         "API": engine.is_given("port"),
         "Ray": d.spec.launch.is_given("ray_port"),
         "rendezvous": d.spec.launch.is_given("master_port"),
+        "MPI ssh": d.spec.launch.is_given("mpi_ssh_port"),
     }
     for i, port in enumerate(used):
         for other in used[:i]:
@@ -184,7 +186,8 @@ def backend_supported(d: Deployment) -> Iterator[Diagnostic]:
     if d.backend is not Backend.RAY:
         return
     if not d.engine.supports_ray:
-        yield error(d.spec.engine.at("backend"), f"{d.engine.name} forms its own multi-node group; use backend: native")
+        own = d.engine.default_backend(len(d.spec.cluster.nodes))
+        yield error(d.spec.engine.at("backend"), f"{d.engine.name} forms its own multi-node group; use backend: {own}")
     elif d.profile is not None and d.ray_presence is RayPresence.ABSENT and not d.hooks_install_ray:
         path = d.spec.engine.at("backend") if d.spec.engine.is_given("backend") else d.spec.container.at("image")
         yield error(
