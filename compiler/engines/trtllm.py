@@ -138,6 +138,7 @@ class Trtllm:
         if d.backend is not Backend.MPI:
             return ()
         why = "mpirun runs as root in the container; Open MPI refuses root without both"
+        plane = "control" if node.control else "fabric"
         return (
             Setting("OMPI_ALLOW_RUN_AS_ROOT", "1", Source.DERIVED, why),
             Setting("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", Source.DERIVED, why),
@@ -145,7 +146,7 @@ class Trtllm:
                 "OMPI_MCA_oob_tcp_if_include",
                 (node.control or node.fabric).netdev,
                 Source.DERIVED,
-                "Open MPI's own control channel between its daemons, on the control plane",
+                f"Open MPI's own channel between its daemons, on this node's {plane} netdev",
             ),
         )
 

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from compiler.diagnostics import printable
-from compiler.output.runs_where import RunsWhere, runs_where, shown
+from compiler.output.runs_where import RunsWhere, formed, runs_where, shown
 from compiler.plan import Plan
 
 
@@ -81,9 +81,7 @@ def runs_where_lines(plan: Plan, view: RunsWhere) -> list[str]:
             else:
                 lines.append(f"    {'+ ' + shown(c.node) if c.node else '- ' + shown(c.head)}")
     if view.engine:
-        lines.append(
-            f"  then, once Ray reports every node, docker exec in {plan.head_node.container_name} runs the engine:"
-        )
+        lines.append(f"  then, once {formed(plan)}, docker exec in {plan.head_node.container_name} runs the engine:")
         lines += [f"    {shown(group)}" for group in view.engine]
     if view.differing_env:
         lines.append("  environment that differs per node:")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from compiler.plan import Command, NodePlan, Plan, Setting, Words
+from compiler.spec.typed import Backend
 
 # What the page and explain show in place of a key engine.args gives: a secret's value is never shown.
 HIDDEN_KEY = "<the --api-key of engine.args, not shown>"
@@ -180,3 +181,10 @@ class _Hide:
             return HIDDEN_KEY
         flag, eq, value = word.partition("=")
         return f"{flag}={HIDDEN_KEY}" if eq and value == self.key and flag.startswith("-") else word
+
+
+def formed(plan: Plan) -> str:
+    """When an engine started by docker exec in the head's container starts: once its group formed."""
+    if plan.backend is Backend.MPI:
+        return f"the head's container reaches sshd in every container (port {plan.mpi_ssh_port}) as mpirun will"
+    return "Ray reports every node"
