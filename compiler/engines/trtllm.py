@@ -138,15 +138,21 @@ class Trtllm:
         if d.backend is not Backend.MPI:
             return ()
         why = "mpirun runs as root in the container; Open MPI refuses root without both"
+        # mpirun hands its own OMPI_MCA_* settings to the daemons it starts on the other nodes: each must name
+        # every node's interfaces (Open MPI skips a name a node lacks), or a node cabled otherwise finds none.
+        data = ",".join(sorted({n for other in d.nodes for n in other.fabric.netdevs}))
+        control = ",".join(sorted({(other.control or other.fabric).netdev for other in d.nodes}))
+        carried = "mpirun passes its value to every node's Open MPI daemon: every node's"
         plane = "control" if node.control else "fabric"
         return (
             Setting("OMPI_ALLOW_RUN_AS_ROOT", "1", Source.DERIVED, why),
             Setting("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", Source.DERIVED, why),
+            Setting("OMPI_MCA_btl_tcp_if_include", data, Source.DERIVED, f"{carried} data netdevs"),
             Setting(
                 "OMPI_MCA_oob_tcp_if_include",
-                (node.control or node.fabric).netdev,
+                control,
                 Source.DERIVED,
-                f"Open MPI's own channel between its daemons, on this node's {plane} netdev",
+                f"Open MPI's own channel between its daemons; {carried} {plane} netdevs",
             ),
         )
 

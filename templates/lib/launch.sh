@@ -825,7 +825,7 @@ form_ray() {
 # shellcheck disable=SC2016  # expanded by the container's sh
 # sparkc-embed MPI_SSHD node/mpi-sshd.sh
 # Seconds a node's sshd may take to answer the head's container before its rank is reported unreachable.
-readonly MPI_SSH_WAIT=30
+readonly MPI_SSH_WAIT=20
 
 # The head's container gets every container's trust (its public key in their authorized_keys), then
 # reaches each other node's container over ssh as mpirun will: a rank that cannot be reached is named

@@ -33,6 +33,8 @@ readonly APT_PACKAGES=(
   ca-certificates
   # systemd-analyze verify checks the generated unit (tests/test_service.py); systemd need not run
   systemd
+  # Open MPI's mpirun: the TensorRT-LLM stand-in's ranks (tests/simcluster/tests/test_trtllm_standin.py)
+  openmpi-bin
 )
 readonly PIP_PACKAGES=(
   "ray==2.60.*"

@@ -105,7 +105,7 @@ def serve(model_path: str, host: str, port: int, tp: int, pp: int, max_seq_len: 
     except model.ModelError as exc:
         _fail(str(exc))
     world = tp * pp
-    gpus = engine._gpus_visible()  # the stand-in's one notion of a node's GPUs
+    gpus = _container_gpus()
     if gpus == 0:
         log.error("No GPU devices found on the node")
         print("ValueError: No GPU devices found on the node", file=sys.stderr, flush=True)
@@ -134,6 +134,18 @@ def serve(model_path: str, host: str, port: int, tp: int, pp: int, max_seq_len: 
     httpd.serve_forever()
 
 
+def _container_gpus() -> int:
+    """The GPUs docker gave the container: --gpus sets NVIDIA_VISIBLE_DEVICES for its first process only,
+    but the devices are there for every process in it (mpirun's, started by docker exec on the head); the
+    simulated cluster's NVIDIA hook records them in /etc/sparkc-sim/gpus as the real one mounts devices."""
+    if "NVIDIA_VISIBLE_DEVICES" not in os.environ:
+        try:
+            os.environ["NVIDIA_VISIBLE_DEVICES"] = Path("/etc/sparkc-sim/gpus").read_text().strip()
+        except OSError:
+            pass
+    return engine._gpus_visible()  # the stand-in's one notion of a node's GPUs
+
+
 def _read_options(path: str) -> None:
     """trtllm-serve opens the file at once (yaml.safe_load); a missing one is its FileNotFoundError."""
     try:
@@ -158,6 +170,7 @@ def serve_main(argv: list[str]) -> int:
 
 def launch_main(argv: list[str]) -> int:
     """trtllm-llmapi-launch: rank 0 runs the command, the others are its MPI workers."""
+    log.announce_start("trtllm", ["trtllm-llmapi-launch", *argv])  # each rank's own environment, in mpirun's output
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or 0)
     size = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or 1)
     print(f"mpi_rank: {rank}", file=sys.stderr, flush=True)
