@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from compiler.diagnostics import printable
-from compiler.output.runs_where import RunsWhere, formed, runs_where, shown
+from compiler.output.runs_where import RunsWhere, formed, placeholders, runs_where, shown
 from compiler.plan import Plan
 
 
@@ -71,6 +71,8 @@ def runs_where_lines(plan: Plan, view: RunsWhere) -> list[str]:
         f"  {view.head} (head) runs, besides an -e NAME=VALUE for each variable of its environment:",
         *(f"    {shown(group)}" for group in view.container),
     ]
+    if plan.engine_files:
+        lines.append(f"  {placeholders(plan)}")
     for node in view.nodes:
         if node.name == view.head:
             continue

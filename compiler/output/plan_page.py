@@ -12,7 +12,7 @@ import re
 import string
 from collections.abc import Iterable, Sequence
 
-from compiler.output.runs_where import Change, RunsWhere, formed, runs_where, shown, visible
+from compiler.output.runs_where import Change, RunsWhere, formed, placeholders, runs_where, shown, visible
 from compiler.plan import Command, Plan
 from compiler.spec.typed import Topology
 
@@ -206,6 +206,8 @@ def _what_runs_where(plan: Plan, view: RunsWhere) -> str:
         "`-e NAME=VALUE` words (the environment above):",
         fenced(_command_lines(view.container), "bash"),
     ]
+    if plan.engine_files:
+        parts.append(placeholders(plan))
     others = [n for n in view.nodes if n.name != view.head]
     if others:
         rows = [
