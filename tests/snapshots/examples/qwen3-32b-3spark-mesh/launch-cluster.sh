@@ -178,9 +178,9 @@ readonly START_WAVES=(
   'spark-b spark-c'
   spark-a
 )
-# The engine, started on the head once Ray reports every node (empty: the engine is each container's main
-# process), by `docker exec` in the head's container through the library's ENGINE_WRAPPER: its output goes to
-# that container's log and its exit status to /tmp/sparkc-engine.exit inside it.
+# The engine, started on the head once Ray reports every node or mpirun reaches every container (empty: the
+# engine is each container's main process), by `docker exec` in the head's container through the library's
+# ENGINE_WRAPPER: its output goes to that container's log and its exit status to /tmp/sparkc-engine.exit in it.
 readonly ENGINE_COMMAND=(
 )
 # The fabric probe before the engine starts: one all-reduce across the nodes (templates/lib/probe.py),
@@ -389,7 +389,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=75e11f4af8e7c549020fe50b8a88698e813fd9698f377597a44ef3ebff81622c
+readonly SPARKC_LIB_SHA256=d33417f70562bbb2420ebabb0d0a2ae22334b80f2d9b496024d309c8e3660d96
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
