@@ -160,3 +160,25 @@ def test_refusals_point_at_the_line_with_the_fix() -> None:
     assert (
         "t.yaml:" in text and ": engine.backend: TensorRT-LLM forms its own multi-node group; use backend: mpi" in text
     )
+
+
+def test_every_trtllm_command_parses_with_trtllm_serves_click_options() -> None:
+    """The stand-in's click command carries serve.py's options as the flag table does: both read from the
+    same source, so every command sparkc writes parses there, and what the table refuses click refuses."""
+    import click
+
+    from compiler.engines.flag_table import newest
+    from compiler.spec.typed import EngineKind
+    from tests.simcluster.standin.trtllm_cli import serve
+    from tests.test_engine_parsers import commands
+
+    table = newest(EngineKind.TRTLLM)
+    click_names = {name for p in serve.params if isinstance(p, click.Option) for name in p.opts}
+    assert click_names == set(table.options)
+    written = commands()[EngineKind.TRTLLM]
+    assert written, "no TensorRT-LLM command among the examples"
+    for _, words in written:
+        serve.make_context("trtllm-serve", list(words))  # raises click's UsageError on what it refuses
+    for wrong in (["--tp-size", "2"], ["--max_batch", "4"], ["--trust_remote_code", "yes"], ["--backend", "onnx"]):
+        with pytest.raises(click.UsageError):
+            serve.make_context("trtllm-serve", ["/m", *wrong])
