@@ -182,3 +182,9 @@ def test_every_trtllm_command_parses_with_trtllm_serves_click_options() -> None:
     for wrong in (["--tp-size", "2"], ["--max_batch", "4"], ["--trust_remote_code", "yes"], ["--backend", "onnx"]):
         with pytest.raises(click.UsageError):
             serve.make_context("trtllm-serve", ["/m", *wrong])
+
+
+def test_any_options_read_back_from_the_file_as_written() -> None:
+    odd = {"on": 1, "2": [1, "a: b"], "key with: colon": {"nested": None, "v": "two words"}, "ünï": "'\"$`", "x_y": {}}
+    result = compiled({"engine.llm_api_options": odd, "engine.gpu_memory_utilization": DELETE})
+    assert YAML(typ="safe").load(result.files["trtllm/extra-llm-api-options.yaml"]) == odd

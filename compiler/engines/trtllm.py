@@ -7,6 +7,7 @@ its flags; sparkc writes the KV-cache budget and engine.llm_api_options there, a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -157,6 +158,11 @@ class Trtllm:
         )
 
 
+# A key YAML reads as this very string when written bare; others are written quoted (as JSON strings).
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "y", "n", "null"})
+
+
 def yaml_text(data: Mapping[str, Any], indent: int = 0) -> str:
     """Block YAML, keys sorted; scalars and lists as JSON (which YAML reads as the same values)."""
     if not data and indent == 0:
@@ -164,7 +170,7 @@ def yaml_text(data: Mapping[str, Any], indent: int = 0) -> str:
     out = []
     for key in sorted(data):
         value = data[key]
-        name = key if key.replace("_", "").isalnum() else json.dumps(key)
+        name = key if _PLAIN_KEY.fullmatch(key) and key.lower() not in _YAML_WORDS else json.dumps(key)
         if isinstance(value, Mapping) and value:
             out.append(f"{' ' * indent}{name}:\n{yaml_text(value, indent + 2)}")
         else:
