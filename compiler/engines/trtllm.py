@@ -75,12 +75,14 @@ class Trtllm:
     timeout_variable: str | None = None
     timeout_flag: str | None = None
     api_key_variable: str | None = None
-    # TensorRT-LLM's serving benchmark (tensorrt_llm/serve/scripts/benchmark_serving.py): random prompts.
+    # TensorRT-LLM's serving benchmark (tensorrt_llm/serve/scripts/benchmark_serving.py, vLLM's, adapted): random
+    # token ids (without --random-ids its random set samples ShareGPT, a download); the result as vLLM writes it.
     bench_command: tuple[str, ...] = (
         "python3", "-m", "tensorrt_llm.serve.scripts.benchmark_serving", "--backend", "openai",
         "--base-url", "@URL@", "--model", "@MODEL@", "--tokenizer", "@TOKENIZER@", "--dataset-name", "random",
         "--random-input-len", "@INPUT@", "--random-output-len", "@OUTPUT@", "--random-ids",
         "--num-prompts", "@PROMPTS@", "--max-concurrency", "@CONCURRENCY@",
+        "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99",
         "--save-result", "--result-dir", "@RESULTS@", "--result-filename", "@RESULT@",
     )  # fmt: skip
 
