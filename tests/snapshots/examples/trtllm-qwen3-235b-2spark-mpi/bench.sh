@@ -83,6 +83,10 @@ readonly BENCH_COMMAND=(
   @PROMPTS@
   --max-concurrency
   @CONCURRENCY@
+  --percentile-metrics
+  'ttft,tpot,itl'
+  --metric-percentiles
+  '50,99'
   --save-result
   --result-dir
   @RESULTS@
