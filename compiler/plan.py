@@ -172,6 +172,11 @@ class HostHookPlan:
         return "root, through sudo -n" if self.sudo else "the ssh user"
 
 
+# backend mpi: the word in a container's command that the launcher replaces with the library's sshd script
+# (every container runs sshd for mpirun), and the prefix of a `-v` source it replaces with the build folder.
+MPI_SSHD_PLACEHOLDER = "@sparkc-mpi-sshd@"
+BUILD_PLACEHOLDER = "@build@"
+
 # Where bench.sh mounts its results folder in the benchmark's container.
 BENCH_RESULTS = "/sparkc-bench"
 
@@ -249,7 +254,7 @@ class Plan:
     head_fabric_ip: str  # where the head's rendezvous and Ray listen: its control IP where the spec gives one
     nodes: tuple[NodePlan, ...]  # head first, then workers in spec order
     start_waves: tuple[tuple[str, ...], ...]  # containers started together, wave after wave
-    ray_engine: Command  # Ray: the engine's command, run in the head's container once Ray formed; else ()
+    ray_engine: Command  # Ray or MPI: the engine's command, run in the head's container once the group formed; else ()
     api_port: int  # effective
     probe_host: str  # where the launcher on the head reaches the API
     api_bind_host: str  # where the engine binds the API (its host, 0.0.0.0 by default)
@@ -293,6 +298,8 @@ class Plan:
     bench: BenchPlan | None = None  # bench.sh; None only in plans built by hand
     # Where the spec takes its cluster section from a file: that file, its sha256 and the spec's own (spec_sha256
     # then covers both files, so the scripts notice a changed cluster file).
+    engine_files: tuple[tuple[str, str], ...] = ()  # the engine's own files in the build folder: (path, text)
+    mpi_ssh_port: int = 0  # backend mpi: sshd's port in every container; else 0
     cluster_file: str = ""
     cluster_file_sha256: str = ""
     spec_file_sha256: str = ""

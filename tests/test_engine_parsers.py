@@ -82,7 +82,7 @@ def _specs() -> list[tuple[str, dict[str, Any], bool]]:
 def commands() -> dict[EngineKind, list[tuple[str, list[str]]]]:
     """Engine -> (which spec and rank, the words after the program) for every spec that compiles."""
     schema = load_schema()
-    found: dict[EngineKind, list[tuple[str, list[str]]]] = {EngineKind.VLLM: [], EngineKind.SGLANG: []}
+    found: dict[EngineKind, list[tuple[str, list[str]]]] = {kind: [] for kind in EngineKind}
     for name, spec, must in _specs():
         result = compile_text(dump(spec), "spec.yaml", render_files=False, beside=Beside(spec_dir=EXAMPLES))
         if not result.ok:
@@ -91,8 +91,9 @@ def commands() -> dict[EngineKind, list[tuple[str, list[str]]]]:
         d = derive(build_spec(with_defaults(spec, schema), spec))
         for rank in range(len(d.nodes)):
             words = list(flat(d.engine.argv(d, rank).command))
-            # `vllm serve MODEL ...`: the parser of the `vllm` command; `python3 -m sglang.launch_server ...`: SGLang's.
-            after = words[1:] if d.engine.kind is EngineKind.VLLM else words[3:]
+            # `vllm serve MODEL ...`: the parser of the `vllm` command; `python3 -m sglang.launch_server ...`: SGLang's;
+            # `trtllm-serve MODEL ...`: trtllm-serve's (tests/test_trtllm.py feeds them to the stand-in's click).
+            after = words[3:] if d.engine.kind is EngineKind.SGLANG else words[1:]
             found[d.engine.kind].append((f"{name} rank {rank}", after))
     return found
 

@@ -106,6 +106,10 @@ class Engine(Protocol):
         """The engine's own per-node variables."""
         ...
 
+    def build_files(self, d: Deployment) -> tuple[tuple[str, str], ...]:
+        """The engine's own files in the build folder (path under it, text), mounted into the head's container."""
+        ...
+
 
 def group_args(args: tuple[str, ...]) -> Command:
     """The user's extra engine words as groups: a `--flag` without `=` shares a line with the value after it."""
@@ -164,6 +168,7 @@ def host_port(host: str, port: int) -> str:
 
 def engines() -> dict[EngineKind, Engine]:
     from compiler.engines.sglang import SGLANG
+    from compiler.engines.trtllm import TRTLLM
     from compiler.engines.vllm import VLLM
 
-    return {VLLM.kind: VLLM, SGLANG.kind: SGLANG}
+    return {VLLM.kind: VLLM, SGLANG.kind: SGLANG, TRTLLM.kind: TRTLLM}

@@ -59,7 +59,7 @@ class FlagTable:
     @property
     def display(self) -> str:
         """The engine as its project spells it."""
-        return {EngineKind.VLLM: "vLLM", EngineKind.SGLANG: "SGLang"}[self.engine]
+        return {EngineKind.VLLM: "vLLM", EngineKind.SGLANG: "SGLang", EngineKind.TRTLLM: "TensorRT-LLM"}[self.engine]
 
     def suggest(self, flag: str) -> list[str]:
         # The one closest spelling: several close ones are mostly a flag and its `--no-` negation.

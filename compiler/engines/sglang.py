@@ -165,5 +165,8 @@ class Sglang:
             Setting("SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK", "1", Source.DERIVED, why + " (older SGLang)"),
         )
 
+    def build_files(self, d: Deployment) -> tuple[tuple[str, str], ...]:
+        return ()
+
 
 SGLANG = Sglang()

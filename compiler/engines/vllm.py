@@ -212,5 +212,8 @@ class Vllm:
             ),
         )
 
+    def build_files(self, d: Deployment) -> tuple[tuple[str, str], ...]:
+        return ()
+
 
 VLLM = Vllm()

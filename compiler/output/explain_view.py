@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from compiler.diagnostics import printable
-from compiler.output.runs_where import RunsWhere, runs_where, shown
+from compiler.output.runs_where import RunsWhere, formed, placeholders, runs_where, shown
 from compiler.plan import Plan
 
 
@@ -71,6 +71,8 @@ def runs_where_lines(plan: Plan, view: RunsWhere) -> list[str]:
         f"  {view.head} (head) runs, besides an -e NAME=VALUE for each variable of its environment:",
         *(f"    {shown(group)}" for group in view.container),
     ]
+    if plan.engine_files:
+        lines.append(f"  {placeholders(plan)}")
     for node in view.nodes:
         if node.name == view.head:
             continue
@@ -81,9 +83,7 @@ def runs_where_lines(plan: Plan, view: RunsWhere) -> list[str]:
             else:
                 lines.append(f"    {'+ ' + shown(c.node) if c.node else '- ' + shown(c.head)}")
     if view.engine:
-        lines.append(
-            f"  then, once Ray reports every node, docker exec in {plan.head_node.container_name} runs the engine:"
-        )
+        lines.append(f"  then, once {formed(plan)}, docker exec in {plan.head_node.container_name} runs the engine:")
         lines += [f"    {shown(group)}" for group in view.engine]
     if view.differing_env:
         lines.append("  environment that differs per node:")

@@ -16,8 +16,9 @@ LOCK = ".sparkc.lock"
 PATCHES = "patches"  # the folder a hooks patch folder is copied to (compiler.plan.PATCHES_DIR)
 LIBRARY = "lib"  # the folder of sparkc's library, one file per sparkc version (compiler.output.library)
 SYSTEMD = "systemd"  # the folder of the deployment's systemd unit (written by compiler.output.render)
+ENGINE_FILES = "trtllm"  # TensorRT-LLM's options file and mpirun's hostfile (compiler.engines.trtllm.FILES_DIR)
 # Folders of OUT that hold files of their own, one level deep.
-FLAT_FOLDERS = frozenset({LIBRARY, SYSTEMD})
+FLAT_FOLDERS = frozenset({LIBRARY, SYSTEMD, ENGINE_FILES})
 # The one generated name that starts with a dot (it tells review tools that lib/ is generated).
 DOT_FILES = frozenset({".gitattributes"})
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}

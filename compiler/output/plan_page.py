@@ -12,7 +12,7 @@ import re
 import string
 from collections.abc import Iterable, Sequence
 
-from compiler.output.runs_where import Change, RunsWhere, runs_where, shown, visible
+from compiler.output.runs_where import Change, RunsWhere, formed, placeholders, runs_where, shown, visible
 from compiler.plan import Command, Plan
 from compiler.spec.typed import Topology
 
@@ -208,6 +208,8 @@ def _what_runs_where(plan: Plan, view: RunsWhere) -> str:
         "`-e NAME=VALUE` words (the environment above):",
         fenced(_command_lines(view.container), "bash"),
     ]
+    if plan.engine_files:
+        parts.append(placeholders(plan))
     others = [n for n in view.nodes if n.name != view.head]
     if others:
         rows = [
@@ -221,7 +223,7 @@ def _what_runs_where(plan: Plan, view: RunsWhere) -> str:
         parts += ["Each other node runs the same command, but for:", _table(("Node", "Where", "Differs"), rows)]
     if view.engine:
         parts += [
-            "Once Ray reports every node, the engine starts in the head's container "
+            f"Once {formed(plan)}, the engine starts in the head's container "
             f"({code(plan.head_node.container_name)}, by `docker exec`):",
             fenced(_command_lines(view.engine), "bash"),
         ]

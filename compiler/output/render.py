@@ -18,7 +18,15 @@ from compiler.output.emit import MANIFEST
 from compiler.output.folder_guard import SYSTEMD
 from compiler.output.library import library_path, library_sha256, library_text
 from compiler.output.plan_page import PAGE, plan_page
-from compiler.plan import BENCH_RESULTS, MAX_LAUNCH_TIMEOUT, PATCHES_DIR, PATCHES_PLACEHOLDER, Plan
+from compiler.plan import (
+    BENCH_RESULTS,
+    BUILD_PLACEHOLDER,
+    MAX_LAUNCH_TIMEOUT,
+    MPI_SSHD_PLACEHOLDER,
+    PATCHES_DIR,
+    PATCHES_PLACEHOLDER,
+    Plan,
+)
 from compiler.resources import compiled_templates, data_dir
 
 if TYPE_CHECKING:
@@ -156,6 +164,8 @@ def environment() -> jinja2.Environment:
     env.globals["bench_results"] = BENCH_RESULTS
     env.globals["patches_dir"] = PATCHES_DIR
     env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
+    env.globals["build_placeholder"] = BUILD_PLACEHOLDER
+    env.globals["mpi_sshd_placeholder"] = MPI_SSHD_PLACEHOLDER
     # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
     env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
     env.globals["secret_name_pattern"] = SECRET_NAME.pattern
@@ -220,6 +230,7 @@ def render(plan: Plan) -> dict[str, str]:
     if plan.service is not None:
         unit = environment().get_template("systemd/unit.service.j2").render(plan=plan)
         files[f"{SYSTEMD}/{plan.service.unit}"] = unit
+    files.update(plan.engine_files)  # the engine's own files (TensorRT-LLM's options, mpirun's hostfile)
     files[library.path] = library_text(library.version)
     files[GITATTRIBUTES] = GITATTRIBUTES_TEXT
     files[PAGE] = plan_page(plan)

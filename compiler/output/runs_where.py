@@ -12,7 +12,8 @@ import unicodedata
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from compiler.plan import Command, NodePlan, Plan, Setting, Words
+from compiler.plan import BUILD_PLACEHOLDER, MPI_SSHD_PLACEHOLDER, Command, NodePlan, Plan, Setting, Words
+from compiler.spec.typed import Backend
 
 # What the page and explain show in place of a key engine.args gives: a secret's value is never shown.
 HIDDEN_KEY = "<the --api-key of engine.args, not shown>"
@@ -180,3 +181,19 @@ class _Hide:
             return HIDDEN_KEY
         flag, eq, value = word.partition("=")
         return f"{flag}={HIDDEN_KEY}" if eq and value == self.key and flag.startswith("-") else word
+
+
+def formed(plan: Plan) -> str:
+    """When an engine started by docker exec in the head's container starts: once its group formed."""
+    if plan.backend is Backend.MPI:
+        return f"the head's container reaches sshd in every container (port {plan.mpi_ssh_port}) as mpirun will"
+    return "Ray reports every node"
+
+
+def placeholders(plan: Plan) -> str:
+    """What the words the launcher fills in stand for (an engine's own files, backend mpi)."""
+    files = ", ".join(sorted(path.rsplit("/", 1)[1] for path, _ in plan.engine_files))
+    words = f"{BUILD_PLACEHOLDER} stands for this folder on the head (its {files})"
+    if plan.mpi_ssh_port:
+        words += f", {MPI_SSHD_PLACEHOLDER} for the library's sshd script that every container runs for mpirun"
+    return words + "; the launcher puts them in."

@@ -16,6 +16,7 @@ from compiler.resolve.rules import engine as rules_engine
 from compiler.resolve.rules import hooks as rules_hooks
 from compiler.resolve.rules import model as rules_model
 from compiler.resolve.rules import mounts as rules_mounts
+from compiler.resolve.rules import mpi as rules_mpi
 from compiler.resolve.rules import ssh as rules_ssh
 from compiler.resolve.rules import topology as rules_topology
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
@@ -31,6 +32,7 @@ RULES = (
     + rules_model.RULES
     + rules_mounts.RULES
     + rules_hooks.RULES
+    + rules_mpi.RULES
 )
 
 

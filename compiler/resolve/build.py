@@ -6,6 +6,7 @@ import json
 
 from compiler import __version__
 from compiler.engines import host_port
+from compiler.engines.trtllm import FILES_DIR, HOSTFILE, hostfile_text
 from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
 from compiler.resolve.cache import cache_host_dir
 from compiler.resolve.containers import (
@@ -46,7 +47,9 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
     head_wave, worker_wave = (nodes[0].name,), tuple(p.name for p in nodes[1:])
     # Ray: the head, then every worker at once. Native multi-node: ranks >= 1 at once (they wait for
     # the master), then rank 0.
-    waves = (head_wave, worker_wave) if ray else (worker_wave, head_wave)
+    waves: tuple[tuple[str, ...], ...] = (head_wave, worker_wave) if ray else (worker_wave, head_wave)
+    if d.backend is Backend.MPI:  # sshd alone in each: every container at once, mpirun comes later
+        waves = (tuple(p.name for p in nodes),)
     host = d.value("host")
     probe_host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     endpoint_host = d.head.ssh or d.head.fabric.ip
@@ -108,7 +111,17 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         service=service_plan(d),
         fetch=fetch_plan(d),
         bench=bench_plan(d),
+        engine_files=engine_files(d),
+        mpi_ssh_port=d.spec.launch.mpi_ssh_port if d.backend is Backend.MPI else 0,
     )
+
+
+def engine_files(d: Deployment) -> tuple[tuple[str, str], ...]:
+    """The engine's own files, and under mpirun its hostfile beside them."""
+    files = d.engine.build_files(d)
+    if d.backend is Backend.MPI:
+        files += ((f"{FILES_DIR}/{HOSTFILE}", hostfile_text(d)),)
+    return files
 
 
 def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> NodePlan:

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from compiler.engines import EngineArgv, host_port
 from compiler.engines.speculative import describe
-from compiler.plan import BenchPlan, Command, FetchMode, FetchPlan, ModelPlan, Setting, Words, flat
+from compiler.engines.trtllm import FILES_DIR, FILES_MOUNT, HOSTFILE
+from compiler.plan import (
+    BUILD_PLACEHOLDER,
+    MPI_SSHD_PLACEHOLDER,
+    BenchPlan,
+    Command,
+    FetchMode,
+    FetchPlan,
+    ModelPlan,
+    Setting,
+    Words,
+    flat,
+)
 from compiler.resolve.cache import cache_mount
 from compiler.resolve.context import Deployment
 from compiler.resolve.hooks import patches_mount, with_hooks
@@ -29,9 +41,17 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
     groups += [("--label", label) for label in labels]
     groups += _options(d, node, env)
     groups += patches_mount(d)  # the engine's container only: the probe runs no hooks
+    if rank == 0 and d.engine.build_files(d):
+        # The engine's files from the build folder, which lies on the head only.
+        groups.append(("-v", f"{BUILD_PLACEHOLDER}/{FILES_DIR}:{FILES_MOUNT}:ro"))
     # Secrets by name only: docker takes the value from its client's environment, never from the argv.
     groups += [("-e", name) for name in d.spec.container.secrets]
-    entry_override, command = _ray_start(d, node, rank) if d.backend is Backend.RAY else _engine_command(d, rank)
+    if d.backend is Backend.RAY:
+        entry_override, command = _ray_start(d, node, rank)
+    elif d.backend is Backend.MPI:
+        entry_override, command = _mpi_sshd(d, node)
+    else:
+        entry_override, command = _engine_command(d, rank)
     entry_override, command = with_hooks(d, entry_override, command)
     if entry_override:
         groups.append(("--entrypoint", entry_override))
@@ -172,6 +192,28 @@ def _ray_start(d: Deployment, node: Node, rank: int) -> tuple[str, Command]:
     return "ray", (("start",), (f"--address={host_port(d.head.control_ip, launch.ray_port)}",), *common)
 
 
+def _mpi_sshd(d: Deployment, node: Node) -> tuple[str, Command]:
+    """backend mpi: the container runs sshd (the library's script, put in by the launcher) on the node's
+    address, where mpirun in the head's container starts the ranks; the secrets stay out of the environment
+    it gives them (mpirun passes those by -x)."""
+    args = (str(d.spec.launch.mpi_ssh_port), node.control_ip, *d.spec.container.secrets)
+    return "sh", (("-c", MPI_SSHD_PLACEHOLDER), ("sparkc-mpi-sshd", *args))
+
+
+def mpi_engine(d: Deployment) -> Command:
+    """backend mpi: mpirun in the head's container, one rank per GPU in the hostfile's order (head first), each
+    through trtllm-llmapi-launch: rank 0 runs trtllm-serve, the others serve it as MPI workers."""
+    argv = d.engine.argv(d, 0)
+    mpirun: list[Words] = [
+        ("mpirun",),
+        ("--hostfile", f"{FILES_MOUNT}/{HOSTFILE}"),
+        ("-np", str(d.total_gpus)),
+        ("--bind-to", "none"),
+    ]
+    mpirun += [("-x", name) for name in d.spec.container.secrets]
+    return (*mpirun, ("trtllm-llmapi-launch",), *argv.command)
+
+
 def _engine_command(d: Deployment, rank: int) -> tuple[str, Command]:
     """(--entrypoint override or "", the words after the image) that make the container run the engine."""
     argv = d.engine.argv(d, rank)
@@ -187,7 +229,9 @@ def _engine_command(d: Deployment, rank: int) -> tuple[str, Command]:
 
 
 def ray_engine(d: Deployment) -> Command:
-    """Ray: the engine's command, run in the head's container once Ray formed; () otherwise."""
+    """Ray (or MPI): the engine's command, run in the head's container once the group formed; () otherwise."""
+    if d.backend is Backend.MPI:
+        return mpi_engine(d)
     if d.backend is not Backend.RAY:
         return ()
     argv = d.engine.argv(d, 0)

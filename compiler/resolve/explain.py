@@ -47,8 +47,7 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
         ),
         Setting("launch_timeout", str(launch.timeout), launch.source("timeout")),
         Setting("engine_timeout", str(d.engine_timeout), Source.DERIVED, f"launch.timeout - {d.engine_timeout_margin}"),
-        Setting("ray_port", str(launch.ray_port), launch.source("ray_port")),
-        Setting("master_port", str(launch.master_port), launch.source("master_port")),
+        *_group_ports(d),
         Setting("log_max_size", container.logs.max_size, container.logs.source("max_size"), "per log file, json-file"),
         Setting("log_max_file", str(container.logs.max_file), container.logs.source("max_file")),
         Setting(
@@ -70,7 +69,7 @@ def _nccl_check_reason(d: Deployment) -> str:
 def _backend_reason(d: Deployment) -> str:
     if d.spec.engine.data_parallel > 1:
         return "data parallel: the engine's own multi-node mode, one engine per replica"
-    return "vLLM on several nodes: ray; otherwise native"
+    return "vLLM on several nodes: ray; TensorRT-LLM: mpi; otherwise native"
 
 
 def _parallel(d: Deployment) -> tuple[Setting, ...]:
@@ -97,6 +96,18 @@ def _parallel(d: Deployment) -> tuple[Setting, ...]:
     return tuple(rows)
 
 
+def _group_ports(d: Deployment) -> tuple[Setting, ...]:
+    launch = d.spec.launch
+    ports = (
+        Setting("ray_port", str(launch.ray_port), launch.source("ray_port")),
+        Setting("master_port", str(launch.master_port), launch.source("master_port")),
+    )
+    if d.backend is not Backend.MPI:
+        return ports
+    why = "sshd in every container, where mpirun starts the ranks"
+    return (*ports, Setting("mpi_ssh_port", str(launch.mpi_ssh_port), launch.source("mpi_ssh_port"), why))
+
+
 def quirks(d: Deployment) -> tuple[str, ...]:
     profile, mode = d.profile, d.entrypoint.mode
     if profile is None:
@@ -105,6 +116,8 @@ def quirks(d: Deployment) -> tuple[str, ...]:
     notes += [f"{_side_effect_where(d)}: {s}" for s in profile.side_effects]
     if d.backend is Backend.RAY:
         notes.append("Ray containers run `ray start` with --entrypoint ray; the engine starts by docker exec")
+    if d.backend is Backend.MPI:
+        notes.append("every container runs sshd with --entrypoint sh; mpirun starts the engine by docker exec")
     return (*notes, *agreeing_flags(d))
 
 
@@ -114,6 +127,8 @@ def _side_effect_where(d: Deployment) -> str:
     assert d.profile is not None
     if d.entrypoint.mode is EntrypointMode.BYPASS:
         return "bypassed entrypoint skips"
+    if d.backend is Backend.MPI:
+        return "entrypoint side effect not run: the containers start sshd with --entrypoint sh, mpirun by docker exec"
     if d.backend is not Backend.RAY:
         return "entrypoint side effect kept on every node" if d.multi else "entrypoint side effect kept"
     if d.profile.args is ArgsStyle.ENV_DRIVEN and d.profile.entrypoint:

@@ -23,6 +23,8 @@ def head_ports(d: Deployment) -> tuple[HeadPort, ...]:
         ports.append(HeadPort(launch.data_parallel_rpc_port, "data-parallel RPC"))
     elif d.backend is Backend.RAY:
         ports.append(HeadPort(launch.ray_port, "Ray"))
+    elif d.backend is Backend.MPI:
+        ports.append(HeadPort(launch.mpi_ssh_port, "MPI ssh"))
     elif d.multi:
         ports.append(HeadPort(launch.master_port, "rendezvous"))
     if d.multi and engine.data_parallel > 1 and engine.kind is EngineKind.SGLANG:

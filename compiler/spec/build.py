@@ -3,6 +3,7 @@ schema's defaults filled in and the keys the user wrote remembered for provenanc
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from compiler.spec.typed import (
@@ -68,6 +69,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             nccl_check=launch.get("nccl_check"),
             drop_page_cache=launch["drop_page_cache"],
             probe=launch.get("probe"),
+            mpi_ssh_port=launch["mpi_ssh_port"],
         ),
         given=given,
     )
@@ -196,6 +198,8 @@ def _engine(engine: dict[str, Any], g: _Given) -> Engine:
         kv_cache_memory=engine.get("kv_cache_memory"),
         data_parallel=engine["data_parallel"],
         expert_parallel=engine["expert_parallel"],
+        # Plain values (the loader's mappings keep positions): they are written into a YAML file as they are.
+        llm_api_options=json.loads(json.dumps(engine.get("llm_api_options", {}))),
     )
 
 

@@ -26,11 +26,13 @@ class Source(StrEnum):
 class EngineKind(StrEnum):
     VLLM = "vllm"
     SGLANG = "sglang"
+    TRTLLM = "trtllm"  # TensorRT-LLM's trtllm-serve
 
 
 class Backend(StrEnum):
     RAY = "ray"
     NATIVE = "native"  # the engine's own multi-node group (or a single node)
+    MPI = "mpi"  # mpirun from the head's container over ssh into every node's (TensorRT-LLM)
 
 
 class EntrypointMode(StrEnum):
@@ -248,6 +250,7 @@ class Engine(Section):
     kv_cache_memory: int | str | None  # a size as written (sizes.size_bytes: bytes per GPU)
     data_parallel: int = 1  # model replicas; TP x PP x DP = the nodes' GPUs
     expert_parallel: bool = False  # MoE: experts spread over TP x DP GPUs
+    llm_api_options: dict[str, Any] = field(default_factory=dict)  # TensorRT-LLM's extra LLM API options
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,7 @@ class Launch(Section):
     drop_page_cache: bool
     probe: bool | None
     data_parallel_rpc_port: int = 29550  # vLLM DP across nodes: where the other nodes' engines reach the head
+    mpi_ssh_port: int = 2233  # sshd in every container, for mpirun (backend mpi)
 
 
 @dataclass(frozen=True)

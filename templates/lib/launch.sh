@@ -37,7 +37,22 @@ docker_run_argv() {
   with_api_port
   substitute_snapshot
   if ((HAS_HOOKS)); then patches_argv "$1"; fi
+  engine_files_argv
   with_extra_env
+}
+
+# The words an engine's own files need (TensorRT-LLM): the build folder's path on the head in a `-v`
+# source, and (backend mpi) the library's sshd script as each container's command. A dry run names it.
+engine_files_argv() {
+  [[ -n ${BUILD_PLACEHOLDER:-} ]] || return 0
+  local i
+  for i in "${!ARGV[@]}"; do
+    if [[ ${ARGV[i]} == "$MPI_SSHD_PLACEHOLDER" ]]; then
+      if ((DRY_RUN)); then ARGV[i]="<the library's sshd script for mpirun>"; else ARGV[i]=$MPI_SSHD; fi
+    elif [[ $i -gt 0 && ${ARGV[i - 1]} == -v && ${ARGV[i]} == "$BUILD_PLACEHOLDER/"* ]]; then
+      ARGV[i]=$SCRIPT_DIR${ARGV[i]#"$BUILD_PLACEHOLDER"}
+    fi
+  done
 }
 
 # -- launch-time overrides (--env, --port) ------------------------------------------------------
@@ -805,6 +820,54 @@ form_ray() {
   phase_done
 }
 
+# -- phase 4 (MPI) -----------------------------------------------------------------------------
+# Every container runs sshd for mpirun (this script, by the placeholder in its docker run words).
+# shellcheck disable=SC2016  # expanded by the container's sh
+# sparkc-embed MPI_SSHD node/mpi-sshd.sh
+# Seconds a node's sshd may take to answer the head's container before its rank is reported unreachable.
+readonly MPI_SSH_WAIT=20
+
+# The head's container gets every container's trust (its public key in their authorized_keys), then
+# reaches each other node's container over ssh as mpirun will: a rank that cannot be reached is named
+# here, before mpirun would stop with ORTE's "unable to reliably start one or more daemons".
+form_mpi() {
+  phase mpi "the head's container reaches sshd in every other node's container (port $MPI_SSH_PORT), as mpirun will"
+  local node key="" out start
+  if ((DRY_RUN)); then
+    for node in "${NODES[@]}"; do
+      printf '[%s] docker exec %s cat /root/.ssh/id_ed25519.pub | [%s] docker exec -i %s tee -a /root/.ssh/authorized_keys\n' \
+        "$HEAD" "${CONTAINER[$HEAD]}" "$node" "${CONTAINER[$node]}"
+      [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s ssh %s true\n' "$HEAD" "${CONTAINER[$HEAD]}" "${MPI_HOST[$node]}"
+    done
+    phase_done
+    return 0
+  fi
+  until key=$(on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" cat /root/.ssh/id_ed25519.pub 2>/dev/null) && [[ -n $key ]]; do
+    watch_check
+    time_left || fail "$HEAD" "the head's container made no ssh key for mpirun within the timeout"
+    sleep 0.3
+  done
+  for node in "${NODES[@]}"; do
+    printf '%s\n' "$key" | on_node "$node" docker exec -i "${CONTAINER[$node]}" sh -c 'cat >>/root/.ssh/authorized_keys' \
+      || fail "$node" "could not give ${CONTAINER[$node]} the head container's ssh key for mpirun"
+  done
+  for node in "${NODES[@]}"; do
+    [[ $node != "$HEAD" ]] || continue
+    start=$SECONDS
+    until out=$(on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" ssh -o ConnectTimeout=5 "${MPI_HOST[$node]}" true 2>&1); do
+      watch_check
+      if ((SECONDS - start >= MPI_SSH_WAIT)) || ! time_left; then
+        fail "$node" "node rank ${RANK[$node]} ($node) cannot be reached by mpirun: ssh from the head's container" \
+          "to ${MPI_HOST[$node]} port $MPI_SSH_PORT failed (${out##*$'\n'}). Check that the port is open between the" \
+          "nodes and that ${CONTAINER[$node]} runs sshd (its log)"
+      fi
+      sleep 0.5
+    done
+    log "$node: mpirun reaches node rank ${RANK[$node]} at ${MPI_HOST[$node]}:$MPI_SSH_PORT"
+  done
+  phase_done
+}
+
 # -- phase 5 -----------------------------------------------------------------------------------
 # Under Ray the engine is started in the head's container by docker exec, through this wrapper.
 # shellcheck disable=SC2016  # expanded by the container's sh
@@ -823,7 +886,11 @@ start_engine() {
     phase_done
     return 0
   fi
-  phase engine "$ENGINE on the head through Ray"
+  if [[ $BACKEND == mpi ]]; then
+    phase engine "$ENGINE on every node by mpirun in the head's container"
+  else
+    phase engine "$ENGINE on the head through Ray"
+  fi
   FAILED_NODE=$HEAD
   if ((DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
     engine_argv "<the engine wrapper>"
@@ -982,6 +1049,8 @@ launch_main() {
   start_containers
   if [[ $BACKEND == ray ]]; then
     form_ray
+  elif [[ $BACKEND == mpi ]]; then
+    form_mpi
   fi
   start_engine
   wait_ready

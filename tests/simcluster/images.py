@@ -42,6 +42,10 @@ BASE_PACKAGES = (
     "iproute2",
     "curl",
     "ca-certificates",
+    # mpirun in the containers, over ssh between them (the TensorRT-LLM image: backend mpi)
+    "openmpi-bin",
+    "openssh-server",
+    "openssh-client",
 )
 BUILD_VERSION = "1"  # bump to rebuild every cached base layer
 FIXED_MTIME = 1767225600  # 2026-01-01: shim layers are byte-identical from run to run
@@ -50,7 +54,8 @@ CREATED = "2026-01-01T00:00:00Z"
 VLLM_IMAGE = "sparkc-sim/vllm:test"
 NORAY_IMAGE = "sparkc-sim/vllm-noray:test"
 HELLOHAL_IMAGE = "sparkc-sim/hellohal:test"
-IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE)
+TRTLLM_IMAGE = "sparkc-sim/trtllm:test"
+IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE, TRTLLM_IMAGE)
 
 Log = Callable[[str], None]
 
@@ -277,11 +282,17 @@ def _image(tag: str, layers: tuple[Layer, ...], entrypoint: list[str] | None, la
 
 
 def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> dict[str, Image]:
-    """Builds (or finds cached) the base layer and returns the three test images by tag."""
+    """Builds (or finds cached) the base layer and returns the test images by tag."""
     base = build_base(cache, log)
     python_home = str(_venv_home(venv))
     out: dict[str, Image] = {}
-    for tag, variant in ((VLLM_IMAGE, "vllm"), (NORAY_IMAGE, "vllm-noray"), (HELLOHAL_IMAGE, "hellohal")):
+    variants = (
+        (VLLM_IMAGE, "vllm"),
+        (NORAY_IMAGE, "vllm-noray"),
+        (HELLOHAL_IMAGE, "hellohal"),
+        (TRTLLM_IMAGE, "trtllm"),
+    )
+    for tag, variant in variants:
         files = shims.variant_files(variant, str(venv), python_home)
         layer = _tar_files(files)
         entrypoint = ["/app/entrypoint.sh"] if variant == "hellohal" else None

@@ -35,6 +35,8 @@ readonly APT_PACKAGES=(
   systemd
   # a ring's preflight pings the node before each node over its cable, as on DGX OS
   iputils-ping
+  # Open MPI's mpirun: the TensorRT-LLM stand-in's ranks (tests/simcluster/tests/test_trtllm_standin.py)
+  openmpi-bin
 )
 readonly PIP_PACKAGES=(
   "ray==2.60.*"

@@ -11,11 +11,26 @@ from pathlib import Path
 from .hardware import FAKE_NVIDIA_SMI, HW_DIR
 from .nodes import Node
 
-_FAKE_NVIDIA_HOOK = """#!/bin/sh
+_FAKE_NVIDIA_HOOK = """#!/usr/bin/env python3
 # sparkc-sim: stands in for NVIDIA's OCI hook. dockerd only enables --gpus when a program of this
-# name is on its PATH; runc feeds it the container state on stdin and needs exit 0.
-cat >/dev/null
-exit 0
+# name is on its PATH; runc feeds it the container state on stdin and needs exit 0. As the real hook
+# makes the GPUs appear in the container's file system for every process in it (docker exec's too), this
+# one writes the devices docker asked for into the container's /etc/sparkc-sim/gpus.
+import json, os, sys
+try:
+    state = json.load(sys.stdin)
+    with open(os.path.join(state["bundle"], "config.json")) as fh:
+        config = json.load(fh)
+    env = dict(e.split("=", 1) for e in config["process"]["env"] if "=" in e)
+    devices = env.get("NVIDIA_VISIBLE_DEVICES", "")
+    root = config["root"]["path"]
+    root = root if os.path.isabs(root) else os.path.join(state["bundle"], root)
+    if devices and devices not in ("void", "none"):
+        os.makedirs(os.path.join(root, "etc/sparkc-sim"), exist_ok=True)
+        with open(os.path.join(root, "etc/sparkc-sim/gpus"), "w") as fh:
+            fh.write(devices + "\\n")
+except Exception as exc:  # a stand-in must never stop a container the real hook would start
+    print(f"sparkc-sim nvidia hook: {exc}", file=sys.stderr)
 """
 
 

@@ -15,6 +15,8 @@ fi
 _PYTHON = 'exec {venv}/bin/python3 "$@"\n'
 _VLLM = 'exec {venv}/bin/python3 -m sparkc_standin vllm "$@"\n'
 _RAY = 'exec {venv}/bin/ray "$@"\n'
+_TRTLLM_SERVE = 'exec {venv}/bin/python3 -m sparkc_standin trtllm-serve "$@"\n'
+_TRTLLM_LAUNCH = 'exec {venv}/bin/python3 -m sparkc_standin trtllm-llmapi-launch "$@"\n'
 
 # Mirrors hellohal2064/vllm-qwen3.5-gb10: builds its own `vllm serve` from the environment and
 # appends the command words, silently dropping the ones it sets itself (seed 004: --port ignored).
@@ -60,7 +62,7 @@ exec vllm serve "$MODEL_PATH" --host "$HOST" --port "$PORT" \
   --max-model-len "$MAX_MODEL_LEN" --gpu-memory-utilization "$GPU_MEMORY_UTIL" "${extra[@]}"
 """
 
-VARIANTS = ("vllm", "vllm-noray", "hellohal")
+VARIANTS = ("vllm", "vllm-noray", "hellohal", "trtllm")
 
 
 def variant_files(variant: str, venv: str, python_home: str) -> dict[str, tuple[int, str]]:
@@ -75,6 +77,11 @@ def variant_files(variant: str, venv: str, python_home: str) -> dict[str, tuple[
         # The stand-in reads this to behave like an image without Ray (DOMAIN: F11).
         "etc/sparkc-sim/image": (0o644, variant + "\n"),
     }
+    if variant == "trtllm":  # like NGC's TensorRT-LLM image: no vLLM, no Ray; trtllm-serve under mpirun
+        del files["usr/local/bin/vllm"]
+        files["usr/local/bin/trtllm-serve"] = (0o755, guard + _TRTLLM_SERVE.format(venv=venv))
+        files["usr/local/bin/trtllm-llmapi-launch"] = (0o755, guard + _TRTLLM_LAUNCH.format(venv=venv))
+        return files
     if variant != "vllm-noray":
         files["usr/local/bin/ray"] = (0o755, guard + _RAY.format(venv=venv))
     if variant == "hellohal":

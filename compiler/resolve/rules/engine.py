@@ -102,6 +102,7 @@ def ports_distinct(d: Deployment) -> Iterator[Diagnostic]:
         "rendezvous": launch.at("master_port"),
         "data-parallel RPC": launch.at("data_parallel_rpc_port"),
         "attention-DP handshake": launch.at("master_port"),
+        "MPI ssh": launch.at("mpi_ssh_port"),
     }
     given = {
         "API": engine.is_given("port"),
@@ -109,6 +110,7 @@ def ports_distinct(d: Deployment) -> Iterator[Diagnostic]:
         "rendezvous": launch.is_given("master_port"),
         "data-parallel RPC": launch.is_given("data_parallel_rpc_port"),
         "attention-DP handshake": launch.is_given("master_port"),
+        "MPI ssh": launch.is_given("mpi_ssh_port"),
     }
     for port in used:
         if port.port > 65535:
@@ -196,7 +198,8 @@ def backend_supported(d: Deployment) -> Iterator[Diagnostic]:
     if d.backend is not Backend.RAY:
         return
     if not d.engine.supports_ray:
-        yield error(d.spec.engine.at("backend"), f"{d.engine.name} forms its own multi-node group; use backend: native")
+        own = d.engine.default_backend(len(d.spec.cluster.nodes))
+        yield error(d.spec.engine.at("backend"), f"{d.engine.name} forms its own multi-node group; use backend: {own}")
     elif d.spec.engine.data_parallel > 1:
         yield error(
             d.spec.engine.at("backend"),

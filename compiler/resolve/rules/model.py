@@ -153,7 +153,7 @@ def kv_cache_budget(d: Deployment) -> Iterator[Diagnostic]:
     elif engine.gpu_memory_utilization is not None:
         yield warning(
             engine.at("gpu_memory_utilization"),
-            "vLLM ignores gpu_memory_utilization when kv_cache_memory is set; keep one of them",
+            f"{d.engine.name} ignores gpu_memory_utilization when kv_cache_memory is set; keep one of them",
         )
 
 

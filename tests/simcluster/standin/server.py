@@ -100,7 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "id": name,
                     "object": "model",
                     "created": now,
-                    "owned_by": info.engine,
+                    "owned_by": "tensorrt_llm" if info.engine == "trtllm" else info.engine,
                     "root": info.model_path,
                     "parent": None,
                     "max_model_len": info.max_model_len,

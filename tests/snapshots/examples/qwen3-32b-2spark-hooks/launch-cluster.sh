@@ -153,9 +153,9 @@ readonly START_WAVES=(
   spark-b
   spark-a
 )
-# The engine, started on the head once Ray reports every node (empty: the engine is each container's main
-# process), by `docker exec` in the head's container through the library's ENGINE_WRAPPER: its output goes to
-# that container's log and its exit status to /tmp/sparkc-engine.exit inside it.
+# The engine, started on the head once Ray reports every node or mpirun reaches every container (empty: the
+# engine is each container's main process), by `docker exec` in the head's container through the library's
+# ENGINE_WRAPPER: its output goes to that container's log and its exit status to /tmp/sparkc-engine.exit in it.
 readonly ENGINE_COMMAND=(
 )
 # The fabric probe before the engine starts: one all-reduce across the nodes (templates/lib/probe.py),
@@ -328,8 +328,6 @@ readonly DOCKER_RUN_1=(
 
 # Where the spec splits the planes (cluster.nodes[].control), the preflight checks them too.
 readonly HAS_PLANES=0
-# A ring (cluster.topology): the preflight checks that each node reaches the one before it over a cable.
-readonly IS_RING=0
 readonly HAS_HOOKS=1
 # container.hooks: pre_engine 2 command(s), sha256 a3029fe7e8ab8be2e441f4eda18e9f974e25ac98c0405d5fc71c1c3bf458a3bc
 # patch apply.sh sha256 677636e7a92f6122aaec3363af4eb604a84a372e116434458e283f90904025b9
@@ -348,7 +346,7 @@ readonly HOST_HOOKS_SUDO=1
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=702ae717cc28c11f91b3a86ef66eebd6a7d25db6df7b208d0efac5559e6314dd
+readonly SPARKC_LIB_SHA256=d33417f70562bbb2420ebabb0d0a2ae22334b80f2d9b496024d309c8e3660d96
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

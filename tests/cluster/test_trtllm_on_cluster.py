@@ -1,0 +1,73 @@
+"""TensorRT-LLM on two simulated nodes: sshd in each container, real Open MPI's mpirun in the head's starting
+the TensorRT-LLM stand-in on both (trtllm-llmapi-launch, then trtllm-serve on rank 0), the endpoint ready;
+and a rank mpirun cannot reach, named in the launch's mpi phase."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.cluster.deployment import Deploy
+from tests.cluster.test_launch_on_cluster import ask, assert_failed
+from tests.simcluster import SimCluster
+from tests.simcluster.images import TRTLLM_IMAGE
+
+pytestmark = pytest.mark.cluster
+
+EXAMPLE = "trtllm-qwen3-235b-2spark-mpi.yaml"
+
+
+def changes(cluster: SimCluster) -> dict[str, Any]:
+    """The example on spark1 and spark3, whose fabric netdev differs from the head's."""
+    worker = cluster.nodes[2]
+    return {
+        "container.image": TRTLLM_IMAGE,
+        "model.architecture": {"attention_heads": 6, "kv_heads": 6},
+        "model.size_gb": 1,
+        "cluster.nodes.1": {
+            "name": worker.name,
+            "ssh": worker.mgmt_ip,
+            "fabric": {"ip": worker.fabric_ip, "netdev": worker.fabric_netdev, "hcas": []},
+        },
+    }
+
+
+def rank_envs(cluster: SimCluster, container: str) -> dict[str, dict[str, Any]]:
+    """Each rank's environment by hostname, as the stand-in printed it into mpirun's output (the head's log)."""
+    logs = cluster.docker("spark1", "logs", container).stdout
+    lines = [json.loads(line.split(" ", 1)[1]) for line in logs.splitlines() if line.startswith("SPARKC_STANDIN_ENV ")]
+    return {line["hostname"]: line for line in lines if line["argv"][0] == "trtllm-llmapi-launch"}
+
+
+def test_trtllm_on_two_nodes_under_mpirun_becomes_ready(deploy: Deploy, sim_cluster: SimCluster) -> None:
+    d = deploy(EXAMPLE, "trt", changes(sim_cluster))
+    launch = d.run("launch-cluster.sh", timeout=240)
+    assert launch.returncode == 0, launch.stdout + launch.stderr
+    assert "== mpi done" in launch.stdout and "mpirun reaches node rank 1 at 10.78.0.13:2233" in launch.stdout
+    served = d.manifest["plan"]["served_model_name"]
+    assert served == d.spec["model"]["path"].rsplit("/", 1)[1]  # trtllm-serve names a folder after itself
+    assert ask(sim_cluster, 8355, served)["choices"]
+    ranks = rank_envs(sim_cluster, d.container("spark1"))
+    assert set(ranks) == {"spark1", "spark3"}  # one rank in each node's container
+    worker = ranks["spark3"]["env"]
+    # The worker's rank has its own container's settings (through sshd), not the head's.
+    assert worker["UCX_NET_DEVICES"] == worker["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
+    assert ranks["spark1"]["env"]["UCX_NET_DEVICES"] == "enp1s0f1np1"
+    assert worker["OMPI_COMM_WORLD_SIZE"] == "2" and worker["OMPI_COMM_WORLD_RANK"] == "1"
+    assert d.run("status.sh").returncode == 0
+    assert d.run("stop-cluster.sh").returncode == 0
+
+
+def test_a_rank_mpirun_cannot_reach_fails_in_the_mpi_phase_naming_it(deploy: Deploy, sim_cluster: SimCluster) -> None:
+    d = deploy(EXAMPLE, "trt-cut", changes(sim_cluster))
+    block = ["iptables", "-I", "INPUT", "-p", "tcp", "--dport", "2233", "-j", "REJECT", "--reject-with", "tcp-reset"]
+    sim_cluster.exec("spark3", block, check=True)
+    try:
+        launch = d.run("launch-cluster.sh", timeout=240)
+    finally:
+        sim_cluster.exec("spark3", ["iptables", "-D", *block[2:]], check=True)
+    assert_failed(launch, "spark3", "mpi", budget=120)
+    assert "node rank 1 (spark3) cannot be reached by mpirun" in launch.stderr
+    assert "10.78.0.13 port 2233" in launch.stderr
