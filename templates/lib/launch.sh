@@ -124,6 +124,8 @@ with_api_port() {
       ARGV[i]=$PORT_OVERRIDE
     elif [[ -n $API_PORT_VARIABLE && ${ARGV[i - 1]} == -e && ${ARGV[i]} == "$API_PORT_VARIABLE=$COMPILED_API_PORT" ]]; then
       ARGV[i]="$API_PORT_VARIABLE=$PORT_OVERRIDE"
+    elif [[ ${ARGV[i - 1]} == --label && ${ARGV[i]} == "sparkc.api-port=$COMPILED_API_PORT" ]]; then
+      ARGV[i]="sparkc.api-port=$PORT_OVERRIDE"  # where other deployments' preflight and status.sh --all look
     fi
   done
 }
