@@ -54,7 +54,7 @@ def memory_budget(d: Deployment, node: Node) -> MemoryBudget:
             how = "kv_cache_memory plus weights of unknown size (give model.size_gb)"
             return MemoryBudget(0, room, how, "engine.kv_cache_memory")
         per_rank = total / (engine.tensor_parallel * engine.pipeline_parallel)
-        how = f"weights {gigabytes(per_rank)} per rank + KV cache {gigabytes(kv)} (kv_cache_memory){gpus}"
+        how = f"weights {gigabytes(per_rank)} per rank + kv_cache_memory {gigabytes(kv)}{gpus}"
         return MemoryBudget(int(node.gpus * (per_rank + kv)), room, how, "engine.kv_cache_memory")
     given = d.value("gpu_memory_utilization")
     if not given and d.engine.kind is EngineKind.SGLANG:
@@ -62,7 +62,7 @@ def memory_budget(d: Deployment, node: Node) -> MemoryBudget:
         return MemoryBudget(0, room, how, "engine.gpu_memory_utilization")
     fraction = float(given) if given else VLLM_DEFAULT_FRACTION
     source = "gpu_memory_utilization" if given else "vLLM's default gpu_memory_utilization"
-    how = f"{fraction:g} of {node.memory_gb:g} GB ({source}){gpus}"
+    how = f"{source} {fraction:g} x {node.memory_gb:g} GB{gpus}"
     return MemoryBudget(int(node.gpus * fraction * node.memory_gb * 1e9), room, how, "engine.gpu_memory_utilization")
 
 

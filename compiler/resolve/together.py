@@ -81,8 +81,8 @@ def _ports(plans: Sequence[Plan], node: str, here: list[tuple[int, NodePlan]], f
             found[i].append(
                 error(
                     _path(field),
-                    f"port {port.port} on {node} is {plans[i].name}'s {port.what} port and {_who(other)}'s "
-                    f"{theirs.what} port: {fix}",
+                    f"port {port.port} on {node} is {plans[i].name}'s {port.what} port and the {theirs.what} "
+                    f"port of {_who(other)}: {fix}",
                 )
             )
 

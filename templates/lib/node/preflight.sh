@@ -93,7 +93,9 @@ check_gpus() {
     # Whose each process is: its cgroups name the container it runs in (docker-ID.scope, /docker/ID).
     nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | while read -r pid; do
       case $pid in "" | *[!0-9]*) continue ;; esac
-      echo "gpu_cgroup $pid $(one_line <"${SPARKC_PREFLIGHT_ROOT:-}/proc/$pid/cgroup" 2>/dev/null)"
+      cgroup=${SPARKC_PREFLIGHT_ROOT:-}/proc/$pid/cgroup
+      [ -r "$cgroup" ] || cgroup=/proc/$pid/cgroup
+      echo "gpu_cgroup $pid $(one_line <"$cgroup" 2>/dev/null)"
     done
   else
     echo "gpu_error $(printf "%s" "$out" | one_line)"
