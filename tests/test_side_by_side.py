@@ -15,9 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import cli
+from compiler.output.library import library_path
+from compiler.pipeline import Beside
 from compiler.plan import flat
 from tests.fakes.cluster import FakeCluster
-from tests.specs import EXAMPLES, compile_spec, dump, example, with_changes
+from tests.specs import EXAMPLES, ROOT, compile_spec, diagnostics_text, dump, example, with_changes
+from tests.test_examples import SNAPSHOTS, nested
 
 PAIR = EXAMPLES / "side-by-side"
 BIG, SMALL = "llama33-70b-fp8-both.yaml", "qwen3-8b-beside.yaml"
@@ -56,6 +59,19 @@ def test_the_pair_compiles_into_one_folder_per_deployment(tmp_path: Path) -> Non
     again = CliRunner().invoke(cli, ["compile", *specs, "-o", str(folder / "out"), "--check"])
     assert again.exit_code == 0, again.output
     assert CliRunner().invoke(cli, ["validate", *specs]).exit_code == 0
+
+
+@pytest.mark.parametrize("name", [BIG, SMALL])
+def test_the_pair_matches_its_snapshot(name: str, snapshot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the files record the cluster file by its path from the spec: relative, as here
+    path = PAIR.relative_to(ROOT) / name
+    result = compile_spec(path.read_text(), str(path), beside=Beside(spec_dir=path.parent))
+    assert result.ok and result.plan, diagnostics_text(result, str(path))
+    library = library_path(result.plan.sparkc_version)
+    snapshot.snapshot_dir = SNAPSHOTS / "examples"
+    snapshot.assert_match_dir(
+        nested({k: v for k, v in result.files.items() if k != library}), f"side-by-side-{path.stem}"
+    )
 
 
 def test_labels_say_what_each_container_takes_of_its_node() -> None:
