@@ -72,7 +72,7 @@ readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=75e11f4af8e7c549020fe50b8a88698e813fd9698f377597a44ef3ebff81622c
+readonly SPARKC_LIB_SHA256=07caf160898e079a43538e1d4791dc6f582f0f4ce0d97f9825f7cf997e4cbcf0
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

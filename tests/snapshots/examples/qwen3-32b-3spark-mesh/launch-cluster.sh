@@ -122,6 +122,13 @@ declare -rA GPUS=(
   [spark-b]=1
   [spark-c]=1
 )
+# Bytes of each node's memory for engines (memory_gb less the OS's share): the deployments running there,
+# by their containers' sparkc.memory-budget labels, must fit in it beside this one.
+declare -rA MEMORY_ROOM=(
+  [spark-a]=118000000000
+  [spark-b]=118000000000
+  [spark-c]=118000000000
+)
 # Each node's RDMA devices, space-separated (=name exact match and name:port as NCCL_IB_HCA takes them).
 declare -rA HCAS=(
   [spark-a]='rocep1s0f0 roceP2p1s0f0 rocep1s0f1 roceP2p1s0f1'
@@ -271,6 +278,7 @@ readonly DOCKER_RUN_SHARED=(
   -d
   --label sparkc.deployment=qwen3-32b-mesh
   --label sparkc.spec-sha256=8071020a09e6d111a548330e0e45a3c8ed333190d9328ddb0e9f4553c9296d49
+  --label sparkc.memory-budget=102400000000
   --network host
   --ipc host
   --gpus all
@@ -315,6 +323,9 @@ readonly DOCKER_RUN_SHARED=(
 readonly DOCKER_RUN_0=(
   --name sparkc-qwen3-32b-mesh-spark-a
   --label sparkc.node=spark-a
+  --label sparkc.api-port=8000
+  --label sparkc.ports=29501
+  --label sparkc.endpoint-host=spark-a.local
   -e VLLM_HOST_IP=10.0.0.10
   nvcr.io/nvidia/vllm:26.05-py3
   vllm
@@ -389,7 +400,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=75e11f4af8e7c549020fe50b8a88698e813fd9698f377597a44ef3ebff81622c
+readonly SPARKC_LIB_SHA256=07caf160898e079a43538e1d4791dc6f582f0f4ce0d97f9825f7cf997e4cbcf0
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

@@ -110,6 +110,11 @@ declare -rA HAS_RDMA=(
 declare -rA GPUS=(
   [spark-a]=1
 )
+# Bytes of each node's memory for engines (memory_gb less the OS's share): the deployments running there,
+# by their containers' sparkc.memory-budget labels, must fit in it beside this one.
+declare -rA MEMORY_ROOM=(
+  [spark-a]=118000000000
+)
 # Each node's RDMA devices, space-separated (=name exact match and name:port as NCCL_IB_HCA takes them).
 declare -rA HCAS=(
   [spark-a]=''
@@ -162,6 +167,9 @@ readonly DOCKER_RUN_SHARED=(
   --label sparkc.deployment=qwen3-32b-key
   --label sparkc.spec-sha256=1a3b5288a4248cd8c97effdd28ec9edfc469d360fcc3228dd217732842f1883b
   --label sparkc.node=spark-a
+  --label sparkc.memory-budget=89600000000
+  --label sparkc.api-port=8000
+  --label sparkc.endpoint-host=192.168.100.10
   --network host
   --ipc host
   --gpus all
@@ -220,7 +228,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=75e11f4af8e7c549020fe50b8a88698e813fd9698f377597a44ef3ebff81622c
+readonly SPARKC_LIB_SHA256=07caf160898e079a43538e1d4791dc6f582f0f4ce0d97f9825f7cf997e4cbcf0
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
