@@ -359,6 +359,7 @@ judge_beside() {
   done
   while read -r id state name container budget api ports _; do
     [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] || continue
+    name=$(safe_word "$name") container=$(safe_word "$container")  # labels are anyone's text
     if [[ $budget =~ ^[0-9]+$ ]]; then
       total=$((total + budget))
       parts+=("$name $(gb "$budget")")

@@ -90,6 +90,7 @@ status_all() {
     fi
     while read -r name state host port; do
       [[ -n $name ]] || continue
+      name=$(safe_word "$name") host=$(safe_word "$host")  # labels are anyone's text
       [[ -n ${where[$name]+x} ]] || order+=("$name")
       where[$name]+="${where[$name]:+ }$node" states[$name]+="${states[$name]:+ }$state"
       [[ $host == - || $port == - ]] || endpoint[$name]="http://$host:$port"
