@@ -19,7 +19,7 @@ from compiler.output.library import library_path
 from compiler.pipeline import Beside
 from compiler.plan import flat
 from tests.fakes.cluster import FakeCluster
-from tests.specs import EXAMPLES, ROOT, compile_spec, diagnostics_text, dump, example, with_changes
+from tests.specs import DELETE, EXAMPLES, ROOT, compile_spec, diagnostics_text, dump, example, with_changes
 from tests.test_examples import SNAPSHOTS, nested
 
 PAIR = EXAMPLES / "side-by-side"
@@ -225,3 +225,24 @@ def test_status_all_lists_every_deployment_on_the_nodes(fake: FakeCluster) -> No
         ["other", "running", node, f"http://{ip}:{other['engine']['port']}", "healthy"],
         ["stopped", "exited", node, f"http://{ip}:{stopped['engine']['port']}", "not", "answering"],
     ]
+
+
+def test_the_budget_of_a_kv_cache_and_of_sglang_without_a_fraction(tmp_path: Path) -> None:
+    kv = {"engine.gpu_memory_utilization": DELETE, "engine.kv_cache_memory": "20g"}
+    result = compile_spec(with_changes(example(f"side-by-side/{BIG}"), kv), str(PAIR / BIG))
+    assert result.ok and result.plan
+    budget = result.plan.nodes[0].budget
+    assert budget is not None and budget.bytes == 36_000_000_000 + 20 * 2**30  # 72 GB over 2 ranks + 20 GiB
+    assert budget.how == "weights 36.0 GB per rank + kv_cache_memory 21.5 GB"
+    sglang = {
+        "engine.kind": "sglang",
+        "engine.gpu_memory_utilization": DELETE,
+        "engine.port": 30001,
+        "container.image": "lmsysorg/sglang:v0.5.23-cu130",
+    }
+    folder = _pair(tmp_path, small=sglang)
+    result = _compile(folder, command="validate")
+    assert result.exit_code == 1
+    assert "qwen3-8b shares spark-a with llama33-70b, but its memory there cannot be budgeted: SGLang's own" in (
+        result.output
+    )
