@@ -12,6 +12,8 @@ exec 3>&1
 log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
 warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 is_local() { [[ -z ${TARGET[$1]} ]]; }
+# A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
+safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }
 
 # Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
 # word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q
@@ -933,6 +935,7 @@ judge_beside() {
   done
   while read -r id state name container budget api ports _; do
     [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] || continue
+    name=$(safe_word "$name") container=$(safe_word "$container")  # labels are anyone's text
     if [[ $budget =~ ^[0-9]+$ ]]; then
       total=$((total + budget))
       parts+=("$name $(gb "$budget")")
@@ -1606,10 +1609,13 @@ check_port_override() {
   [[ -n $PORT_OVERRIDE ]] || return 0
   local head_words=()
   compiled_run DOCKER_RUN "$HEAD" head_words
-  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}")
+  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}") word read_before=() read_after=()
   ARGV=("${before[@]}")
   with_api_port
-  if [[ "${ARGV[*]}" == "${before[*]}" ]]; then
+  # Only the words the engine reads count: the label sparkc.api-port follows the port anyway.
+  for word in "${before[@]}"; do [[ $word == sparkc.api-port=* ]] || read_before+=("$word"); done
+  for word in "${ARGV[@]}"; do [[ $word == sparkc.api-port=* ]] || read_after+=("$word"); done
+  if [[ "${read_after[*]}" == "${read_before[*]}" ]]; then
     echo "launch-cluster.sh: --port: the compiled words carry no port $COMPILED_API_PORT to replace (a bug in sparkc)" >&2
     exit 3
   fi
@@ -2664,6 +2670,7 @@ status_all() {
     fi
     while read -r name state host port; do
       [[ -n $name ]] || continue
+      name=$(safe_word "$name") host=$(safe_word "$host")  # labels are anyone's text
       [[ -n ${where[$name]+x} ]] || order+=("$name")
       where[$name]+="${where[$name]:+ }$node" states[$name]+="${states[$name]:+ }$state"
       [[ $host == - || $port == - ]] || endpoint[$name]="http://$host:$port"
