@@ -45,25 +45,18 @@ def _on(plan: Plan, node: str) -> NodePlan | None:
 
 
 def _names(plans: Sequence[Plan], found: list[list[Diagnostic]]) -> None:
-    containers: dict[str, int] = {}
+    """One name per deployment: its containers (sparkc-NAME-NODE), labels and systemd unit derive from it."""
+    names: dict[str, int] = {}
     for i, plan in enumerate(plans):
-        for n in plan.nodes:
-            first = containers.setdefault(n.container_name, i)
-            if first == i:
-                continue
-            other = plans[first]
-            if other.name == plan.name:
-                why = f"deployment {other.name!r} is also the name of the deployment in {other.spec_path}"
-            else:
-                why = f"container {n.container_name} on {n.name} would also be {_who(other)}'s"
+        first = names.setdefault(plan.name, i)
+        if first != i:
             found[i].append(
                 error(
                     ("name",),
-                    f"{why}: the containers, labels and systemd unit of a deployment derive from its name; "
-                    "give each deployment its own name",
+                    f"deployment {plan.name!r} is also the deployment in {plans[first].spec_path}: the containers, "
+                    "labels and systemd unit of a deployment derive from its name; give each its own name",
                 )
             )
-            break
 
 
 def _ports(plans: Sequence[Plan], node: str, here: list[tuple[int, NodePlan]], found: list[list[Diagnostic]]) -> None:
