@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path as FilePath
 from pathlib import PurePosixPath
@@ -14,6 +15,7 @@ from compiler.output.lint import LintCache, lint_scripts
 from compiler.output.render import render
 from compiler.plan import PATCHES_DIR, Plan
 from compiler.resolve import resolve
+from compiler.resolve.together import check_together
 from compiler.spec.build import build_spec
 from compiler.spec.include import ClusterFile, include, place, wants_file
 from compiler.spec.load import Document, load_text, locate, to_plain
@@ -94,6 +96,19 @@ def compile_text(
         # The operator's own files, beside the scripts (not linted: they run inside the containers).
         files.update((f"{PATCHES_DIR}/{f.path}", text) for f, text in zip(patches.files, patches.texts, strict=True))
     return CompileResult(document, located, plan, files)
+
+
+def compile_together(results: Sequence[CompileResult], strict: bool = False) -> list[CompileResult]:
+    """Specs compiled to run side by side on one cluster: each result with what clashes with the others
+    (names, ports, memory on a shared node) added to its diagnostics. Only specs that compiled are compared."""
+    plans = [r.plan for r in results if r.plan is not None and r.ok]
+    if len(plans) < len(results):
+        return list(results)
+    found = check_together(plans)
+    return [
+        replace(r, diagnostics=r.diagnostics + _locate_all(r.document, extra, strict))
+        for r, extra in zip(results, found, strict=True)
+    ]
 
 
 def _resolve(

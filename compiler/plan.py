@@ -67,6 +67,16 @@ class HeadPort:
 
 
 @dataclass(frozen=True)
+class MemoryBudget:
+    """What a deployment takes of one node's memory, against what the node has for engines."""
+
+    bytes: int  # 0: not known at compile time
+    room: int  # the node's memory_gb less what its OS keeps
+    how: str  # how the budget was reckoned, in words
+    setting: str  # the spec field that sets it, dotted (engine.gpu_memory_utilization)
+
+
+@dataclass(frozen=True)
 class PortControl:
     """How `launch-cluster.sh --port` reaches the engine: the word after `flag`, or the value of `variable`
     in `docker run -e`; neither where the image's entrypoint decides the port itself (`fixed` says why)."""
@@ -103,6 +113,8 @@ class NodePlan:
     probe_run: Command  # the fabric probe's `docker run`, up to the image (() when there is no probe)
     fabric_target: str  # user@fabric IP: where copies to this node go (ssh over the fabric)
     planes: Planes | None = None  # None: the fabric netdev carries everything
+    budget: MemoryBudget | None = None  # None only in plans built by hand
+    ports: tuple[HeadPort, ...] = ()  # the fixed ports the deployment listens on at this node
 
     @property
     def control_netdev(self) -> str:
@@ -120,6 +132,10 @@ class NodePlan:
     def data_netdevs_words(self) -> str:
         """The data netdevs as one space-separated value (interface names hold no spaces)."""
         return " ".join(self.data_netdevs)
+
+    @property
+    def memory_room(self) -> int:
+        return self.budget.room if self.budget else 0
 
     @property
     def has_rdma(self) -> bool:

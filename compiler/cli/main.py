@@ -82,8 +82,11 @@ def cli() -> None:
     """
 
 
+_specs_argument = click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+
+
 @cli.command("compile")
-@_spec_argument
+@_specs_argument
 @click.option(
     "-o",
     "--out",
@@ -91,7 +94,7 @@ def cli() -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("build"),
     show_default=True,
-    help="Output folder.",
+    help="Output folder (several specs: one folder per deployment inside it, named after the deployment).",
 )
 @click.option(
     "--check", is_flag=True, help="Write nothing; exit 1 and list the differences if OUT is not what SPEC compiles to."
@@ -101,24 +104,69 @@ def cli() -> None:
 @_format_option
 @_profiles_option
 def compile_command(
-    spec: Path, out_dir: Path, check: bool, no_cache: bool, strict: bool, fmt: str, profiles_dir: Path | None
+    specs: tuple[Path, ...],
+    out_dir: Path,
+    check: bool,
+    no_cache: bool,
+    strict: bool,
+    fmt: str,
+    profiles_dir: Path | None,
 ) -> None:
-    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT."""
+    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT.
+
+    Several SPECs are deployments meant to run side by side on one cluster: they are checked together (names,
+    ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written."""
     from compiler.output.emit import OutputFolderError
 
     _formatted(fmt)
     # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
     # compile that wrote them.
-    result = compile_spec(spec, strict, profiles_dir, lint=not check, lint_cache=not no_cache)
-    if not result.ok or result.plan is None:
-        report(result, fmt)
+    results = _compile_together(specs, strict, profiles_dir, lint=not check, lint_cache=not no_cache)
+    together = len(specs) > 1
+    if not all(r.ok and r.plan is not None for r in results):
+        _report_all(results, fmt)
         sys.exit(EXIT_SPEC)
-    if fmt == "text" and result.diagnostics:
-        report(result, fmt)
+    if fmt == "text":
+        for result in results:
+            if result.diagnostics:
+                report(result, fmt)
+    documents, differ = [], False
     try:
-        _write_or_check(spec, out_dir, check, fmt, result)
+        for spec, result in zip(specs, results, strict=True):
+            assert result.plan is not None
+            out = out_dir / result.plan.name if together else out_dir
+            document, ok = _write_or_check(spec, out, check, fmt, result)
+            documents.append(document)
+            differ = differ or not ok
     except OutputFolderError as exc:
         raise OutputFolderUnusable(str(exc)) from None
+    if fmt == "json":
+        echo_json({"deployments": documents} if together else documents[0])
+    if differ:
+        sys.exit(EXIT_SPEC)
+
+
+def _compile_together(
+    specs: tuple[Path, ...], strict: bool, profiles_dir: Path | None, **options: Any
+) -> list[CompileResult]:
+    from compiler.pipeline import compile_together
+
+    seen: dict[Path, Path] = {}
+    for spec in specs:
+        first = seen.setdefault(spec.resolve(), spec)
+        if first is not spec:
+            raise click.UsageError(f"{spec} is given twice (also as {first})")
+    results = [compile_spec(spec, strict, profiles_dir, **options) for spec in specs]
+    return compile_together(results, strict) if len(specs) > 1 else results
+
+
+def _report_all(results: list[CompileResult], fmt: str) -> None:
+    if fmt == "json" and len(results) > 1:
+        echo_json({"deployments": [{"spec": r.document.filename, "diagnostics": _json_report(r)} for r in results]})
+        return
+    for result in results:
+        if result.diagnostics or not result.ok:
+            report(result, fmt)
 
 
 def _json_report(result: CompileResult) -> list[dict[str, object]]:
@@ -130,7 +178,10 @@ def _json_report(result: CompileResult) -> list[dict[str, object]]:
     return diagnostics
 
 
-def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult) -> None:
+def _write_or_check(
+    spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult
+) -> tuple[dict[str, object], bool]:
+    """Write OUT (or compare it, --check); returns the JSON document and whether OUT was up to date."""
     from compiler.output.emit import compare, emit
 
     if check:
@@ -140,31 +191,29 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: Co
             explained = explain(compare(result.files, out_dir), result.files)
         except OSError as exc:
             raise OutputFolderUnusable(f"{out_dir}: cannot read: {exc.strerror}") from None
+        document: dict[str, object] = {
+            "diagnostics": _json_report(result),
+            "out": str(out_dir),
+            "up_to_date": not explained,
+            "differences": [e.as_json() for e in explained],
+        }
         if fmt == "json":
-            echo_json(
-                {
-                    "diagnostics": _json_report(result),
-                    "out": str(out_dir),
-                    "up_to_date": not explained,
-                    "differences": [e.as_json() for e in explained],
-                }
-            )
-        elif explained:
+            return document, not explained
+        if explained:
             click.echo(f"{out_dir} is not what {spec} compiles to:\n{as_text(explained)}", err=True)
             click.echo(f"run: sparkc compile {spec} -o {out_dir}", err=True)
         else:
             click.echo(f"{out_dir} is up to date with {spec}")
-        if explained:
-            sys.exit(EXIT_SPEC)
-        return
+        return document, not explained
     try:
         done = emit(result.files, out_dir, spare=(spec,))
     except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
         raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
+    written = sorted(result.files)
+    document = {"diagnostics": _json_report(result), "out": str(out_dir), "written": written}
+    document.update(done.as_json())
     if fmt == "json":
-        written = sorted(result.files)
-        echo_json({"diagnostics": _json_report(result), "out": str(out_dir), "written": written, **done.as_json()})
-        return
+        return document, True
     scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh") and "/" not in n))
     click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, systemd/, PLAN.md, manifest.json)")
     if done.removed:
@@ -175,22 +224,27 @@ def _write_or_check(spec: Path, out_dir: Path, check: bool, fmt: str, result: Co
         f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
         f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
     )
+    return document, True
 
 
 @cli.command("validate")
-@_spec_argument
+@_specs_argument
 @_strict_option
 @_format_option
 @_profiles_option
-def validate_command(spec: Path, strict: bool, fmt: str, profiles_dir: Path | None) -> None:
-    """Check SPEC (schema and cross-field rules) without writing anything."""
+def validate_command(specs: tuple[Path, ...], strict: bool, fmt: str, profiles_dir: Path | None) -> None:
+    """Check SPEC (schema and cross-field rules) without writing anything; several SPECs also beside each other."""
     _formatted(fmt)
-    result = compile_spec(spec, strict, profiles_dir, render_files=False)
-    report(result, fmt)
-    if not result.ok:
+    results = _compile_together(specs, strict, profiles_dir, render_files=False)
+    if len(results) > 1:
+        _report_all(results, fmt)
+    else:
+        report(results[0], fmt)
+    if not all(r.ok for r in results):
         sys.exit(EXIT_SPEC)
     if fmt == "text":
-        click.echo(f"{spec}: valid")
+        for spec in specs:
+            click.echo(f"{spec}: valid")
 
 
 @cli.command("explain")

@@ -8,6 +8,7 @@ from typing import Any
 from compiler.diagnostics import printable
 from compiler.output.runs_where import RunsWhere, formed, placeholders, runs_where, shown
 from compiler.plan import Plan
+from compiler.sizes import gigabytes
 
 
 def explain_json(plan: Plan) -> dict[str, Any]:
@@ -57,6 +58,9 @@ def explain_text(plan: Plan) -> str:
                 f"data plane {', '.join(node.planes.data_netdevs)}"
                 + (f", RDMA {', '.join(node.hcas)}" if node.hcas else "")
             )
+        if node.budget is not None:
+            budget = gigabytes(node.budget.bytes) if node.budget.bytes else "not known"
+            lines.append(f"  memory budget {budget} of {gigabytes(node.budget.room)} for engines: {node.budget.how}")
         for s in node.env:
             lines.append(f"  {s.name:<32} {s.value:<28} {s.source:<8} {s.why}".rstrip())
     # An own profile's family, notes and side effects are free text: none of it may reach the terminal raw.

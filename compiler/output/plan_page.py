@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from compiler.output.runs_where import Change, RunsWhere, formed, placeholders, runs_where, shown, visible
 from compiler.plan import Command, Plan
+from compiler.sizes import gigabytes
 from compiler.spec.typed import Topology
 
 PAGE = "PLAN.md"
@@ -55,6 +56,7 @@ def plan_page(plan: Plan) -> str:
         _per_node_env(view),
         _what_runs_where(plan, view),
         _ports(plan),
+        _memory(plan),
         _timeouts(plan),
         _secrets_and_hooks(plan),
         _files(),
@@ -270,6 +272,22 @@ def _ports(plan: Plan) -> str:
             (str(plan.probe_port), "fabric probe", f"rendezvous at {code(plan.head_fabric_ip)}, before the engine")
         )
     return "## Ports\n\n" + _table(("Port", "What", "Where"), rows)
+
+
+def _memory(plan: Plan) -> str:
+    rows = [
+        (code(n.name), gigabytes(b.bytes) if b.bytes else "not known", gigabytes(b.room), b.how)
+        for n in plan.nodes
+        if (b := n.budget) is not None
+    ]
+    intro = (
+        "What this deployment takes of each node's memory; another deployment may run beside it where the budgets "
+        "add up to what the node has for engines (its `memory_gb` less the OS's share). Each container carries its "
+        "budget as the label `sparkc.memory-budget`, and its ports as `sparkc.api-port` and `sparkc.ports`: the "
+        "launcher's preflight adds up what runs on a node and refuses a launch that would not fit or would take "
+        "a port in use.\n\n"
+    )
+    return "## Memory\n\n" + intro + _table(("Node", "Budget", "For engines", "How"), rows)
 
 
 def _timeouts(plan: Plan) -> str:

@@ -8,6 +8,7 @@ from compiler import __version__
 from compiler.engines import host_port
 from compiler.engines.trtllm import FILES_DIR, HOSTFILE, hostfile_text
 from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
+from compiler.resolve.budget import memory_budget, node_ports
 from compiler.resolve.cache import cache_host_dir
 from compiler.resolve.containers import (
     bench_plan,
@@ -17,6 +18,7 @@ from compiler.resolve.containers import (
     model_plan,
     probe_run,
     ray_engine,
+    share_labels,
 )
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, api_key_variable
@@ -131,6 +133,7 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
     copy_ip = node.control_ip if switchless(d.topology) else node.fabric.ip
     fabric_ip = f"[{copy_ip}]" if ":" in copy_ip else copy_ip
     port = probe_port(d)
+    budget, ports = memory_budget(d, node), node_ports(d, node)
     return NodePlan(
         name=node.name,
         role=Role.HEAD if rank == 0 else Role.WORKER,
@@ -142,13 +145,15 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         gpus=node.gpus,
         container_name=container_name(d, node),
         env=env,
-        docker_run=docker_run(d, node, rank, env, spec_sha256),
+        docker_run=docker_run(d, node, rank, env, spec_sha256, share_labels(d, node, budget, ports)),
         nccl_transport=_nccl_transport(d, node, rank),
         planes=Planes((node.control or node.fabric).netdev, node.control_ip, node.fabric.netdevs)
         if split_planes(node)
         else None,
         probe_run=probe_run(d, node, rank, env, port, PROBE_TIMEOUT) if d.probe else (),
         fabric_target=f"{user}@{fabric_ip}" if user else fabric_ip,
+        budget=budget,
+        ports=ports,
     )
 
 

@@ -12,6 +12,8 @@ from compiler.plan import (
     Command,
     FetchMode,
     FetchPlan,
+    HeadPort,
+    MemoryBudget,
     ModelPlan,
     Setting,
     Words,
@@ -34,8 +36,16 @@ def container_name(d: Deployment, node: Node) -> str:
     return f"sparkc-{d.spec.name}-{node.name}"
 
 
-def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> Command:
-    labels = (f"sparkc.deployment={d.spec.name}", f"sparkc.spec-sha256={spec_sha256}", f"sparkc.node={node.name}")
+def docker_run(
+    d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str, shares: tuple[str, ...] = ()
+) -> Command:
+    """`shares`: the labels that say what the container takes of its node (share_labels)."""
+    labels = (
+        f"sparkc.deployment={d.spec.name}",
+        f"sparkc.spec-sha256={spec_sha256}",
+        f"sparkc.node={node.name}",
+        *shares,
+    )
     # No --rm (a crash must leave its logs) and no restart policy (ranks must start in order).
     groups: list[Words] = [("docker", "run"), ("-d",), ("--name", container_name(d, node))]
     groups += [("--label", label) for label in labels]
@@ -56,6 +66,23 @@ def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
     if entry_override:
         groups.append(("--entrypoint", entry_override))
     return (*groups, (d.spec.container.image,), *command)
+
+
+def share_labels(d: Deployment, node: Node, budget: MemoryBudget, ports: tuple[HeadPort, ...]) -> tuple[str, ...]:
+    """What another deployment's preflight reads off this container: its memory budget on the node in bytes,
+    the fixed ports it listens on there (the API's apart: launch-cluster.sh --port moves it), and on the
+    head where its endpoint is."""
+    labels = []
+    if budget.bytes:
+        labels.append(f"sparkc.memory-budget={budget.bytes}")
+    if any(p.what == "API" for p in ports):
+        labels.append(f"sparkc.api-port={d.api_port}")
+    others = sorted({p.port for p in ports if p.what != "API"})
+    if others:
+        labels.append("sparkc.ports=" + ",".join(map(str, others)))
+    if node.name == d.head.name:
+        labels.append(f"sparkc.endpoint-host={d.head.ssh or d.head.fabric.ip}")
+    return tuple(labels)
 
 
 def probe_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], port: int, timeout: int) -> Command:

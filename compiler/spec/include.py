@@ -13,12 +13,14 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path as FilePath
 
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from compiler.diagnostics import Diagnostic, Path, Severity
 from compiler.spec.load import Document, SpecReadError, load_text, locate, read_spec
 
 KEY = "file"
+# Beside `file`: the names of the file's nodes this deployment runs on (a small model beside a big one).
+NODES = "nodes"
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def include(spec: Document) -> tuple[ClusterFile | None, list[Diagnostic]]:
             spec, ("cluster", key), f"with cluster.{KEY} the whole section comes from that file; move '{key}' there"
         )
         for key in section
-        if key != KEY
+        if key not in (KEY, NODES)
     ]
     name = section[KEY]
     where = ("cluster", KEY)
@@ -65,10 +67,48 @@ def include(spec: Document) -> tuple[ClusterFile | None, list[Diagnostic]]:
     if document.data is None or not isinstance(document.data, CommentedMap):
         return None, problems
     problems += _shape(document, shown)
+    if not problems and NODES in section:
+        problems += _select(spec, section[NODES], document.data["cluster"])
     if problems:
         return None, problems
     spec.data["cluster"] = document.data["cluster"]
     return ClusterFile(shown, hashlib.sha256(text.encode("utf-8")).hexdigest(), document), []
+
+
+def _select(spec: Document, wanted: object, cluster: CommentedMap) -> list[Diagnostic]:
+    """Keep only the nodes the spec names (in the file's order, positions kept), and the file's head if kept."""
+    where: Path = ("cluster", NODES)
+    nodes = cluster.get("nodes")
+    if not isinstance(nodes, CommentedSeq):
+        return []  # the schema reports the file's nodes
+    names = [n.get("name") for n in nodes if isinstance(n, CommentedMap)]
+    if not isinstance(wanted, list) or not wanted or not all(isinstance(w, str) for w in wanted):
+        return [_at_spec(spec, where, "must be a list of node names of the cluster file, e.g. [spark-a]")]
+    problems = _unknown_names(spec, wanted, [str(n) for n in names])
+    if problems:
+        return problems
+    kept = CommentedSeq()
+    kept._yaml_set_line_col(nodes.lc.line, nodes.lc.col)
+    for old, node in enumerate(nodes):
+        if isinstance(node, CommentedMap) and node.get("name") in wanted:
+            if nodes.lc.data and old in nodes.lc.data:
+                kept.lc.add_idx_line_col(len(kept), nodes.lc.data[old])
+            kept.append(node)
+    cluster["nodes"] = kept
+    if cluster.get("head") not in wanted:
+        cluster.pop("head", None)
+    return []
+
+
+def _unknown_names(spec: Document, wanted: list[str], names: list[str]) -> list[Diagnostic]:
+    problems = []
+    for i, name in enumerate(wanted):
+        if name not in names:
+            message = f"{name!r} is not a node of the cluster file (it has: {', '.join(names)})"
+            problems.append(_at_spec(spec, ("cluster", NODES, i), message))
+        elif name in wanted[:i]:
+            problems.append(_at_spec(spec, ("cluster", NODES, i), f"{name!r} is named twice"))
+    return problems
 
 
 def _shape(document: Document, shown: str) -> list[Diagnostic]:

@@ -6,6 +6,8 @@ exec 3>&1
 log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
 warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 is_local() { [[ -z ${TARGET[$1]} ]]; }
+# A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
+safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }
 
 # Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
 # word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q

@@ -139,6 +139,8 @@ with_api_port() {
       ARGV[i]=$PORT_OVERRIDE
     elif [[ -n $API_PORT_VARIABLE && ${ARGV[i - 1]} == -e && ${ARGV[i]} == "$API_PORT_VARIABLE=$COMPILED_API_PORT" ]]; then
       ARGV[i]="$API_PORT_VARIABLE=$PORT_OVERRIDE"
+    elif [[ ${ARGV[i - 1]} == --label && ${ARGV[i]} == "sparkc.api-port=$COMPILED_API_PORT" ]]; then
+      ARGV[i]="sparkc.api-port=$PORT_OVERRIDE"  # where other deployments' preflight and status.sh --all look
     fi
   done
 }
@@ -149,10 +151,13 @@ check_port_override() {
   [[ -n $PORT_OVERRIDE ]] || return 0
   local head_words=()
   compiled_run DOCKER_RUN "$HEAD" head_words
-  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}")
+  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}") word read_before=() read_after=()
   ARGV=("${before[@]}")
   with_api_port
-  if [[ "${ARGV[*]}" == "${before[*]}" ]]; then
+  # Only the words the engine reads count: the label sparkc.api-port follows the port anyway.
+  for word in "${before[@]}"; do [[ $word == sparkc.api-port=* ]] || read_before+=("$word"); done
+  for word in "${ARGV[@]}"; do [[ $word == sparkc.api-port=* ]] || read_after+=("$word"); done
+  if [[ "${read_after[*]}" == "${read_before[*]}" ]]; then
     echo "launch-cluster.sh: --port: the compiled words carry no port $COMPILED_API_PORT to replace (a bug in sparkc)" >&2
     exit 3
   fi

@@ -11,9 +11,9 @@
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory sparkc)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory)
+PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory beside)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -312,12 +312,99 @@ judge_gpus() {
   elif ((count > GPUS[$node])); then
     pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
   fi
-  # A running container of this deployment holds its own GPU; anything else must be stopped first.
-  if ((procs)) && [[ $(pf_first "$node" container) != "running "* ]]; then
-    pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
-      "Stop that program (another engine?) before launching"
+  # sparkc's own containers (this deployment's, or another's beside it: judge_beside budgets those) may hold
+  # the GPU; anything else must be stopped first.
+  local foreign
+  foreign=$(foreign_gpu_processes "$node")
+  if [[ -n $foreign ]]; then
+    pf_problem "$node" "the GPU of $node is busy: $foreign. Stop that program (another engine?) before launching"
   fi
 }
+
+# The GPU's processes that run in no sparkc container, as "PID, NAME; ...". A process whose cgroups
+# cannot be read is foreign, unless this deployment's container runs there (it holds its own GPU).
+foreign_gpu_processes() {
+  local node=$1 line pid cgroups id state _ out=() ids=()
+  while read -r id state _; do
+    [[ $state == running ]] && ids+=("$id")
+  done <<<"$(pf "$node" sparkc_container)"
+  while IFS= read -r line; do
+    [[ -n $line ]] || continue
+    pid=${line%%,*}
+    cgroups=$(pf "$node" gpu_cgroup | sed -n "s/^$pid //p" | head -n 1)
+    if [[ -z $cgroups ]]; then
+      [[ $(pf_first "$node" container) == "running "* ]] && continue
+    else
+      for id in "${ids[@]}"; do
+        [[ $cgroups == *"$id"* ]] && continue 2
+      done
+    fi
+    out+=("$line")
+  done <<<"$(pf "$node" gpu_process | grep -E '^[0-9]+,' || true)"
+  local IFS=';'
+  printf '%s' "${out[*]}" | sed 's/;/; /g'
+}
+
+# Other sparkc deployments running on the node: their fixed ports must not be this launch's, and their
+# memory budgets (container labels) plus this one's must fit in what the node has for engines.
+judge_beside() {
+  local node=$1 id state name container budget api ports word mine=0 port
+  local total=0 parts=() unknown=() words=() mine_ports=() theirs=()
+  compiled_run DOCKER_RUN "$node" words
+  for word in "${words[@]}"; do
+    case $word in
+      sparkc.memory-budget=*) mine=${word#*=} ;;
+      sparkc.api-port=*) mine_ports+=("$API_PORT") ;;  # this launch's: --port moves it
+      sparkc.ports=*) IFS=, read -ra theirs <<<"${word#*=}" && mine_ports+=("${theirs[@]}") ;;
+    esac
+  done
+  while read -r id state name container budget api ports _; do
+    [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] || continue
+    name=$(safe_word "$name") container=$(safe_word "$container")  # labels are anyone's text
+    if [[ $budget =~ ^[0-9]+$ ]]; then
+      total=$((total + budget))
+      parts+=("$name $(gb "$budget")")
+    else
+      unknown+=("$name")
+    fi
+    theirs=()
+    [[ $ports == - ]] || IFS=, read -ra theirs <<<"$ports"
+    [[ $api == - ]] || theirs+=("$api")
+    for port in "${mine_ports[@]}"; do
+      for word in "${theirs[@]}"; do
+        [[ $port == "$word" ]] || continue
+        pf_problem "$node" "port $port on $node, which $DEPLOYMENT listens on, is taken by deployment $name" \
+          "(container $container): stop $name, or give $DEPLOYMENT another port (launch-cluster.sh --port for" \
+          "the API; else in the spec) and compile again"
+      done
+    done
+  done <<<"$(pf "$node" sparkc_container)"
+  ((${#parts[@]} + ${#unknown[@]})) || return 0
+  if ((${#unknown[@]})); then
+    pf_problem "$node" "${unknown[*]} runs on $node without a memory budget on its containers (compiled by an" \
+      "older sparkc, or SGLang without engine.gpu_memory_utilization), so $DEPLOYMENT cannot be budgeted beside" \
+      "it: stop it, or compile it again with this sparkc"
+    return 0
+  fi
+  if ((mine == 0)); then
+    pf_problem "$node" "$DEPLOYMENT's memory on $node is not budgeted (PLAN.md says why) and other deployments" \
+      "run there: set engine.gpu_memory_utilization (or engine.kv_cache_memory with model.size_gb) and compile again"
+    return 0
+  fi
+  local need=$((total + mine)) room=${MEMORY_ROOM[$node]} beside
+  beside=$(printf '%s + ' "${parts[@]}")
+  beside=${beside% + }
+  if ((need > room)); then
+    pf_problem "$node" "$node cannot hold $DEPLOYMENT ($(gb "$mine")) beside what runs there: $beside;" \
+      "$(gb "$need") in all, more than the $(gb "$room") it has for engines (memory_gb less the OS's share)." \
+      "Stop one of them (its stop-cluster.sh), or lower engine.gpu_memory_utilization and compile again"
+  else
+    log "$node: $DEPLOYMENT ($(gb "$mine")) beside $beside: $(gb "$need") of $(gb "$room") for engines"
+  fi
+}
+
+# Bytes as decimal GB with one decimal, as the compiler writes memory sizes.
+gb() { printf '%d.%d GB' $(($1 / 1000000000)) $(($1 % 1000000000 / 100000000)); }
 
 judge_mounts() {
   local node=$1 path

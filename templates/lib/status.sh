@@ -1,17 +1,25 @@
 status_usage() {
   cat <<'USAGE'
-Usage: status.sh
+Usage: status.sh [--all]
 
 Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health,
 on the API port of the last launch that started containers, even one that failed
 (launch-cluster.sh --port, as last-launch.txt records it), and whether that launch failed.
 Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 usage.
+
+--all: every sparkc deployment with a container on this deployment's nodes (by the containers'
+labels; sparkc need not be installed): its containers' state per node, its endpoint and whether
+that answers /health. Exit status: 0, or 1 when a node cannot be reached.
 USAGE
 }
 
 status_main() {
   case ${1:-} in
     "") ;;
+    --all) [[ $# == 1 ]] || { echo "status.sh: --all takes nothing after it" >&2; exit 2; }
+      ssh_mux_start
+      status_all
+      return ;;
     -h | --help) status_usage; exit 0 ;;
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -67,4 +75,41 @@ status_main() {
   fi
   log "$DEPLOYMENT is NOT healthy"
   return 1
+}
+
+# status.sh --all: every sparkc deployment on these nodes, one line each, from its containers' labels.
+readonly STATUS_ALL_FORMAT='{{.Label "sparkc.deployment"}} {{.State}} {{or (.Label "sparkc.endpoint-host") "-"}} {{or (.Label "sparkc.api-port") "-"}}'
+status_all() {
+  local node name state host port out rc=0 order=() health
+  declare -A where=() states=() endpoint=()
+  for node in "${NODES[@]}"; do
+    if ! out=$(on_node "$node" docker ps -a --filter label=sparkc.deployment --format "$STATUS_ALL_FORMAT" 2>&1); then
+      warn "$node: cannot list its containers: $(tr '\n' ' ' <<<"$out")"
+      rc=1
+      continue
+    fi
+    while read -r name state host port; do
+      [[ -n $name ]] || continue
+      name=$(safe_word "$name") host=$(safe_word "$host")  # labels are anyone's text
+      [[ -n ${where[$name]+x} ]] || order+=("$name")
+      where[$name]+="${where[$name]:+ }$node" states[$name]+="${states[$name]:+ }$state"
+      [[ $host == - || $port == - ]] || endpoint[$name]="http://$host:$port"
+    done <<<"$out"
+  done
+  printf '%-24s %-10s %-28s %s\n' DEPLOYMENT STATE NODES ENDPOINT
+  for name in "${order[@]}"; do
+    # One state where every node agrees (running, exited, created), else each state seen: running,exited.
+    state=$(tr ' ' '\n' <<<"${states[$name]}" | sort -u | paste -sd, -)
+    health=""
+    if [[ -n ${endpoint[$name]-} ]]; then
+      if curl -fsS --max-time 5 -o /dev/null "${endpoint[$name]}/health" 2>/dev/null; then
+        health=" healthy"
+      else
+        health=" not answering"
+      fi
+    fi
+    printf '%-24s %-10s %-28s %s\n' "$name" "$state" "${where[$name]}" "${endpoint[$name]:--}$health"
+  done
+  ((${#order[@]})) || log "no sparkc deployment has a container on ${NODES[*]}"
+  return "$rc"
 }

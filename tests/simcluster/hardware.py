@@ -34,6 +34,7 @@ case " $* " in
   *" --query-gpu=name "*) cat "$gpus" ;;
   *" --query-gpu=index,name "*) awk '{{ print NR - 1 ", " $0 }}' "$gpus" ;;
   *" --query-compute-apps=pid,process_name "*) cat {HW_DIR}/gpu-processes 2>/dev/null || true ;;
+  *" --query-compute-apps=pid "*) cut -d, -f1 {HW_DIR}/gpu-processes 2>/dev/null || true ;;
   *) echo "sparkc-sim nvidia-smi: query not simulated: $*" >&2; exit 2 ;;
 esac
 """

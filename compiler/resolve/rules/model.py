@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compiler.diagnostics import Diagnostic, Path, error, warning
+from compiler.diagnostics import Diagnostic, error, warning
 from compiler.engines import kv_cache_bytes
 from compiler.engines.speculative import METHODS, Method, Weights, engine_name, offered_by
+from compiler.resolve.budget import OS_RESERVE_GB
+from compiler.resolve.budget import weights as model_weights
 from compiler.resolve.context import Deployment
 from compiler.sizes import MAX_BYTES, RULE, gigabytes, size_bytes
 from compiler.spec.model_facts import MTP_LAYER_KEYS
 from compiler.spec.typed import Draft, DraftMethod, EngineKind, Node
-
-# Memory in GB a node keeps for itself before the engine: DGX OS with its desktop, docker, and the
-# engine's CPU-side processes (Python, the CUDA context, Ray, the tokenizer) take about this much of a
-# Spark's 128 GB of unified memory; it is also close to what vLLM's default gpu_memory_utilization of
-# 0.9 leaves over (12.8 GB).
-OS_RESERVE_GB = 10
 
 
 def sizes(d: Deployment) -> Iterator[Diagnostic]:
@@ -159,7 +155,7 @@ def kv_cache_budget(d: Deployment) -> Iterator[Diagnostic]:
 
 def memory_fits(d: Deployment) -> Iterator[Diagnostic]:
     """Weights per rank (plus the KV-cache budget) against each node's memory less what its OS needs."""
-    weights, where, what = _weights(d)
+    weights, where, what = model_weights(d)
     if weights is None:
         return
     engine = d.spec.engine
@@ -181,17 +177,6 @@ def memory_fits(d: Deployment) -> Iterator[Diagnostic]:
                     f"engine use {gigabytes(fraction * node.memory_gb * 1e9)} on {node.name}: no room is left for "
                     "the KV cache, and the engine stops after loading",
                 )
-
-
-def _weights(d: Deployment) -> tuple[float | None, Path, str]:
-    model, facts = d.spec.model, d.facts
-    draft = facts.draft_bytes or 0
-    if facts.weights_bytes is not None:
-        where = model.at("hf_cache") if model.hf is not None else model.at("path")
-        return facts.weights_bytes + draft, where, f"weights of {gigabytes(facts.weights_bytes)} ({facts.source})"
-    if model.size_gb is not None:
-        return model.size_gb * 1e9 + draft, model.at("size_gb"), f"weights of {model.size_gb} GB (model.size_gb)"
-    return None, model.location, ""
 
 
 def _does_not_fit(node: Node, what: str, ranks: int, per_rank: float, kv: int, need: float, room: float) -> str:

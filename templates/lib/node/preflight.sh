@@ -90,6 +90,13 @@ check_gpus() {
   if out=$(nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1); then
     printf "%s\n" "$out" | sed "/^$/d; s/^/gpu /"
     nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | sed "/^$/d; s/^/gpu_process /"
+    # Whose each process is: its cgroups name the container it runs in (docker-ID.scope, /docker/ID).
+    nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | while read -r pid; do
+      case $pid in "" | *[!0-9]*) continue ;; esac
+      cgroup=${SPARKC_PREFLIGHT_ROOT:-}/proc/$pid/cgroup
+      [ -r "$cgroup" ] || cgroup=/proc/$pid/cgroup
+      echo "gpu_cgroup $pid $(one_line <"$cgroup" 2>/dev/null)"
+    done
   else
     echo "gpu_error $(printf "%s" "$out" | one_line)"
   fi
@@ -101,4 +108,12 @@ check_memory() {
   [ -r "$meminfo" ] || meminfo=/proc/meminfo
   awk '$1 == "MemTotal:" || $1 == "MemAvailable:" || $1 == "MemFree:" || $1 == "Cached:" { print "memory", $1, $2 }' \
     "$meminfo"
+}
+
+# Every container of a sparkc deployment on this node: ID, state, deployment, name, and what its labels say it
+# takes here (memory budget in bytes, API port, other fixed ports; "-" where a label is absent).
+check_sparkc() {
+  docker ps -a --no-trunc --filter label=sparkc.deployment --format \
+    '{{.ID}} {{.State}} {{.Label "sparkc.deployment"}} {{.Names}} {{or (.Label "sparkc.memory-budget") "-"}} {{or (.Label "sparkc.api-port") "-"}} {{or (.Label "sparkc.ports") "-"}} {{or (.Label "sparkc.endpoint-host") "-"}}' \
+    2>/dev/null | sed "s/^/sparkc_container /"
 }

@@ -12,6 +12,8 @@ exec 3>&1
 log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
 warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 is_local() { [[ -z ${TARGET[$1]} ]]; }
+# A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
+safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }
 
 # Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
 # word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q
@@ -554,6 +556,13 @@ check_gpus() {
   if out=$(nvidia-smi --query-gpu=index,name --format=csv,noheader 2>&1); then
     printf "%s\n" "$out" | sed "/^$/d; s/^/gpu /"
     nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | sed "/^$/d; s/^/gpu_process /"
+    # Whose each process is: its cgroups name the container it runs in (docker-ID.scope, /docker/ID).
+    nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | while read -r pid; do
+      case $pid in "" | *[!0-9]*) continue ;; esac
+      cgroup=${SPARKC_PREFLIGHT_ROOT:-}/proc/$pid/cgroup
+      [ -r "$cgroup" ] || cgroup=/proc/$pid/cgroup
+      echo "gpu_cgroup $pid $(one_line <"$cgroup" 2>/dev/null)"
+    done
   else
     echo "gpu_error $(printf "%s" "$out" | one_line)"
   fi
@@ -566,13 +575,21 @@ check_memory() {
   awk '\''$1 == "MemTotal:" || $1 == "MemAvailable:" || $1 == "MemFree:" || $1 == "Cached:" { print "memory", $1, $2 }'\'' \
     "$meminfo"
 }
+
+# Every container of a sparkc deployment on this node: ID, state, deployment, name, and what its labels say it
+# takes here (memory budget in bytes, API port, other fixed ports; "-" where a label is absent).
+check_sparkc() {
+  docker ps -a --no-trunc --filter label=sparkc.deployment --format \
+    '\''{{.ID}} {{.State}} {{.Label "sparkc.deployment"}} {{.Names}} {{or (.Label "sparkc.memory-budget") "-"}} {{or (.Label "sparkc.api-port") "-"}} {{or (.Label "sparkc.ports") "-"}} {{or (.Label "sparkc.endpoint-host") "-"}}'\'' \
+    2>/dev/null | sed "s/^/sparkc_container /"
+}
 '
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
 PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory)
+PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory sparkc)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory)
+PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory beside)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -871,12 +888,99 @@ judge_gpus() {
   elif ((count > GPUS[$node])); then
     pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
   fi
-  # A running container of this deployment holds its own GPU; anything else must be stopped first.
-  if ((procs)) && [[ $(pf_first "$node" container) != "running "* ]]; then
-    pf_problem "$node" "the GPU of $node is busy: $(pf "$node" gpu_process | tr '\n' ';' | sed 's/;$//; s/;/; /g')." \
-      "Stop that program (another engine?) before launching"
+  # sparkc's own containers (this deployment's, or another's beside it: judge_beside budgets those) may hold
+  # the GPU; anything else must be stopped first.
+  local foreign
+  foreign=$(foreign_gpu_processes "$node")
+  if [[ -n $foreign ]]; then
+    pf_problem "$node" "the GPU of $node is busy: $foreign. Stop that program (another engine?) before launching"
   fi
 }
+
+# The GPU's processes that run in no sparkc container, as "PID, NAME; ...". A process whose cgroups
+# cannot be read is foreign, unless this deployment's container runs there (it holds its own GPU).
+foreign_gpu_processes() {
+  local node=$1 line pid cgroups id state _ out=() ids=()
+  while read -r id state _; do
+    [[ $state == running ]] && ids+=("$id")
+  done <<<"$(pf "$node" sparkc_container)"
+  while IFS= read -r line; do
+    [[ -n $line ]] || continue
+    pid=${line%%,*}
+    cgroups=$(pf "$node" gpu_cgroup | sed -n "s/^$pid //p" | head -n 1)
+    if [[ -z $cgroups ]]; then
+      [[ $(pf_first "$node" container) == "running "* ]] && continue
+    else
+      for id in "${ids[@]}"; do
+        [[ $cgroups == *"$id"* ]] && continue 2
+      done
+    fi
+    out+=("$line")
+  done <<<"$(pf "$node" gpu_process | grep -E '^[0-9]+,' || true)"
+  local IFS=';'
+  printf '%s' "${out[*]}" | sed 's/;/; /g'
+}
+
+# Other sparkc deployments running on the node: their fixed ports must not be this launch's, and their
+# memory budgets (container labels) plus this one's must fit in what the node has for engines.
+judge_beside() {
+  local node=$1 id state name container budget api ports word mine=0 port
+  local total=0 parts=() unknown=() words=() mine_ports=() theirs=()
+  compiled_run DOCKER_RUN "$node" words
+  for word in "${words[@]}"; do
+    case $word in
+      sparkc.memory-budget=*) mine=${word#*=} ;;
+      sparkc.api-port=*) mine_ports+=("$API_PORT") ;;  # this launch's: --port moves it
+      sparkc.ports=*) IFS=, read -ra theirs <<<"${word#*=}" && mine_ports+=("${theirs[@]}") ;;
+    esac
+  done
+  while read -r id state name container budget api ports _; do
+    [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] || continue
+    name=$(safe_word "$name") container=$(safe_word "$container")  # labels are anyone's text
+    if [[ $budget =~ ^[0-9]+$ ]]; then
+      total=$((total + budget))
+      parts+=("$name $(gb "$budget")")
+    else
+      unknown+=("$name")
+    fi
+    theirs=()
+    [[ $ports == - ]] || IFS=, read -ra theirs <<<"$ports"
+    [[ $api == - ]] || theirs+=("$api")
+    for port in "${mine_ports[@]}"; do
+      for word in "${theirs[@]}"; do
+        [[ $port == "$word" ]] || continue
+        pf_problem "$node" "port $port on $node, which $DEPLOYMENT listens on, is taken by deployment $name" \
+          "(container $container): stop $name, or give $DEPLOYMENT another port (launch-cluster.sh --port for" \
+          "the API; else in the spec) and compile again"
+      done
+    done
+  done <<<"$(pf "$node" sparkc_container)"
+  ((${#parts[@]} + ${#unknown[@]})) || return 0
+  if ((${#unknown[@]})); then
+    pf_problem "$node" "${unknown[*]} runs on $node without a memory budget on its containers (compiled by an" \
+      "older sparkc, or SGLang without engine.gpu_memory_utilization), so $DEPLOYMENT cannot be budgeted beside" \
+      "it: stop it, or compile it again with this sparkc"
+    return 0
+  fi
+  if ((mine == 0)); then
+    pf_problem "$node" "$DEPLOYMENT's memory on $node is not budgeted (PLAN.md says why) and other deployments" \
+      "run there: set engine.gpu_memory_utilization (or engine.kv_cache_memory with model.size_gb) and compile again"
+    return 0
+  fi
+  local need=$((total + mine)) room=${MEMORY_ROOM[$node]} beside
+  beside=$(printf '%s + ' "${parts[@]}")
+  beside=${beside% + }
+  if ((need > room)); then
+    pf_problem "$node" "$node cannot hold $DEPLOYMENT ($(gb "$mine")) beside what runs there: $beside;" \
+      "$(gb "$need") in all, more than the $(gb "$room") it has for engines (memory_gb less the OS's share)." \
+      "Stop one of them (its stop-cluster.sh), or lower engine.gpu_memory_utilization and compile again"
+  else
+    log "$node: $DEPLOYMENT ($(gb "$mine")) beside $beside: $(gb "$need") of $(gb "$room") for engines"
+  fi
+}
+
+# Bytes as decimal GB with one decimal, as the compiler writes memory sizes.
+gb() { printf '%d.%d GB' $(($1 / 1000000000)) $(($1 % 1000000000 / 100000000)); }
 
 judge_mounts() {
   local node=$1 path
@@ -1567,6 +1671,8 @@ with_api_port() {
       ARGV[i]=$PORT_OVERRIDE
     elif [[ -n $API_PORT_VARIABLE && ${ARGV[i - 1]} == -e && ${ARGV[i]} == "$API_PORT_VARIABLE=$COMPILED_API_PORT" ]]; then
       ARGV[i]="$API_PORT_VARIABLE=$PORT_OVERRIDE"
+    elif [[ ${ARGV[i - 1]} == --label && ${ARGV[i]} == "sparkc.api-port=$COMPILED_API_PORT" ]]; then
+      ARGV[i]="sparkc.api-port=$PORT_OVERRIDE"  # where other deployments' preflight and status.sh --all look
     fi
   done
 }
@@ -1577,10 +1683,13 @@ check_port_override() {
   [[ -n $PORT_OVERRIDE ]] || return 0
   local head_words=()
   compiled_run DOCKER_RUN "$HEAD" head_words
-  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}")
+  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}") word read_before=() read_after=()
   ARGV=("${before[@]}")
   with_api_port
-  if [[ "${ARGV[*]}" == "${before[*]}" ]]; then
+  # Only the words the engine reads count: the label sparkc.api-port follows the port anyway.
+  for word in "${before[@]}"; do [[ $word == sparkc.api-port=* ]] || read_before+=("$word"); done
+  for word in "${ARGV[@]}"; do [[ $word == sparkc.api-port=* ]] || read_after+=("$word"); done
+  if [[ "${read_after[*]}" == "${read_before[*]}" ]]; then
     echo "launch-cluster.sh: --port: the compiled words carry no port $COMPILED_API_PORT to replace (a bug in sparkc)" >&2
     exit 3
   fi
@@ -2640,18 +2749,26 @@ stop_main() {
 # -- status.sh ---------------------------------------------------------------------------------------
 status_usage() {
   cat <<'USAGE'
-Usage: status.sh
+Usage: status.sh [--all]
 
 Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health,
 on the API port of the last launch that started containers, even one that failed
 (launch-cluster.sh --port, as last-launch.txt records it), and whether that launch failed.
 Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 usage.
+
+--all: every sparkc deployment with a container on this deployment's nodes (by the containers'
+labels; sparkc need not be installed): its containers' state per node, its endpoint and whether
+that answers /health. Exit status: 0, or 1 when a node cannot be reached.
 USAGE
 }
 
 status_main() {
   case ${1:-} in
     "") ;;
+    --all) [[ $# == 1 ]] || { echo "status.sh: --all takes nothing after it" >&2; exit 2; }
+      ssh_mux_start
+      status_all
+      return ;;
     -h | --help) status_usage; exit 0 ;;
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -2707,6 +2824,43 @@ status_main() {
   fi
   log "$DEPLOYMENT is NOT healthy"
   return 1
+}
+
+# status.sh --all: every sparkc deployment on these nodes, one line each, from its containers' labels.
+readonly STATUS_ALL_FORMAT='{{.Label "sparkc.deployment"}} {{.State}} {{or (.Label "sparkc.endpoint-host") "-"}} {{or (.Label "sparkc.api-port") "-"}}'
+status_all() {
+  local node name state host port out rc=0 order=() health
+  declare -A where=() states=() endpoint=()
+  for node in "${NODES[@]}"; do
+    if ! out=$(on_node "$node" docker ps -a --filter label=sparkc.deployment --format "$STATUS_ALL_FORMAT" 2>&1); then
+      warn "$node: cannot list its containers: $(tr '\n' ' ' <<<"$out")"
+      rc=1
+      continue
+    fi
+    while read -r name state host port; do
+      [[ -n $name ]] || continue
+      name=$(safe_word "$name") host=$(safe_word "$host")  # labels are anyone's text
+      [[ -n ${where[$name]+x} ]] || order+=("$name")
+      where[$name]+="${where[$name]:+ }$node" states[$name]+="${states[$name]:+ }$state"
+      [[ $host == - || $port == - ]] || endpoint[$name]="http://$host:$port"
+    done <<<"$out"
+  done
+  printf '%-24s %-10s %-28s %s\n' DEPLOYMENT STATE NODES ENDPOINT
+  for name in "${order[@]}"; do
+    # One state where every node agrees (running, exited, created), else each state seen: running,exited.
+    state=$(tr ' ' '\n' <<<"${states[$name]}" | sort -u | paste -sd, -)
+    health=""
+    if [[ -n ${endpoint[$name]-} ]]; then
+      if curl -fsS --max-time 5 -o /dev/null "${endpoint[$name]}/health" 2>/dev/null; then
+        health=" healthy"
+      else
+        health=" not answering"
+      fi
+    fi
+    printf '%-24s %-10s %-28s %s\n' "$name" "$state" "${where[$name]}" "${endpoint[$name]:--}$health"
+  done
+  ((${#order[@]})) || log "no sparkc deployment has a container on ${NODES[*]}"
+  return "$rc"
 }
 
 # -- logs.sh -----------------------------------------------------------------------------------------

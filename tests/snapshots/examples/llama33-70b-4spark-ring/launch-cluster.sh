@@ -131,6 +131,14 @@ declare -rA GPUS=(
   [spark-c]=1
   [spark-d]=1
 )
+# Bytes of each node's memory for engines (memory_gb less the OS's share): the deployments running there,
+# by their containers' sparkc.memory-budget labels, must fit in it beside this one.
+declare -rA MEMORY_ROOM=(
+  [spark-a]=118000000000
+  [spark-b]=118000000000
+  [spark-c]=118000000000
+  [spark-d]=118000000000
+)
 # Each node's RDMA devices, space-separated (=name exact match and name:port as NCCL_IB_HCA takes them).
 declare -rA HCAS=(
   [spark-a]='rocep1s0f0 roceP2p1s0f0 rocep1s0f1 roceP2p1s0f1'
@@ -192,9 +200,9 @@ readonly START_WAVES=(
   'spark-b spark-c spark-d'
   spark-a
 )
-# The engine, started on the head once Ray reports every node or mpirun reaches every container (empty: the
-# engine is each container's main process), by `docker exec` in the head's container through the library's
-# ENGINE_WRAPPER: its output goes to that container's log and its exit status to /tmp/sparkc-engine.exit in it.
+# The engine, started on the head once Ray reports every node (empty: the engine is each container's main
+# process), by `docker exec` in the head's container through the library's ENGINE_WRAPPER: its output goes to
+# that container's log and its exit status to /tmp/sparkc-engine.exit inside it.
 readonly ENGINE_COMMAND=(
 )
 # The fabric probe before the engine starts: one all-reduce across the nodes (templates/lib/probe.py),
@@ -295,6 +303,7 @@ readonly DOCKER_RUN_SHARED=(
   -d
   --label sparkc.deployment=llama33-70b-ring
   --label sparkc.spec-sha256=3a090076ac70189c19db4e95c1486c52ef195f40ebd6b2c9c98eab1ae23ee5c9
+  --label sparkc.memory-budget=102400000000
   --network host
   --ipc host
   --gpus all
@@ -341,6 +350,9 @@ readonly DOCKER_RUN_SHARED=(
 readonly DOCKER_RUN_0=(
   --name sparkc-llama33-70b-ring-spark-a
   --label sparkc.node=spark-a
+  --label sparkc.api-port=8000
+  --label sparkc.ports=29501
+  --label sparkc.endpoint-host=spark-a.local
   -e VLLM_HOST_IP=10.0.0.10
   nvcr.io/nvidia/vllm:26.05-py3
   vllm
@@ -438,7 +450,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=d33417f70562bbb2420ebabb0d0a2ae22334b80f2d9b496024d309c8e3660d96
+readonly SPARKC_LIB_SHA256=7aa7a114a2049e54a7d8f3a5ad782458e1dc780d99412398a285ce5e22efc5e7
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

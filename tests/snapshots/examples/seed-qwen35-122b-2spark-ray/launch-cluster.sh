@@ -118,6 +118,12 @@ declare -rA GPUS=(
   [spark-a]=1
   [spark-b]=1
 )
+# Bytes of each node's memory for engines (memory_gb less the OS's share): the deployments running there,
+# by their containers' sparkc.memory-budget labels, must fit in it beside this one.
+declare -rA MEMORY_ROOM=(
+  [spark-a]=118000000000
+  [spark-b]=118000000000
+)
 # Each node's RDMA devices, space-separated (=name exact match and name:port as NCCL_IB_HCA takes them).
 declare -rA HCAS=(
   [spark-a]='rocep1s0f1 roceP2p1s0f1'
@@ -160,9 +166,9 @@ readonly START_WAVES=(
   spark-a
   spark-b
 )
-# The engine, started on the head once Ray reports every node or mpirun reaches every container (empty: the
-# engine is each container's main process), by `docker exec` in the head's container through the library's
-# ENGINE_WRAPPER: its output goes to that container's log and its exit status to /tmp/sparkc-engine.exit in it.
+# The engine, started on the head once Ray reports every node (empty: the engine is each container's main
+# process), by `docker exec` in the head's container through the library's ENGINE_WRAPPER: its output goes to
+# that container's log and its exit status to /tmp/sparkc-engine.exit inside it.
 readonly ENGINE_COMMAND=(
   /app/entrypoint.sh
   --served-model-name Qwen3.5-122B-A10B-FP8
@@ -261,6 +267,7 @@ readonly DOCKER_RUN_SHARED=(
   -d
   --label sparkc.deployment=qwen35-122b
   --label sparkc.spec-sha256=9b27a8eec73d29c94e168a5295c6acd91de8752f4c6e7cd62520b750d2c7a5a5
+  --label sparkc.memory-budget=108800000000
   --network host
   --ipc host
   --gpus all
@@ -311,6 +318,9 @@ readonly DOCKER_RUN_SHARED=(
 readonly DOCKER_RUN_0=(
   --name sparkc-qwen35-122b-spark-a
   --label sparkc.node=spark-a
+  --label sparkc.api-port=30000
+  --label 'sparkc.ports=6379,8265,10001,29501,52365'
+  --label sparkc.endpoint-host=spark-a.local
   -e RAY_NODE_IP_ADDRESS=192.168.100.10
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.10
   -e VLLM_HOST_IP=192.168.100.10
@@ -329,6 +339,7 @@ readonly DOCKER_RUN_0=(
 readonly DOCKER_RUN_1=(
   --name sparkc-qwen35-122b-spark-b
   --label sparkc.node=spark-b
+  --label sparkc.ports=52365
   -e RAY_NODE_IP_ADDRESS=192.168.100.11
   -e RAY_OVERRIDE_NODE_IP_ADDRESS=192.168.100.11
   -e VLLM_HOST_IP=192.168.100.11
@@ -352,7 +363,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=d33417f70562bbb2420ebabb0d0a2ae22334b80f2d9b496024d309c8e3660d96
+readonly SPARKC_LIB_SHA256=7aa7a114a2049e54a7d8f3a5ad782458e1dc780d99412398a285ce5e22efc5e7
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
