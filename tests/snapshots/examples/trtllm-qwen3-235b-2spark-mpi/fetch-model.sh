@@ -61,7 +61,7 @@ readonly FETCH_CONTAINER=sparkc-qwen3-235b-trtllm-fetch
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=d33417f70562bbb2420ebabb0d0a2ae22334b80f2d9b496024d309c8e3660d96
+readonly SPARKC_LIB_SHA256=dc419979adac88691b776390fb0aa60f75eaa0f7e01d7304bb41d5ba93a2f30f
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
