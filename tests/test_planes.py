@@ -100,6 +100,6 @@ def test_dry_run_shows_the_plane_checks(tmp_path: Path) -> None:
         env={"PATH": "/usr/bin:/bin", "HF_TOKEN": "x"},
     )
     # The plane checks ride in each node's one preflight round trip, with that node's interfaces.
-    checks = "<preflight: host docker model weights draft mounts fabric hcas gpus memory planes>"
+    checks = "<preflight: host docker model weights draft mounts fabric hcas gpus memory sparkc planes>"
     assert checks in run.stdout, run.stdout + run.stderr
     assert "control=enP7s7 data=enp1s0f0np0\\ enP2p1s0f0np0" in run.stdout
