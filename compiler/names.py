@@ -220,6 +220,8 @@ SCRIPT_NAMES = frozenset(
         "STAR",
         "START_WAVES",
         "STATUS_ALL_FORMAT",
+        "SUBNET_ROUTING_NCCL",
+        "SWITCHLESS",
         "TARGET",
         "TIMEOUT",
         "TIMEOUT_MAX",

@@ -10,6 +10,7 @@ import pytest
 
 from compiler.diagnostics import Severity
 from compiler.pipeline import CompileResult
+from tests.fakes.cluster import FakeCluster
 from tests.specs import DELETE, compile_spec, diagnostics_text, example, node_env, node_plan, with_changes
 
 MESH = example("qwen3-32b-3spark-mesh")
@@ -134,3 +135,31 @@ def test_a_value_left_as_a_placeholder_is_an_error(key: str, value: str) -> None
     assert not result.ok
     errors = [e for e in _errors(result) if "still holds" in e]
     assert len(errors) == 1 and "write this deployment's real value" in errors[0], diagnostics_text(result)
+
+
+def _mesh_on_fakes(fake: FakeCluster) -> dict[str, Any]:
+    spec = fake.adapt("qwen3-32b-3spark-mesh.yaml")
+    for node in spec["cluster"]["nodes"]:  # the 10 GbE and both cabled ports, as the mesh example names them
+        fake.add_netdev(node["name"], node["control"]["netdev"], node["control"]["ip"])
+        for netdev in node["fabric"].get("netdevs", []):
+            fake.add_netdev(node["name"], netdev, node["fabric"]["ip"])
+    fake.compile(spec)
+    return spec
+
+
+def test_a_mesh_refuses_an_nccl_that_ignores_subnet_aware_routing(fake: FakeCluster) -> None:
+    """NCCL reads NCCL_IB_SUBNET_AWARE_ROUTING from 2.30.7 on; older, a mesh's peers are not routed each
+    over its own cable. The probe reads the image's NCCL and stops the launch before the engine."""
+    _mesh_on_fakes(fake)
+    (fake.state / "nccl-version").write_text("2.27.3\n")
+    old = fake.run("launch-cluster.sh")
+    assert old.returncode == 1, old.stdout + old.stderr
+    shown = " ".join(old.stderr.split())
+    assert "FAILED in phase probe on node spark-a" in shown, shown
+    assert "has NCCL 2.27.3, which ignores NCCL_IB_SUBNET_AWARE_ROUTING (read from NCCL 2.30.7 on)" in shown
+    assert "use an image with NCCL 2.30.7 or later" in shown
+    assert not [argv for _, argv in fake.docker_calls() if argv[:2] == ["run", "-d"] and not fake.is_probe(argv)]
+    (fake.state / "nccl-version").write_text("2.30.10\n")  # newer, though "10" sorts before "7" as text
+    new = fake.run("launch-cluster.sh", "--yes")
+    assert "ignores NCCL_IB_SUBNET_AWARE_ROUTING" not in new.stderr, new.stderr
+    assert "probe transport IB, bus bandwidth 21.5 GB/s, NCCL 2.30.10" in new.stdout, new.stdout + new.stderr

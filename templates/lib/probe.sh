@@ -9,7 +9,7 @@
 probe_fabric() {
   ((PROBE)) || return 0
   phase probe "one all-reduce across ${#NODES[@]} node(s) in image $IMAGE (at most ${PROBE_TIMEOUT}s)"
-  local node dir line transport busbw error state waited=0 probe_failures=() probe_waits=()
+  local node dir line transport busbw error nccl state waited=0 probe_failures=() probe_waits=()
   if ((DRY_RUN)); then
     for node in "${NODES[@]}"; do
       probe_argv "$node"
@@ -47,6 +47,7 @@ probe_fabric() {
     transport=$(probe_field transport "$line")
     busbw=$(probe_field busbw_gbps "$line")
     error=$(probe_field error "$line")
+    nccl=$(probe_field nccl "$line")
     if [[ -z $line ]]; then
       probe_waits+=("$node: no result ($(tail -n 2 "$dir/$node.log" | tr '\n' ' '))")
     elif [[ $error == "no result within"* || $error == DistNetworkError:* ]]; then
@@ -59,8 +60,12 @@ probe_fabric() {
         "3 GB/s instead of the fabric's speed. Check NCCL_IB_HCA against ibdev2netdev on every node, that"
         "the containers see /dev/infiniband and that NCCL_IB_DISABLE is 0 ($(grep -m1 -E 'via NET/|Using network' \
           "$dir/$node.log" | sed 's/.*NCCL INFO //'))")
+    elif ((SWITCHLESS)) && [[ -n $nccl ]] && version_below "$nccl" "$SUBNET_ROUTING_NCCL"; then
+      probe_failures+=("$node: the image $IMAGE has NCCL $nccl, which ignores NCCL_IB_SUBNET_AWARE_ROUTING (read"
+        "from NCCL $SUBNET_ROUTING_NCCL on): in a mesh or ring each peer is reached over its own cable only with"
+        "it; use an image with NCCL $SUBNET_ROUTING_NCCL or later")
     else
-      log "$node: probe transport $transport, bus bandwidth $busbw GB/s"
+      log "$node: probe transport $transport, bus bandwidth $busbw GB/s${nccl:+, NCCL $nccl}"
     fi
   done
   # A node that failed for a reason of its own comes first: the others only waited for it.
@@ -83,6 +88,24 @@ probe_argv() {
   substitute_snapshot
   with_api_port  # the engine's environment, as --port leaves it
   with_extra_env
+}
+
+# NCCL reads NCCL_IB_SUBNET_AWARE_ROUTING from this release on (NVIDIA/nccl commit 5c1c4288).
+readonly SUBNET_ROUTING_NCCL=2.30.7
+
+# VERSION below MINIMUM, both dotted numbers (2.27.3 < 2.30.7); a part that is not a number counts as 0.
+version_below() {
+  local -a have want
+  local i a b
+  IFS=. read -r -a have <<<"$1"
+  IFS=. read -r -a want <<<"$2"
+  for i in 0 1 2; do
+    a=${have[i]:-0} b=${want[i]:-0}
+    [[ $a =~ ^[0-9]{1,9}$ ]] || a=0
+    [[ $b =~ ^[0-9]{1,9}$ ]] || b=0
+    ((10#$a == 10#$b)) || { ((10#$a < 10#$b)); return; }
+  done
+  return 1
 }
 
 # One field of a SPARKC_PROBE JSON line (strings and numbers; the program writes no nested quotes).
