@@ -6,6 +6,7 @@ Exit codes as everywhere: 0 ok, 2 a results folder that cannot be read or the pi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -63,7 +64,7 @@ def bench_compare_command(
         _write(plot_out, lambda path: bc.plot(runs, path))
 
 
-def _write(path: Path, write) -> None:  # type: ignore[no-untyped-def]
+def _write(path: Path, write: Callable[[Path], object]) -> None:
     try:
         write(path)
     except OSError as exc:
