@@ -3046,6 +3046,15 @@ copy_progress() { # WHAT TOTAL LABEL FILE [LABEL FILE]...
   done
 }
 
+# Until the COPIES end (a copy that fails is judged by the node's state afterwards), with progress lines.
+wait_copies() { # WHAT TOTAL LABEL FILE [LABEL FILE]...
+  local watcher
+  copy_progress "$@" &
+  watcher=$!
+  wait "${COPIES[@]}" || true
+  wait "$watcher" || true
+}
+
 # A filter that counts the bytes passing through it (dd's status=progress: a count a second into FILE);
 # in the pipe, its last count is written when the copy ends.
 count_bytes() { # FILE
@@ -3109,7 +3118,7 @@ distribute_image() {
   fi
   dir=$(mktemp -d)
   start=$SECONDS
-  local total watched=() watcher
+  local total watched=()
   COPIES=()
   total=$(docker image inspect --format '{{.Size}}' "$IMAGE" 2>/dev/null) || total=0
   [[ $total =~ ^[0-9]+$ ]] || total=0
@@ -3126,10 +3135,7 @@ distribute_image() {
     COPIES+=($!)
     watched+=("${need[*]}" "$dir/bytes")
   fi
-  copy_progress image "$total" "${watched[@]}" &
-  watcher=$!
-  wait "${COPIES[@]}" || true
-  wait "$watcher" || true
+  wait_copies image "$total" "${watched[@]}"
   seconds=$((SECONDS - start))
   local i via
   for i in "${!need[@]}"; do
@@ -3183,7 +3189,7 @@ distribute_model() { # ITEM FOLDER
   fi
   dir=$(mktemp -d)
   start=$SECONDS
-  local total watched=() watcher
+  local total watched=()
   COPIES=()
   total=$(du -sb -- "$folder" 2>/dev/null | cut -f1) || total=0
   [[ $total =~ ^[0-9]+$ ]] || total=0
@@ -3196,10 +3202,7 @@ distribute_model() { # ITEM FOLDER
     COPIES+=($!)
     watched+=("$node" "$dir/$node.out")
   done
-  copy_progress "$item" "$total" "${watched[@]}" &
-  watcher=$!
-  wait "${COPIES[@]}" || true
-  wait "$watcher" || true
+  wait_copies "$item" "$total" "${watched[@]}"
   seconds=$((SECONDS - start))
   for node in "${need[@]}"; do
     if [[ $(model_signature "$node" "$folder") != "$head_sig" ]]; then
