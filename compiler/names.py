@@ -213,6 +213,7 @@ SCRIPT_NAMES = frozenset(
         "SPARKC_LIB",
         "SPARKC_LIB_SHA256",
         "SPARKC_LIB_TEXT",
+        "SPARKC_LIB_SUM",
         "SPEC_SHA256",
         "SSH_MUX",
         "SSH_MUX_DIR",

@@ -13,7 +13,13 @@ import pytest
 from compiler.pipeline import compile_text
 from tests.specs import EXAMPLES, ROOT
 
-NAME_REFERENCED = ("readonly DOCKER_RUN_", "readonly PROBE_RUN_", "  compiled_into=(")
+NAME_REFERENCED = (
+    "readonly DOCKER_RUN_",
+    "declare -rA DOCKER_RUN_",
+    "readonly PROBE_RUN_",
+    "declare -rA PROBE_RUN_",
+    "  compiled_into=(",
+)
 
 
 def test_only_name_referenced_arrays_disable_the_unused_variable_check() -> None:

@@ -8,7 +8,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,6 +104,8 @@ class SplitRuns:
     shared: tuple[tuple[str, ...], ...]
     own: tuple[tuple[tuple[str, ...], ...], ...]
 
+    spans: tuple[str, ...]  # where each node's own words lie among all nodes' own words: `START COUNT`
+
 
 def split_runs(commands: Iterable[Iterable[Iterable[str]]], image: str) -> SplitRuns:
     """`commands` (one per node, by rank, groups of words) split into what all share and what each adds.
@@ -113,7 +115,13 @@ def split_runs(commands: Iterable[Iterable[Iterable[str]]], image: str) -> Split
     options = [run[: run.index((image,))] for run in runs]
     common = set(options[0]).intersection(*options[1:])
     shared = tuple(group for group in options[0] if group in common)
-    return SplitRuns(shared, tuple(tuple(group for group in run if group not in common) for run in runs))
+    own = tuple(tuple(group for group in run if group not in common) for run in runs)
+    spans, start = [], 0
+    for groups in own:  # one after another, by rank, as bash's `${array[@]:START:COUNT}` takes them
+        count = sum(len(group) for group in groups)
+        spans.append(f"{start} {count}")
+        start += count
+    return SplitRuns(shared, own, tuple(spans))
 
 
 def comment(value: Any) -> str:
@@ -249,11 +257,23 @@ def skeletons(plan: Plan) -> dict[str, str]:
         _skeleton.reset(token)
 
 
+def _plain(value: Any) -> Any:
+    """`value` as JSON's types: dataclasses.asdict without its deep copy of every word (a plan's values are
+    immutable), which at 64 nodes is most of the manifest's time."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def manifest(plan: Plan, files: dict[str, str]) -> str:
     data: dict[str, Any] = {
         "sparkc_version": plan.sparkc_version,
         "spec": {"name": plan.spec_path, "sha256": plan.spec_sha256},
-        "plan": asdict(plan),
+        "plan": _plain(plan),
         "library": {"path": library_of(plan).path, "sha256": library_of(plan).sha256},
         "files": {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(files.items())},
     }
