@@ -1572,9 +1572,10 @@ secret_bytes() {
 # compiled_run KIND NODE INTO: the array INTO set to a node's compiled `docker run` words (KIND DOCKER_RUN
 # for its container, PROBE_RUN for its probe): the words every node's has, then the node's own.
 compiled_run() {
-  local -n compiled_shared="$1_SHARED" compiled_own="$1_${RANK[$2]}" compiled_into=$3
+  local -n compiled_shared="$1_SHARED" compiled_nodes="$1_NODES" compiled_at="$1_AT" compiled_into=$3
+  local span=${compiled_at[$2]}
   # shellcheck disable=SC2034  # the caller's array, through the name reference
-  compiled_into=("${compiled_shared[@]}" "${compiled_own[@]}")
+  compiled_into=("${compiled_shared[@]}" "${compiled_nodes[@]:${span% *}:${span#* }}")
 }
 
 # ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.

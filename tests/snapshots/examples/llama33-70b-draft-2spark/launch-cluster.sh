@@ -99,7 +99,7 @@ readonly SECRETS=(
   HF_TOKEN
 )
 # --env 'NAME=VALUE' refuses these names (the shell's and these scripts' own) and secret-looking ones.
-readonly RESERVED_NAMES='API_BIND_HOST API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION BENCH_COMMAND BENCH_CONCURRENCIES BENCH_CONTAINER BENCH_ENV BENCH_INPUT_LEN BENCH_MOUNTS BENCH_OUTPUT_LEN BENCH_RESULTS BENCH_SNAPSHOT_PLACEHOLDER BENCH_SNAPSHOT_REF BENCH_SUMMARY_PY BENCH_TOKENIZER CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTAINER_ID CONTROL_IP CONTROL_NETDEV COPIES DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_COMMAND ENGINE_LOOKED ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WATCH_SH ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FETCH_CONTAINER FETCH_MODE FETCH_PY FETCH_REPO FETCH_REVISION FETCH_TARGET FUNCNAME GLOBIGNORE GPUS GROUPS HAS_HOOKS HAS_PATCHES HAS_PLANES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE HOST_HOOKS HOST_HOOKS_SUDO IFS IMAGE IMAGE_IDS IMAGE_ONLY IS_RING LANG LANGUAGE LAUNCHED_AT LINENO LINES LOGNAME MAIL MEMORY_ROOM MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION MOUNT_SOURCES MPI_SSHD MPI_SSH_WAIT NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OLD_CONTAINER_FORMAT OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PLANES_REMOTE_LIB PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PROGRESS_EVERY PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES RING_REMOTE_LIB SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SERVICE_FOLDER SERVICE_UNIT SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPARKC_LIB SPARKC_LIB_SHA256 SPARKC_LIB_TEXT SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES STATUS_ALL_FORMAT SUBNET_ROUTING_NCCL SWITCHLESS TARGET TERM TIMEOUT TIMEOUT_MAX TIMEOUT_MIN TMOUT TMPDIR TOTAL_GPUS UID USER WAKE WATCH_IN WATCH_SH WATCH_START WATCH_WARNED'
+readonly RESERVED_NAMES='API_BIND_HOST API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION BENCH_COMMAND BENCH_CONCURRENCIES BENCH_CONTAINER BENCH_ENV BENCH_INPUT_LEN BENCH_MOUNTS BENCH_OUTPUT_LEN BENCH_RESULTS BENCH_SNAPSHOT_PLACEHOLDER BENCH_SNAPSHOT_REF BENCH_SUMMARY_PY BENCH_TOKENIZER CDPATH COLUMNS COMPILED_API_PORT CONTAINER CONTAINER_ID CONTROL_IP CONTROL_NETDEV COPIES DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ENDPOINT ENDPOINT_HOST ENGINE ENGINE_COMMAND ENGINE_LOOKED ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WATCH_SH ENGINE_WRAPPER ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_IP FABRIC_TARGET FAILED_NODE FETCH_CONTAINER FETCH_MODE FETCH_PY FETCH_REPO FETCH_REVISION FETCH_TARGET FUNCNAME GLOBIGNORE GPUS GROUPS HAS_HOOKS HAS_PATCHES HAS_PLANES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE HOST_HOOKS HOST_HOOKS_SUDO IFS IMAGE IMAGE_IDS IMAGE_ONLY IS_RING LANG LANGUAGE LAUNCHED_AT LINENO LINES LOGNAME MAIL MEMORY_ROOM MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION MOUNT_SOURCES MPI_SSHD MPI_SSH_WAIT NCCL_CHECK NCCL_WANT NETDEV NODES OLDPWD OLD_CONTAINER_FORMAT OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PLANES_REMOTE_LIB PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PROGRESS_EVERY PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT RESERVED_NAMES RING_REMOTE_LIB SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SERVICE_FOLDER SERVICE_UNIT SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPARKC_LIB SPARKC_LIB_SHA256 SPARKC_LIB_SUM SPARKC_LIB_TEXT SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS STAR START_WAVES STATUS_ALL_FORMAT SUBNET_ROUTING_NCCL SWITCHLESS TARGET TERM TIMEOUT TIMEOUT_MAX TIMEOUT_MIN TMOUT TMPDIR TOTAL_GPUS UID USER WAKE WATCH_IN WATCH_SH WATCH_START WATCH_WARNED'
 readonly SECRET_NAME_PATTERN='(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|'\$')'
 # Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it.
 readonly HEAD_FABRIC_IP=192.168.100.10
@@ -222,21 +222,26 @@ readonly PROBE_RUN_SHARED=(
   --entrypoint python3
 )
 # shellcheck disable=SC2034  # read through a name reference in compiled_run
-readonly PROBE_RUN_0=(
+readonly PROBE_RUN_NODES=(
+  # spark-a
   --name sparkc-llama33-70b-draft-spark-a-probe
   -e VLLM_HOST_IP=192.168.100.10
   -e RANK=0
   nvcr.io/nvidia/vllm:26.05-py3
-)
-# shellcheck disable=SC2034  # read through a name reference in compiled_run
-readonly PROBE_RUN_1=(
+  # spark-b
   --name sparkc-llama33-70b-draft-spark-b-probe
   -e VLLM_HOST_IP=192.168.100.11
   -e RANK=1
   nvcr.io/nvidia/vllm:26.05-py3
 )
-# The container of each node, by rank: `docker run` with the words every node's container gets, then the
-# node's own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
+# Where each node's words start in PROBE_RUN_NODES, and how many they are.
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+declare -rA PROBE_RUN_AT=(
+  [spark-a]='0 7'
+  [spark-b]='7 7'
+)
+# The container of each node: `docker run` with the words every node's container gets, then the node's
+# own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
 declare -rA RANK=(
   [spark-a]=0
   [spark-b]=1
@@ -287,9 +292,9 @@ readonly DOCKER_RUN_SHARED=(
   --log-opt max-file=5
   -e HF_TOKEN
 )
-# spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
 # shellcheck disable=SC2034  # read through a name reference in compiled_run
-readonly DOCKER_RUN_0=(
+readonly DOCKER_RUN_NODES=(
+  # spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
   --name sparkc-llama33-70b-draft-spark-a
   --label sparkc.node=spark-a
   --label sparkc.api-port=8000
@@ -312,10 +317,7 @@ readonly DOCKER_RUN_0=(
   --master-port 29501
   --speculative-config '{"method":"draft_model","model":"/models/draft","num_speculative_tokens":4}'
   --kv-cache-memory-bytes 25769803776
-)
-# spark-b: worker rank 1, fabric 192.168.100.11 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
-# shellcheck disable=SC2034  # read through a name reference in compiled_run
-readonly DOCKER_RUN_1=(
+  # spark-b: worker rank 1, fabric 192.168.100.11 on enp1s0f1np1, RDMA rocep1s0f1,roceP2p1s0f1, 1 GPU(s)
   --name sparkc-llama33-70b-draft-spark-b
   --label sparkc.node=spark-b
   -e VLLM_HOST_IP=192.168.100.11
@@ -337,6 +339,12 @@ readonly DOCKER_RUN_1=(
   --speculative-config '{"method":"draft_model","model":"/models/draft","num_speculative_tokens":4}'
   --kv-cache-memory-bytes 25769803776
 )
+# Where each node's words start in DOCKER_RUN_NODES, and how many they are.
+# shellcheck disable=SC2034  # read through a name reference in compiled_run
+declare -rA DOCKER_RUN_AT=(
+  [spark-a]='0 40'
+  [spark-b]='40 35'
+)
 
 # Where the spec splits the planes (cluster.nodes[].control), the preflight checks them too.
 readonly HAS_PLANES=0
@@ -352,32 +360,24 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=ba96e47e4979cf077015398396d8c75a54b0cb75c39e2d8f7d7569a465aca0f6
-sparkc_lib_refuse() {
-  printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
-  exit 2
-}
-sparkc_lib_read() {
-  local path=$SCRIPT_DIR/$SPARKC_LIB sum
-  [[ -f $path ]] || sparkc_lib_refuse "is missing: copy the whole build folder (these scripts and lib/)," \
-    "or compile the spec again with sparkc 0.1.0"
-  SPARKC_LIB_TEXT=$(cat -- "$path" && echo x) || sparkc_lib_refuse "cannot be read"
-  SPARKC_LIB_TEXT=${SPARKC_LIB_TEXT%x}
-  if command -v sha256sum >/dev/null 2>&1; then
-    sum=$(printf '%s' "$SPARKC_LIB_TEXT" | sha256sum)
-  elif command -v shasum >/dev/null 2>&1; then
-    sum=$(printf '%s' "$SPARKC_LIB_TEXT" | shasum -a 256)
+readonly SPARKC_LIB_SHA256=01112e2b814fb5c43c8ab8f50d01af4d392912d048b7191b7587a29b23ff4c8f
+SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
+SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
+if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
+  if [[ ! -f $SCRIPT_DIR/$SPARKC_LIB ]]; then
+    SPARKC_LIB_SUM="is missing: copy the whole build folder (these scripts and lib/), or compile the spec again with sparkc 0.1.0"
+  elif [[ -z $SPARKC_LIB_TEXT ]]; then
+    SPARKC_LIB_SUM="cannot be read: copy the whole build folder again, or compile the spec again with sparkc 0.1.0"
+  elif [[ -z $SPARKC_LIB_SUM ]]; then
+    SPARKC_LIB_SUM="cannot be checked: neither sha256sum (coreutils) nor shasum (perl) is installed; install one of them"
   else
-    sparkc_lib_refuse "cannot be checked: neither sha256sum (coreutils) nor shasum (perl) is installed;" \
-      "install one of them"
+    SPARKC_LIB_SUM="has changed since sparkc wrote it (sha256 ${SPARKC_LIB_SUM%% *}, expected $SPARKC_LIB_SHA256): compile the spec again with sparkc 0.1.0, or copy the whole build folder again"
   fi
-  [[ ${sum%% *} == "$SPARKC_LIB_SHA256" ]] || sparkc_lib_refuse "has changed since sparkc wrote it" \
-    "(sha256 ${sum%% *}, expected $SPARKC_LIB_SHA256): compile the spec again with sparkc" \
-    "0.1.0, or copy the whole build folder again"
-}
-sparkc_lib_read
+  printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$SPARKC_LIB_SUM" >&2
+  exit 2
+fi
 # shellcheck source=lib/sparkc-0.1.0.sh
-source <(printf '%s' "$SPARKC_LIB_TEXT")
-unset SPARKC_LIB_TEXT
+source <(printf '%s' "${SPARKC_LIB_TEXT%x}")
+unset SPARKC_LIB_TEXT SPARKC_LIB_SUM
 
 launch_main "$@"

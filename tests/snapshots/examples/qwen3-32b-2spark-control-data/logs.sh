@@ -53,32 +53,24 @@ readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=ba96e47e4979cf077015398396d8c75a54b0cb75c39e2d8f7d7569a465aca0f6
-sparkc_lib_refuse() {
-  printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
-  exit 2
-}
-sparkc_lib_read() {
-  local path=$SCRIPT_DIR/$SPARKC_LIB sum
-  [[ -f $path ]] || sparkc_lib_refuse "is missing: copy the whole build folder (these scripts and lib/)," \
-    "or compile the spec again with sparkc 0.1.0"
-  SPARKC_LIB_TEXT=$(cat -- "$path" && echo x) || sparkc_lib_refuse "cannot be read"
-  SPARKC_LIB_TEXT=${SPARKC_LIB_TEXT%x}
-  if command -v sha256sum >/dev/null 2>&1; then
-    sum=$(printf '%s' "$SPARKC_LIB_TEXT" | sha256sum)
-  elif command -v shasum >/dev/null 2>&1; then
-    sum=$(printf '%s' "$SPARKC_LIB_TEXT" | shasum -a 256)
+readonly SPARKC_LIB_SHA256=01112e2b814fb5c43c8ab8f50d01af4d392912d048b7191b7587a29b23ff4c8f
+SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
+SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
+if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
+  if [[ ! -f $SCRIPT_DIR/$SPARKC_LIB ]]; then
+    SPARKC_LIB_SUM="is missing: copy the whole build folder (these scripts and lib/), or compile the spec again with sparkc 0.1.0"
+  elif [[ -z $SPARKC_LIB_TEXT ]]; then
+    SPARKC_LIB_SUM="cannot be read: copy the whole build folder again, or compile the spec again with sparkc 0.1.0"
+  elif [[ -z $SPARKC_LIB_SUM ]]; then
+    SPARKC_LIB_SUM="cannot be checked: neither sha256sum (coreutils) nor shasum (perl) is installed; install one of them"
   else
-    sparkc_lib_refuse "cannot be checked: neither sha256sum (coreutils) nor shasum (perl) is installed;" \
-      "install one of them"
+    SPARKC_LIB_SUM="has changed since sparkc wrote it (sha256 ${SPARKC_LIB_SUM%% *}, expected $SPARKC_LIB_SHA256): compile the spec again with sparkc 0.1.0, or copy the whole build folder again"
   fi
-  [[ ${sum%% *} == "$SPARKC_LIB_SHA256" ]] || sparkc_lib_refuse "has changed since sparkc wrote it" \
-    "(sha256 ${sum%% *}, expected $SPARKC_LIB_SHA256): compile the spec again with sparkc" \
-    "0.1.0, or copy the whole build folder again"
-}
-sparkc_lib_read
+  printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$SPARKC_LIB_SUM" >&2
+  exit 2
+fi
 # shellcheck source=lib/sparkc-0.1.0.sh
-source <(printf '%s' "$SPARKC_LIB_TEXT")
-unset SPARKC_LIB_TEXT
+source <(printf '%s' "${SPARKC_LIB_TEXT%x}")
+unset SPARKC_LIB_TEXT SPARKC_LIB_SUM
 
 logs_main "$@"
