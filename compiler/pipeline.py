@@ -11,8 +11,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
-from compiler.output.lint import LintCache, lint_scripts
-from compiler.output.render import render
+from compiler.output.lint import LintCache, start_lint
+from compiler.output.render import render, render_scripts
 from compiler.plan import PATCHES_DIR, Plan
 from compiler.resolve import resolve
 from compiler.resolve.together import check_together
@@ -86,9 +86,11 @@ def compile_text(
         return CompileResult(document, located)
     if cluster is not None:
         plan = replace(plan, cluster_file=cluster.path, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
-    files = render(plan) if render_files else {}
-    cache = None if lint_cache else LintCache(None)
-    findings = lint_scripts(files, cache, plan=plan) if render_files and lint else []
+    scripts = render_scripts(plan) if render_files else {}
+    # shellcheck runs while the page and the manifest are rendered.
+    checking = start_lint(scripts, None if lint_cache else LintCache(None), plan=plan) if lint else None
+    files = render(plan, scripts) if render_files else {}
+    findings = checking.findings() if checking is not None else []
     # A lint finding is sparkc's own bug (the templates), not the user's: it is raised by the CLI.
     if findings:
         raise GeneratedScriptError("\n".join(findings))

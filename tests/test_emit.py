@@ -30,6 +30,7 @@ import compiler.output.emit as emit_module
 import compiler.pipeline as pipeline
 from compiler.cli.main import main
 from compiler.output.emit import differences, emit
+from compiler.output.lint import Lint
 from compiler.pipeline import CompileResult, compile_text
 from tests.product import PACKAGE_HOME
 from tests.specs import EXAMPLES
@@ -42,6 +43,7 @@ CHILD = """
 import os, random, sys, time
 import compiler.cli.main as cli
 import compiler.pipeline as pipeline
+from compiler.output.lint import Lint
 
 def announce(what):
     sys.stdout.write("@" + what + "\\n")
@@ -54,7 +56,7 @@ def slowed(name, real, seconds):
         return real(*args, **kwargs)
     return call
 
-pipeline.lint_scripts = lambda files, *_, **__: []
+pipeline.start_lint = lambda files, *_, **__: Lint()
 slow = float(os.environ.get("SLOW", "0"))
 if slow:
     os.fsync = slowed("fsync", os.fsync, slow / 3)
@@ -123,7 +125,7 @@ def tree(folder: Path) -> dict[str, tuple[int, bytes | None]]:
 def compiled(spec: Path) -> CompileResult:
     """As the CLI compiles `spec` (named by its absolute path, as the children get it), without shellcheck."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pipeline, "lint_scripts", lambda files, *_, **__: [])
+        patch.setattr(pipeline, "start_lint", lambda files, *_, **__: Lint())
         result = compile_text(spec.read_text(encoding="utf-8"), str(spec))
     assert result.ok
     return result
@@ -132,7 +134,7 @@ def compiled(spec: Path) -> CompileResult:
 @pytest.fixture
 def no_lint(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process compiles here are about the folder: shellcheck only takes time."""
-    monkeypatch.setattr(pipeline, "lint_scripts", lambda files, *_, **__: [])
+    monkeypatch.setattr(pipeline, "start_lint", lambda files, *_, **__: Lint())
 
 
 @pytest.fixture(scope="module")

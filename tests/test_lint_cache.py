@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,15 +41,15 @@ def fresh_templates() -> Iterator[None]:
 
 @pytest.fixture
 def checked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of every script shellcheck actually runs on."""
+    """The name of every script shellcheck actually runs on (the checks start_lint starts)."""
     seen: list[str] = []
-    check = lint._check
+    real = lint.Lint
 
-    def recording(texts: dict[str, str], *tools: str) -> list[str]:
-        seen.extend(texts)
-        return check(texts, *tools)
+    def recording(texts: dict[str, str] | None = None, *args: Any, **kwargs: Any) -> lint.Lint:
+        seen.extend(texts or {})
+        return real(texts, *args, **kwargs)
 
-    monkeypatch.setattr(lint, "_check", recording)
+    monkeypatch.setattr(lint, "Lint", recording)
     return seen
 
 

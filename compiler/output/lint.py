@@ -57,7 +57,13 @@ def scripts_of(files: dict[str, str]) -> list[str]:
 
 
 def lint_scripts(files: dict[str, str], cache: LintCache | None = None, plan: Plan | None = None) -> list[str]:
-    """Findings as `file:line:col: message` lines; empty when every script is clean.
+    """Findings as `file:line:col: message` lines; empty when every script is clean (see start_lint)."""
+    return start_lint(files, cache, plan).findings()
+
+
+def start_lint(files: dict[str, str], cache: LintCache | None = None, plan: Plan | None = None) -> Lint:
+    """The checks of `files`' scripts, started: they run while the caller goes on (the compile renders the
+    page and the manifest meanwhile); `findings()` waits for them.
 
     `cache` defaults to the user's cache folder; pass `LintCache(None)` to check everything afresh. With the
     `plan` the scripts were rendered from, each script is checked with its sentinel (its template's
@@ -65,7 +71,7 @@ def lint_scripts(files: dict[str, str], cache: LintCache | None = None, plan: Pl
     """
     scripts = scripts_of(files)
     if not scripts:
-        return []
+        return Lint()
     cache = cache if cache is not None else LintCache.default()
     texts = {name: files[name] for name in scripts}
     if plan is not None:
@@ -79,12 +85,8 @@ def lint_scripts(files: dict[str, str], cache: LintCache | None = None, plan: Pl
     keys = {name: _key(tools, name, text) for name, text in texts.items()}
     todo = {name: text for name, text in texts.items() if not cache.is_clean(keys[name])}
     if not todo:
-        return []
-    findings = _check(todo, shellcheck, bash)
-    if not findings:
-        for name in todo:
-            cache.mark_clean(keys[name])
-    return findings
+        return Lint()
+    return Lint(todo, shellcheck, bash, cache, [keys[name] for name in todo])
 
 
 def sentinel(names: Iterable[tuple[str, bool]]) -> str:
@@ -105,32 +107,60 @@ def constants(skeleton: str) -> list[tuple[str, bool]]:
     return sorted(found.items())
 
 
-def _check(texts: dict[str, str], shellcheck: str, bash: str) -> list[str]:
-    """`bash -n` on each script and shellcheck on all of them, all running at once. shellcheck uses one core a
-    process, and each process costs a start of its own: the scripts go into one shellcheck per core, the
-    biggest first into the lightest group (the launch script alone is about half of the work)."""
-    import subprocess  # here, not at the top: only a compile that misses the cache pays for it
-    import tempfile
+class Lint:
+    """`bash -n` on each script and shellcheck on all of them, all running at once (none: nothing to check).
+    shellcheck uses one core a process, and each process costs a start of its own: the scripts go into one
+    shellcheck per core, the biggest first into the lightest group (the launch script alone is about half of
+    the work). Once every script is found clean, `cache` remembers their `keys`."""
 
-    with tempfile.TemporaryDirectory(prefix="sparkc-lint-") as tmp:
+    def __init__(
+        self,
+        texts: dict[str, str] | None = None,
+        shellcheck: str = "",
+        bash: str = "",
+        cache: LintCache | None = None,
+        keys: Iterable[str] = (),
+    ) -> None:
+        import subprocess  # here, not at the top: only a compile that misses the cache pays for it
+        import tempfile
+
+        self._cache, self._keys = cache, tuple(keys)
+        self._syntax: list[tuple[str, subprocess.Popen[str]]] = []
+        self._checking: list[subprocess.Popen[str]] = []
+        self._folder = None
+        if not texts:
+            return
+        self._folder = tempfile.TemporaryDirectory(prefix="sparkc-lint-")
         for name, text in texts.items():
-            Path(tmp, name).write_text(text, encoding="utf-8")
+            Path(self._folder.name, name).write_text(text, encoding="utf-8")
 
         def start(argv: list[str]) -> subprocess.Popen[str]:
-            return subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd = self._folder.name if self._folder else None
+            return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-        syntax = [(name, start([bash, "-n", name])) for name in texts]
-        checking = [start([shellcheck, *SHELLCHECK_FLAGS, *group]) for group in _groups(texts, os.cpu_count() or 1)]
+        groups = _groups(texts, os.cpu_count() or 1)
+        self._checking = [start([shellcheck, *SHELLCHECK_FLAGS, *group]) for group in groups]
+        self._syntax = [(name, start([bash, "-n", name])) for name in texts]
+
+    def findings(self) -> list[str]:
+        """Waits for the checks: their findings as `file:line:col: message` lines, empty when all are clean."""
         findings: list[str] = []
-        for name, process in syntax:
-            _, err = process.communicate()
-            if process.returncode:
-                findings.append(f"{name}: bash -n: {err.strip()}")
-        for process in checking:
-            out, err = process.communicate()
-            if process.returncode:
-                findings += [line for line in (out + err).splitlines() if line.strip()]
-    return findings
+        try:
+            for name, process in self._syntax:
+                _, err = process.communicate()
+                if process.returncode:
+                    findings.append(f"{name}: bash -n: {err.strip()}")
+            for process in self._checking:
+                out, err = process.communicate()
+                if process.returncode:
+                    findings += [line for line in (out + err).splitlines() if line.strip()]
+        finally:
+            if self._folder is not None:
+                self._folder.cleanup()
+        if not findings and self._cache is not None:
+            for key in self._keys:
+                self._cache.mark_clean(key)
+        return findings
 
 
 def _groups(texts: dict[str, str], cores: int) -> list[list[str]]:

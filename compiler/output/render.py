@@ -231,10 +231,17 @@ def library_of(plan: Plan) -> Library:
     return Library(version, library_path(version), library_sha256(version))
 
 
-def render(plan: Plan) -> dict[str, str]:
-    """The build folder's files: the scripts, the library they source, .gitattributes, PLAN.md and the manifest."""
+def render_scripts(plan: Plan) -> dict[str, str]:
+    """The deployment's scripts (what a compile shellchecks)."""
     library = library_of(plan)
-    files = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    return {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+
+
+def render(plan: Plan, scripts: dict[str, str] | None = None) -> dict[str, str]:
+    """The build folder's files: the scripts (`scripts`, rendered already, else here), the library they
+    source, .gitattributes, PLAN.md and the manifest."""
+    library = library_of(plan)
+    files = dict(scripts) if scripts is not None else render_scripts(plan)
     if plan.service is not None:
         unit = environment().get_template("systemd/unit.service.j2").render(plan=plan)
         files[f"{SYSTEMD}/{plan.service.unit}"] = unit
