@@ -271,11 +271,6 @@ declare -rA PROBE_RUN_AT=(
 )
 # The container of each node: `docker run` with the words every node's container gets, then the node's
 # own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
-declare -rA RANK=(
-  [spark-a]=0
-  [spark-b]=1
-  [spark-c]=2
-)
 # shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly DOCKER_RUN_SHARED=(
   docker run

@@ -192,6 +192,11 @@ declare -rA MPI_HOST=(
   [spark-a]=192.168.100.10
   [spark-b]=192.168.100.11
 )
+# Each node's rank, as mpirun numbers them.
+declare -rA RANK=(
+  [spark-a]=0
+  [spark-b]=1
+)
 # The fabric probe before the engine starts: one all-reduce across the nodes (templates/lib/probe.py),
 # each rank in a container of the deployment's image, started with these words then python3 -c PROGRAM.
 PROBE=1  # --no-probe turns it off
@@ -263,10 +268,6 @@ declare -rA PROBE_RUN_AT=(
 )
 # The container of each node: `docker run` with the words every node's container gets, then the node's
 # own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
-declare -rA RANK=(
-  [spark-a]=0
-  [spark-b]=1
-)
 # shellcheck disable=SC2034  # read through a name reference in compiled_run
 readonly DOCKER_RUN_SHARED=(
   docker run
