@@ -76,9 +76,38 @@ def test_json_is_the_same_section() -> None:
     assert data["cluster"]["nodes"][1] == {
         "name": "spark-b",
         "ssh": "10.0.0.22",
-        "fabric": {"ip": "192.168.100.11", "netdev": "enp1s0f0np0", "hcas": ["roceP2p1s0f0", "rocep1s0f0"]},
+        "fabric": {
+            "ip": "192.168.100.11",
+            "netdev": "enp1s0f0np0",
+            "hcas": ["roceP2p1s0f0", "rocep1s0f0"],
+            "addresses": {"enP2p1s0f0np0": "192.168.101.11"},
+        },
         "gpus": 1,
     }
+
+
+def test_the_twins_addresses_round_trip_through_setup_fabric(tmp_path: Path) -> None:
+    """discover prints each twin's own address under fabric.addresses, and setup-fabric keeps it (here not
+    the next /24 NVIDIA's rule would give): its second run changes nothing the first did not set."""
+    a, b = _facts("spark-a-both-ports", "spark-b-crosscabled")
+    # spark-b's twin on 192.168.111.0/24 (its RoCE v2 GID too), not NVIDIA's 192.168.101.11.
+    b_text = (DATA / "spark-b-crosscabled.out").read_text()
+    b = parse("10.0.0.22", b_text.replace("192.168.101.11/24", "192.168.111.11/24").replace("c0a8:650b", "c0a8:6f0b"))
+    choices = disc.choose([a, b])
+    assert [c.addresses for c in choices] == [{"enP2p1s0f1np1": "192.168.101.10"}, {"enP2p1s0f0np0": "192.168.111.11"}]
+    (tmp_path / "cluster.yaml").write_text(disc.to_yaml(choices, disc.SshSettings("aurora"), {}))
+    assert "        addresses: {enP2p1s0f0np0: 192.168.111.11}\n" in (tmp_path / "cluster.yaml").read_text()
+    spec = example("sglang-qwen3-30b-2spark")
+    spec["cluster"] = {"file": "cluster.yaml"}
+    (tmp_path / "spec.yaml").write_text(dump(spec))
+    made = CliRunner().invoke(cli, ["setup-fabric", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "out")])
+    assert made.exit_code == 0, made.output
+    script = (tmp_path / "out" / "setup-fabric.sh").read_text()
+    assert "  [spark-b]='enp1s0f0np0 192.168.100.11/24 enP2p1s0f0np0 192.168.111.11/24'\n" in script
+    assert "#   spark-a: enP2p1s0f1np1 192.168.101.10/24 (fabric.addresses)\n" in script
+    # A twin on the chosen netdev's own subnet is not printed (the compile would refuse it; discover warns).
+    [d] = disc.choose(_facts("spark-d-twins-one-subnet-no-rocev2"))
+    assert not d.addresses and "addresses" not in disc.to_yaml([d], disc.SshSettings(), {})
 
 
 def test_what_looks_wrong_is_said() -> None:

@@ -54,6 +54,7 @@ def test_from_discover_takes_the_discovered_cluster(tmp_path: Path) -> None:
     assert _compiled(out) == ["192.168.100.10", "192.168.100.11"]
     text = out.read_text()
     assert "netdev: enp1s0f0np0" in text and "user: aurora" in text and "ssh: b.lan" in text
+    assert "        addresses: {enP2p1s0f0np0: 192.168.101.11}\n" in text  # the twin's own, for setup-fabric
     assert "fabric address" not in text  # discovered values are not placeholders
 
 

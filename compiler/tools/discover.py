@@ -60,6 +60,19 @@ class Choice:
         return sorted({h for n in [self.netdev, *self.twins] if n is self.netdev or _usable(n) for h in n.hcas})
 
     @property
+    def addresses(self) -> dict[str, str]:
+        """fabric.addresses: each twin's own address (setup-fabric keeps it; preflight wants its GID). A twin
+        on the chosen netdev's subnet is left out: the compile refuses it, and the warnings say so."""
+        if self.netdev is None:
+            return {}
+        own = set(self.netdev.networks)
+        return {
+            t.name: str(ipaddress.IPv4Interface(t.ipv4[0]).ip)
+            for t in self.twins
+            if t.ipv4 and not own & set(t.networks)
+        }
+
+    @property
     def twins(self) -> list[Netdev]:
         """The other netdevs of the cabled port that are up (the same port's second PCIe function)."""
         if self.netdev is None:
@@ -246,6 +259,8 @@ def _node(c: Choice) -> dict[str, Any]:
     node["fabric"] = {"ip": c.ip, "netdev": c.netdev.name if c.netdev else "FILL-IN"}
     if c.hcas:
         node["fabric"]["hcas"] = c.hcas
+    if c.addresses:
+        node["fabric"]["addresses"] = c.addresses
     if c.facts.gpus:
         node["gpus"] = len(c.facts.gpus)
     return node
@@ -297,6 +312,9 @@ def _node_yaml(c: Choice, node: dict[str, Any]) -> list[str]:
     out.append(f"        netdev: {scalar(node['fabric']['netdev'])}")
     if "hcas" in node["fabric"]:
         out.append(f"        hcas: [{', '.join(scalar(h) for h in node['fabric']['hcas'])}]")
+    if "addresses" in node["fabric"]:
+        pairs = ", ".join(f"{scalar(n)}: {scalar(ip)}" for n, ip in node["fabric"]["addresses"].items())
+        out.append(f"        addresses: {{{pairs}}}")
     if "gpus" in node:
         out.append(f"      gpus: {node['gpus']}")
     return out

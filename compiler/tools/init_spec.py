@@ -31,6 +31,7 @@ class StarterNode:
     netdev: str
     hcas: tuple[str, ...]
     gpus: int
+    addresses: tuple[tuple[str, str], ...] = ()  # fabric.addresses: the twins' own (netdev, IP)
 
 
 def placeholder_nodes(count: int) -> list[StarterNode]:
@@ -69,6 +70,7 @@ def discovered(path: FilePath) -> tuple[list[StarterNode], dict[str, Any]]:
                 str(n["fabric"]["netdev"]),
                 tuple(str(h) for h in n["fabric"].get("hcas", [])),
                 int(n.get("gpus", 1)),
+                tuple((str(k), str(v)) for k, v in n["fabric"].get("addresses", {}).items()),
             )
             for n in cluster["nodes"]
         ]
@@ -109,6 +111,11 @@ def starter(name: str, nodes: list[StarterNode], ssh: dict[str, Any], source: st
             f"        ip: {_scalar(n.ip)}" + (f"{mark} fabric address" if mark else ""),
             f"        netdev: {_scalar(n.netdev)}" + (f"{mark} cabled netdev (ibdev2netdev shows it)" if mark else ""),
             f"        hcas: [{', '.join(_scalar(h) for h in n.hcas)}]" + ("  # both twins of the port" if mark else ""),
+            *(
+                [f"        addresses: {{{', '.join(f'{_scalar(k)}: {_scalar(v)}' for k, v in n.addresses)}}}"]
+                if n.addresses
+                else []
+            ),
             f"      gpus: {n.gpus}",
         ]
     lines += [
