@@ -96,7 +96,7 @@ def fabric_plan(
 def _spec_addresses(spec: Spec) -> set[str]:
     used = set()
     for node in spec.cluster.nodes:
-        used |= {node.fabric.ip, *node.fabric.addresses.values()}
+        used |= {node.fabric.ip, *node.fabric.addresses.values(), *([node.ssh] if node.ssh else [])}
         if node.control:
             used.add(node.control.ip)
     return used
