@@ -78,14 +78,14 @@ def init_command(nodes: int | None, from_discover: Path | None, name: str, out: 
 
     if from_discover is not None:
         try:
-            found, ssh = init_spec.discovered(from_discover)
+            found, settings = init_spec.discovered(from_discover)
         except init_spec.InitProblem as exc:
             raise UsageProblem(str(exc)) from None
         if nodes is not None and nodes != len(found):
             raise UsageProblem(f"--nodes {nodes}, but {from_discover} describes {len(found)} node(s)")
     else:
-        found, ssh = init_spec.placeholder_nodes(nodes or 2), {}
-    text = init_spec.starter(name, found, ssh, str(from_discover) if from_discover else "")
+        found, settings = init_spec.placeholder_nodes(nodes or 2), {}
+    text = init_spec.starter(name, found, settings, str(from_discover) if from_discover else "")
     checked = compile_text(text, str(out), render_files=False)
     # Only the placeholders may be wrong (the operator replaces them); a name or a discovered value the
     # spec refuses: say which, write nothing.
