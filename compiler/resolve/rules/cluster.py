@@ -225,6 +225,8 @@ def _node_addresses(node: Node, prefix: int, taken: dict[str, str]) -> Iterator[
             yield error(path, problem)
             continue
         assert isinstance(address, ipaddress.IPv4Address)
+        if address.is_loopback:  # as for fabric.ip: one machine's nodes only (the tests' fake cluster)
+            yield warning(path, f"{address} is a loopback address: only nodes on one machine can reach it")
         taken[text] = f"the address of {netdev} on {node.name}"
         subnet = ipaddress.IPv4Network(f"{address}/{prefix}", strict=False)
         if subnet in subnets:
@@ -245,7 +247,7 @@ def _map_address_problem(
         return address
     if address.version != 4:
         return f"{address} is IPv6: RoCE v2 needs an IPv4 address (an IPv4 GID) on {netdev}"
-    if address.is_unspecified or address.is_multicast or address.is_loopback:
+    if address.is_unspecified or address.is_multicast:
         return f"{address} cannot be a node's fabric address"
     if text in taken:
         return f"{text} is already {taken[text]}; every address is used once in the cluster"
