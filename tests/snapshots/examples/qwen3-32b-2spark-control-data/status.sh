@@ -64,7 +64,7 @@ readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=ba96e47e4979cf077015398396d8c75a54b0cb75c39e2d8f7d7569a465aca0f6
+readonly SPARKC_LIB_SHA256=e7059b7c712d495e051f7c74d9620c887216f74ec451854ef2835bdd0ff3e696
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

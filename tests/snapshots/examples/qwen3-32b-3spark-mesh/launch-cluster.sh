@@ -394,6 +394,13 @@ readonly DOCKER_RUN_2=(
 readonly HAS_PLANES=1
 # A ring (cluster.topology): the preflight checks that each node reaches the one before it over a cable.
 readonly IS_RING=0
+# cluster.nodes[].fabric.addresses: the preflight checks that each of those netdevs carries its address.
+readonly HAS_FABRIC_ADDRESSES=1
+declare -rA FABRIC_ADDRESSES=(
+  [spark-a]='enp1s0f1np1 192.168.100.10 enP2p1s0f0np0 192.168.101.1 enP2p1s0f1np1 192.168.101.10'
+  [spark-b]='enp1s0f1np1 192.168.100.2 enP2p1s0f0np0 192.168.101.5 enP2p1s0f1np1 192.168.101.2'
+  [spark-c]='enp1s0f1np1 192.168.100.6 enP2p1s0f0np0 192.168.101.9 enP2p1s0f1np1 192.168.101.6'
+)
 # A mesh or a ring: the probe refuses an NCCL too old to route each peer over its own cable.
 readonly SWITCHLESS=1
 readonly HAS_HOOKS=0
@@ -404,7 +411,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=ba96e47e4979cf077015398396d8c75a54b0cb75c39e2d8f7d7569a465aca0f6
+readonly SPARKC_LIB_SHA256=e7059b7c712d495e051f7c74d9620c887216f74ec451854ef2835bdd0ff3e696
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2

@@ -220,6 +220,8 @@ readonly DOCKER_RUN_0=(
 readonly HAS_PLANES=0
 # A ring (cluster.topology): the preflight checks that each node reaches the one before it over a cable.
 readonly IS_RING=0
+# cluster.nodes[].fabric.addresses: the preflight checks that each of those netdevs carries its address.
+readonly HAS_FABRIC_ADDRESSES=0
 # A mesh or a ring: the probe refuses an NCCL too old to route each peer over its own cable.
 readonly SWITCHLESS=0
 readonly HAS_HOOKS=0
@@ -230,7 +232,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=ba96e47e4979cf077015398396d8c75a54b0cb75c39e2d8f7d7569a465aca0f6
+readonly SPARKC_LIB_SHA256=e7059b7c712d495e051f7c74d9620c887216f74ec451854ef2835bdd0ff3e696
 sparkc_lib_refuse() {
   printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$*" >&2
   exit 2
