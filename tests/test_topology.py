@@ -143,10 +143,11 @@ def test_a_value_left_as_a_placeholder_is_an_error(key: str, value: str) -> None
 
 def _mesh_on_fakes(fake: FakeCluster) -> dict[str, Any]:
     spec = fake.adapt("qwen3-32b-3spark-mesh.yaml")
-    for node in spec["cluster"]["nodes"]:  # the 10 GbE and both cabled ports, as the mesh example names them
+    for node in spec["cluster"]["nodes"]:  # the 10 GbE, both cabled ports and their twins, as the example has them
         fake.add_netdev(node["name"], node["control"]["netdev"], node["control"]["ip"])
-        for netdev in node["fabric"].get("netdevs", []):
-            fake.add_netdev(node["name"], netdev, node["fabric"]["ip"])
+        fabric = node["fabric"]
+        for netdev, ip in {fabric["netdev"]: fabric["ip"], **fabric.get("addresses", {})}.items():
+            fake.add_netdev(node["name"], netdev, ip)
     fake.compile(spec)
     return spec
 
