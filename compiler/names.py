@@ -65,6 +65,7 @@ SHELL_NAMES = frozenset(
 )
 SCRIPT_NAMES = frozenset(
     [
+        "ADDRESSES_REMOTE_LIB",
         "API_BIND_HOST",
         "API_KEY_GIVEN",
         "API_KEY_VAR",
@@ -115,6 +116,7 @@ SCRIPT_NAMES = frozenset(
         "ENGINE_WRAPPER",
         "EXPECTED_ENTRYPOINT",
         "EXTRA_ENV",
+        "FABRIC_ADDRESSES",
         "FABRIC_IP",
         "FABRIC_TARGET",
         "FAILED_NODE",
@@ -125,6 +127,7 @@ SCRIPT_NAMES = frozenset(
         "FETCH_REVISION",
         "FETCH_TARGET",
         "GPUS",
+        "HAS_FABRIC_ADDRESSES",
         "HAS_HOOKS",
         "HAS_PATCHES",
         "HAS_PLANES",

@@ -113,6 +113,11 @@ def compile_together(results: Sequence[CompileResult], strict: bool = False) -> 
     ]
 
 
+def with_problems(result: CompileResult, problems: Sequence[Diagnostic]) -> CompileResult:
+    """A result with more problems about its spec (a tool's own, such as setup-fabric's), each at its place."""
+    return replace(result, diagnostics=result.diagnostics + _locate_all(result.document, list(problems), False))
+
+
 def _resolve(
     given: dict[str, Any], schema: dict[str, Any], spec_path: str, sha256: str, beside: Beside
 ) -> tuple[Plan | None, list[Diagnostic], PatchFolder | None, ModelFacts]:

@@ -115,6 +115,7 @@ class NodePlan:
     planes: Planes | None = None  # None: the fabric netdev carries everything
     budget: MemoryBudget | None = None  # None only in plans built by hand
     ports: tuple[HeadPort, ...] = ()  # the fixed ports the deployment listens on at this node
+    fabric_addresses: tuple[tuple[str, str], ...] = ()  # fabric.addresses: (netdev, IPv4), checked at preflight
 
     @property
     def control_netdev(self) -> str:

@@ -4,6 +4,7 @@ through a fake ssh that answers like the real one, and the probe itself under da
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import stat
@@ -21,7 +22,7 @@ from compiler.pipeline import compile_text
 from compiler.resources import data_dir
 from compiler.tools import discover as disc
 from compiler.tools.probe import NodeFacts, parse
-from tests.specs import dump, example
+from tests.specs import dump, example, with_changes
 
 DATA = Path(__file__).parent / "data" / "discover"
 
@@ -76,9 +77,76 @@ def test_json_is_the_same_section() -> None:
     assert data["cluster"]["nodes"][1] == {
         "name": "spark-b",
         "ssh": "10.0.0.22",
-        "fabric": {"ip": "192.168.100.11", "netdev": "enp1s0f0np0", "hcas": ["roceP2p1s0f0", "rocep1s0f0"]},
+        "fabric": {
+            "ip": "192.168.100.11",
+            "netdev": "enp1s0f0np0",
+            "hcas": ["roceP2p1s0f0", "rocep1s0f0"],
+            "addresses": {"enP2p1s0f0np0": "192.168.101.11"},
+        },
         "gpus": 1,
     }
+
+
+def test_the_twins_addresses_round_trip_through_setup_fabric(tmp_path: Path) -> None:
+    """discover prints each twin's own address under fabric.addresses, and setup-fabric keeps it (here not
+    the next /24 NVIDIA's rule would give): its second run changes nothing the first did not set."""
+    a, b = _facts("spark-a-both-ports", "spark-b-crosscabled")
+    # spark-b's twin on 192.168.111.0/24 (its RoCE v2 GID too), not NVIDIA's 192.168.101.11.
+    b_text = (DATA / "spark-b-crosscabled.out").read_text()
+    b = parse("10.0.0.22", b_text.replace("192.168.101.11/24", "192.168.111.11/24").replace("c0a8:650b", "c0a8:6f0b"))
+    choices = disc.choose([a, b])
+    assert [c.addresses for c in choices] == [{"enP2p1s0f1np1": "192.168.101.10"}, {"enP2p1s0f0np0": "192.168.111.11"}]
+    (tmp_path / "cluster.yaml").write_text(disc.to_yaml(choices, disc.SshSettings("aurora"), {}))
+    assert "        addresses: {enP2p1s0f0np0: 192.168.111.11}\n" in (tmp_path / "cluster.yaml").read_text()
+    spec = example("sglang-qwen3-30b-2spark")
+    spec["cluster"] = {"file": "cluster.yaml"}
+    (tmp_path / "spec.yaml").write_text(dump(spec))
+    made = CliRunner().invoke(cli, ["setup-fabric", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "out")])
+    assert made.exit_code == 0, made.output
+    script = (tmp_path / "out" / "setup-fabric.sh").read_text()
+    assert "  [spark-b]='enp1s0f0np0 192.168.100.11/24 enP2p1s0f0np0 192.168.111.11/24'\n" in script
+    assert "#   spark-a: enP2p1s0f1np1 192.168.101.10/24 (fabric.addresses)\n" in script
+    # A twin on the chosen netdev's own subnet is not printed (the compile would refuse it; discover warns).
+    [d] = disc.choose(_facts("spark-d-twins-one-subnet-no-rocev2"))
+    assert not d.addresses and "addresses" not in disc.to_yaml([d], disc.SshSettings(), {})
+
+
+def test_a_mesh_is_discovered_with_both_cables_and_all_four_twins_and_set_up_as_it_is(tmp_path: Path) -> None:
+    """Three Sparks cabled to each other on /30s (spark-m*-mesh.out): each node's other cable and both
+    ports' twins come under fabric.addresses, the topology and the cables' prefix with them, and
+    setup-fabric then sets every netdev to the address it has (a second run changes nothing)."""
+    choices = disc.choose(_facts("spark-m1-mesh", "spark-m2-mesh", "spark-m3-mesh"))
+    data = disc.section(choices, disc.SshSettings("aurora"))["cluster"]
+    assert (data["topology"], data["link_prefix_length"]) == ("mesh", 30)
+    assert data["nodes"][1]["fabric"] == {
+        "ip": "192.168.100.5",
+        "netdev": "enp1s0f0np0",
+        "netdevs": ["enp1s0f0np0", "enp1s0f1np1"],
+        "hcas": ["roceP2p1s0f0", "roceP2p1s0f1", "rocep1s0f0", "rocep1s0f1"],
+        "addresses": {
+            "enP2p1s0f0np0": "192.168.101.5",
+            "enp1s0f1np1": "192.168.100.2",
+            "enP2p1s0f1np1": "192.168.101.2",
+        },
+    }
+    assert not any("shares a subnet with no other node" in w for _, w in disc.all_warnings(choices))
+    assert "every node needs control: {netdev: enP7s7" in _warnings(choices, "spark-m1")
+    # The operator adds each node's control plane (the 10 GbE, which the probe does not read), then setup-fabric.
+    cluster = YAML(typ="safe").load(disc.to_yaml(choices, disc.SshSettings("aurora"), {}))
+    for i, node in enumerate(cluster["cluster"]["nodes"]):
+        node["control"] = {"netdev": "enP7s7", "ip": f"10.0.0.{10 + i}"}
+    spec = with_changes(example("qwen3-32b-3spark-mesh"), {"cluster": cluster["cluster"]})
+    (tmp_path / "spec.yaml").write_text(dump(spec))
+    made = CliRunner().invoke(cli, ["setup-fabric", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "out")])
+    assert made.exit_code == 0, made.output
+    script = (tmp_path / "out" / "setup-fabric.sh").read_text()
+    facts = _facts("spark-m1-mesh", "spark-m2-mesh", "spark-m3-mesh")
+    for choice, node_facts in zip(choices, facts, strict=True):
+        have = {n.name: n.ipv4[0] for n in node_facts.netdevs}  # as the node has them now
+        words = re.search(rf"^  \[{choice.name}\]='([^']*)'$", script, re.M)
+        assert words, script
+        pairs = words.group(1).split()
+        assert dict(zip(pairs[::2], pairs[1::2], strict=True)) == have
 
 
 def test_what_looks_wrong_is_said() -> None:

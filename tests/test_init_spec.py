@@ -54,7 +54,26 @@ def test_from_discover_takes_the_discovered_cluster(tmp_path: Path) -> None:
     assert _compiled(out) == ["192.168.100.10", "192.168.100.11"]
     text = out.read_text()
     assert "netdev: enp1s0f0np0" in text and "user: aurora" in text and "ssh: b.lan" in text
+    assert "        addresses: {enP2p1s0f0np0: 192.168.101.11}\n" in text  # the twin's own, for setup-fabric
     assert "fabric address" not in text  # discovered values are not placeholders
+
+
+def test_from_a_discovered_mesh_keeps_its_cabling_and_asks_for_the_control_plane(tmp_path: Path) -> None:
+    facts = [parse(f"m{i}.lan", (DATA / f"spark-m{i}-mesh.out").read_text()) for i in (1, 2, 3)]
+    found = tmp_path / "cluster.yaml"
+    found.write_text(disc.to_yaml(disc.choose(facts), disc.SshSettings("aurora"), {}))
+    out = tmp_path / "spec.yaml"
+    result = CliRunner().invoke(cli, ["init", "--from-discover", str(found), "-o", str(out), "--name", "qwen"])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "  topology: mesh\n  link_prefix_length: 30\n" in text
+    assert f"      control: {{netdev: enP7s7, ip: 10.0.0.11}}  {CHANGE} this node's 10 GbE address\n" in text
+    assert "        netdevs: [enp1s0f0np0, enp1s0f1np1]\n" in text
+    assert (
+        "        addresses: {enP2p1s0f0np0: 192.168.101.9, enp1s0f1np1: 192.168.100.6, enP2p1s0f1np1: 192.168.101.6}\n"
+        in text
+    )
+    assert _compiled(out) == ["192.168.100.1", "192.168.100.5", "192.168.100.9"]
 
 
 def test_never_overwrites_and_refuses_what_is_not_discover_output(tmp_path: Path) -> None:

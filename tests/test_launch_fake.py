@@ -204,6 +204,33 @@ def test_fabric_address_checked_per_node_at_preflight(fake: FakeCluster) -> None
     assert "127.0.0.9 is not an address of enp1s0f0np0 on spark-b (it has: inet 127.0.0.2/24" in launch.stderr
 
 
+def test_a_fabric_addresses_entry_missing_on_its_netdev_stops_preflight_with_the_fix(fake: FakeCluster) -> None:
+    spec = fake.prepare("llama33-70b-2spark-native.yaml")
+    addressed = with_changes(
+        spec,
+        {
+            "cluster.nodes.0.fabric.addresses": {"enP2p1s0f1np1": "127.0.1.1"},
+            "cluster.nodes.1.fabric.addresses": {"enP2p1s0f0np0": "127.0.1.2"},
+        },
+    )
+    fake.add_netdev("spark-b", "enP2p1s0f0np0", "127.0.1.9")  # spark-a has no twin at all
+    fake.compile(addressed)
+    launch = fake.run("launch-cluster.sh")
+    assert launch.returncode == 1 and not docker_runs(fake)
+    assert (
+        "spark-a: network interface enP2p1s0f1np1 (cluster.nodes[].fabric.addresses) does not exist on spark-a"
+        in launch.stderr
+    )
+    assert (
+        "spark-b: 127.0.1.2 (cluster.nodes[].fabric.addresses) is not an address of enP2p1s0f0np0 on spark-b (it "
+        "has: inet 127.0.1.9/24): run setup-fabric.sh (sparkc setup-fabric SPEC -o DIR writes it)"
+    ) in launch.stderr, launch.stderr
+    fake.add_netdev("spark-a", "enP2p1s0f1np1", "127.0.1.1")
+    fake.add_netdev("spark-b", "enP2p1s0f0np0", "127.0.1.2")
+    launch = fake.run("launch-cluster.sh")
+    assert "fabric.addresses" not in launch.stderr and docker_runs(fake), launch.stderr
+
+
 def test_image_missing_or_different_on_a_worker(fake: FakeCluster) -> None:
     fake.prepare("seed-qwen35-122b-2spark-ray.yaml")
     fake.add_image("spark-b", HELLOHAL, image_id="sha256:" + "b" * 64, entrypoint=["/app/entrypoint.sh"])

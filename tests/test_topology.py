@@ -43,8 +43,12 @@ def test_bootstrap_and_sockets_ride_the_control_plane_rdma_stays_on_the_hcas(spe
         assert env["MASTER_ADDR"] == "10.0.0.10" and env["VLLM_HOST_IP"].startswith("10.0.0.")
 
 
+# The mesh's nodes on a switch: its other ports' /30 addresses would share the switch's /24.
+SWITCHED = with_changes(MESH, {f"cluster.nodes.{i}.fabric.addresses": DELETE for i in range(3)})
+
+
 def test_a_switched_cluster_keeps_its_sockets_on_the_fabric() -> None:
-    spec = with_changes(MESH, {"cluster.topology": "switch", "cluster.link_prefix_length": DELETE})
+    spec = with_changes(SWITCHED, {"cluster.topology": "switch", "cluster.link_prefix_length": DELETE})
     plan = _ok(spec).plan
     assert plan is not None
     assert node_env(plan, "spark-b")["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0,enp1s0f1np1"
@@ -57,7 +61,7 @@ def test_the_links_prefix_length_reaches_nccl() -> None:
 
 
 def test_the_prefix_length_outside_a_mesh_or_ring_is_a_warning() -> None:
-    result = compile_spec(with_changes(MESH, {"cluster.topology": "switch"}))
+    result = compile_spec(with_changes(SWITCHED, {"cluster.topology": "switch"}))
     assert result.ok
     assert any(
         d.severity is Severity.WARNING and d.path == ("cluster", "link_prefix_length") for d in result.diagnostics
@@ -139,10 +143,11 @@ def test_a_value_left_as_a_placeholder_is_an_error(key: str, value: str) -> None
 
 def _mesh_on_fakes(fake: FakeCluster) -> dict[str, Any]:
     spec = fake.adapt("qwen3-32b-3spark-mesh.yaml")
-    for node in spec["cluster"]["nodes"]:  # the 10 GbE and both cabled ports, as the mesh example names them
+    for node in spec["cluster"]["nodes"]:  # the 10 GbE, both cabled ports and their twins, as the example has them
         fake.add_netdev(node["name"], node["control"]["netdev"], node["control"]["ip"])
-        for netdev in node["fabric"].get("netdevs", []):
-            fake.add_netdev(node["name"], netdev, node["fabric"]["ip"])
+        fabric = node["fabric"]
+        for netdev, ip in {fabric["netdev"]: fabric["ip"], **fabric.get("addresses", {})}.items():
+            fake.add_netdev(node["name"], netdev, ip)
     fake.compile(spec)
     return spec
 

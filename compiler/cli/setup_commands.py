@@ -78,14 +78,14 @@ def init_command(nodes: int | None, from_discover: Path | None, name: str, out: 
 
     if from_discover is not None:
         try:
-            found, ssh = init_spec.discovered(from_discover)
+            found, settings = init_spec.discovered(from_discover)
         except init_spec.InitProblem as exc:
             raise UsageProblem(str(exc)) from None
         if nodes is not None and nodes != len(found):
             raise UsageProblem(f"--nodes {nodes}, but {from_discover} describes {len(found)} node(s)")
     else:
-        found, ssh = init_spec.placeholder_nodes(nodes or 2), {}
-    text = init_spec.starter(name, found, ssh, str(from_discover) if from_discover else "")
+        found, settings = init_spec.placeholder_nodes(nodes or 2), {}
+    text = init_spec.starter(name, found, settings, str(from_discover) if from_discover else "")
     checked = compile_text(text, str(out), render_files=False)
     # Only the placeholders may be wrong (the operator replaces them); a name or a discovered value the
     # spec refuses: say which, write nothing.
@@ -114,13 +114,18 @@ def _write_new(out: Path, text: str, command: str) -> None:
 @click.command("setup-fabric")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("build"))
-@click.option("--prefix-length", type=click.IntRange(8, 30), default=24, show_default=True, help="Fabric subnet size.")
-def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
+@click.option(
+    "--prefix-length",
+    type=click.IntRange(8, 30),
+    default=None,
+    help="Fabric subnet size (default 24; a mesh or ring takes cluster.link_prefix_length).",
+)
+def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int | None) -> None:
     """Write OUT/setup-fabric.sh: fabric addresses, MTU 9000 and the head's ssh key, for SPEC's nodes."""
     # The compile command's own reading (own profiles and a patch folder beside the spec) and report.
     from compiler.cli.spec_file import compile_spec, report
     from compiler.output.lint import lint_scripts
-    from compiler.pipeline import GeneratedScriptError
+    from compiler.pipeline import GeneratedScriptError, with_problems
     from compiler.spec.build import build_spec
     from compiler.spec.load import to_plain
     from compiler.spec.schema import load_schema, with_defaults
@@ -132,7 +137,12 @@ def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int) -> None:
         sys.exit(1)
     given = to_plain(result.document.data)
     typed = build_spec(with_defaults(given, load_schema()), given)
-    plan = fabric_plan(typed, result.plan.head, str(spec), result.plan.spec_sha256, prefix_length)
+    plan, problems = fabric_plan(
+        typed, result.plan.topology, result.plan.head, str(spec), result.plan.spec_sha256, prefix_length
+    )
+    if plan is None:
+        report(with_problems(result, problems), "text")
+        sys.exit(1)
     script = render_setup(plan)
     findings = lint_scripts({SCRIPT: script})
     if findings:

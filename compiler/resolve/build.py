@@ -154,6 +154,7 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         fabric_target=f"{user}@{fabric_ip}" if user else fabric_ip,
         budget=budget,
         ports=ports,
+        fabric_addresses=tuple(node.fabric.addresses.items()),
     )
 
 

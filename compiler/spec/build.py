@@ -115,6 +115,7 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
                     netdev=fabric["netdev"],
                     netdevs=tuple(fabric.get("netdevs", [fabric["netdev"]])),
                     hcas=tuple(fabric["hcas"]),
+                    addresses=dict(fabric["addresses"]),
                 ),
                 control=ControlPlane((*path, "control"), g.keys(*path, "control"), control["netdev"], control["ip"])
                 if control

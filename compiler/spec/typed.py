@@ -79,6 +79,7 @@ class Fabric(Section):
     netdev: str
     netdevs: tuple[str, ...]  # the data interfaces: fabric.netdevs, else netdev alone
     hcas: tuple[str, ...]
+    addresses: dict[str, str]  # netdev -> IPv4 address: the fabric netdevs other than `netdev`
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from compiler.diagnostics import printable
+from compiler.resolve.rules.cluster import FABRIC_PREFIX
+from compiler.resolve.rules.topology import MESH_NODES
 from compiler.resources import data_dir
 from compiler.tools.probe import Netdev, NodeFacts, parse
 
@@ -46,26 +48,48 @@ class Choice:
     netdev: Netdev | None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    other: Netdev | None = None  # the other CX-7 port, where it is cabled to another node too (mesh, ring)
 
     @property
     def ip(self) -> str:
         return str(ipaddress.IPv4Interface(self.netdev.ipv4[0]).ip) if self.netdev else PLACEHOLDER_IP
 
     @property
+    def netdevs(self) -> list[str]:
+        """fabric.netdevs: the cabled ports, where there are two (else netdev alone, the default)."""
+        return [self.netdev.name, self.other.name] if self.netdev and self.other else []
+
+    @property
     def hcas(self) -> list[str]:
-        if self.netdev is None:
-            return []
-        # Both twins of the cabled port (enp1s0f1np1 and enP2p1s0f1np1), where the twin can carry RDMA too:
+        # Both twins of each cabled port (enp1s0f1np1 and enP2p1s0f1np1), where the twin can carry RDMA too:
         # up, with a RoCE v2 IPv4 GID (an address); preflight refuses a listed device without one.
-        return sorted({h for n in [self.netdev, *self.twins] if n is self.netdev or _usable(n) for h in n.hcas})
+        ports = [p for p in (self.netdev, self.other) if p is not None]
+        return sorted({h for p in ports for n in [p, *self.twins_of(p)] if n is p or _usable(n) for h in n.hcas})
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        """fabric.addresses: the other cabled port's and each twin's own address (setup-fabric keeps them;
+        preflight wants their GIDs). One on a subnet an earlier one has is left out: the compile refuses it,
+        and the warnings say so."""
+        if self.netdev is None:
+            return {}
+        seen = set(self.netdev.networks)
+        found = {}
+        ports = [self.netdev, *([self.other] if self.other else [])]
+        for n in [*self.twins_of(self.netdev), *(n for p in ports[1:] for n in [p, *self.twins_of(p)])]:
+            if n.ipv4 and not seen & set(n.networks):
+                found[n.name] = str(ipaddress.IPv4Interface(n.ipv4[0]).ip)
+                seen |= set(n.networks)
+        return found
 
     @property
     def twins(self) -> list[Netdev]:
         """The other netdevs of the cabled port that are up (the same port's second PCIe function)."""
-        if self.netdev is None:
-            return []
-        port = _port(self.netdev.name)
-        return [n for n in self.facts.netdevs if n.up and n is not self.netdev and _port(n.name) == port]
+        return self.twins_of(self.netdev) if self.netdev else []
+
+    def twins_of(self, port: Netdev) -> list[Netdev]:
+        name = _port(port.name)
+        return [n for n in self.facts.netdevs if n.up and n is not port and _port(n.name) == name]
 
 
 def _usable(netdev: Netdev) -> bool:
@@ -179,15 +203,22 @@ def choose(nodes: list[NodeFacts]) -> list[Choice]:
 
         candidates.sort(key=lambda n: (*score(n), n.name != _port(n.name), n.name))  # enp1s0f1np1 before its twin
         choice = Choice(facts, names[i], candidates[0] if candidates else None)
+        if candidates:
+            # A second port cabled to another node (a mesh or ring): its first twin, as for the first port.
+            chosen = _port(candidates[0].name)
+            choice.other = next(
+                (n for n in candidates if _port(n.name) != chosen and score(n)[0] < 0 and n.name == _port(n.name)),
+                None,
+            )
         if not candidates:
             choice.warnings.append(
                 "no ConnectX-7 netdev is up with an IPv4 address: fabric.ip below is a placeholder; "
                 "cable a port and give it an address (sparkc setup-fabric can), then discover again"
             )
-        for twin in choice.twins:
+        for port, twin in [(p, t) for p in (choice.netdev, choice.other) if p for t in choice.twins_of(p)]:
             if not _usable(twin):
                 choice.warnings.append(
-                    f"{twin.name}, the twin of {candidates[0].name} on the same port, is up without an IPv4 address "
+                    f"{twin.name}, the twin of {port.name} on the same port, is up without an IPv4 address "
                     f"(so no RoCE v2 IPv4 GID): its RDMA device {', '.join(twin.hcas)} is left out of hcas and NCCL "
                     "uses half of the port; give it an address on a subnet of its own (NVIDIA's two-Spark guide "
                     "puts it on the next /24), then discover again"
@@ -197,6 +228,16 @@ def choose(nodes: list[NodeFacts]) -> list[Choice]:
             choice.notes.append(f"chose {candidates[0].name}: on the subnet most other nodes share; also up: {rest}")
         choices.append(choice)
     _cluster_warnings(choices)
+    if len(choices) > MESH_NODES and all(c.other for c in choices):
+        choices[0].warnings.append(
+            "every node has two ports cabled to other nodes: a ring? write topology: ring with the nodes in the "
+            "order of the cables (each node's port 0 to the next node's port 1), and link_prefix_length"
+        )
+    if cabling(choices)[0]:
+        choices[0].warnings.append(
+            "a mesh: every node needs control: {netdev: enP7s7, ip: <its 10 GbE address>}, the network every "
+            "node reaches (discover probes the CX-7 ports only): add it to each node"
+        )
     return choices
 
 
@@ -221,7 +262,7 @@ def _cluster_warnings(choices: list[Choice]) -> None:
         shown = ", ".join(f"{c.name}: {len(c.facts.gpus)}" for c in choices if c.facts.gpus is not None)
         choices[0].warnings.append(f"nodes disagree on their GPU count ({shown})")
     chosen = [c for c in choices if c.netdev]
-    nets = {c.name: set(c.netdev.networks) for c in chosen if c.netdev}
+    nets = {c.name: {net for p in (c.netdev, c.other) if p for net in p.networks} for c in chosen}
     for c in chosen:
         if len(chosen) > 1 and not any(nets[c.name] & nets[o.name] for o in chosen if o is not c):
             c.warnings.append(f"{c.ip} shares a subnet with no other node: is this port cabled to the others?")
@@ -237,15 +278,35 @@ def section(choices: list[Choice], ssh: SshSettings) -> dict[str, Any]:
         ssh_part["port"] = ssh.port
     if ssh_part:
         cluster["ssh"] = ssh_part
+    topology, prefix = cabling(choices)
+    if topology:
+        cluster["topology"] = topology
+    if prefix:
+        cluster["link_prefix_length"] = prefix
     cluster["nodes"] = [_node(c) for c in choices]
     return {"cluster": cluster}
+
+
+def cabling(choices: list[Choice]) -> tuple[str | None, int | None]:
+    """A mesh where three nodes each have two ports cabled to the others (and its cables' prefix, where
+    it is not NCCL's 24); None otherwise. Four or more such nodes are a ring, whose order only the
+    cabling tells: that one is a warning, not a guess."""
+    if len(choices) < 3 or not all(c.other for c in choices) or len(choices) > MESH_NODES:
+        return None, None
+    prefixes = {ipaddress.IPv4Interface(p.ipv4[0]).network.prefixlen for c in choices for p in (c.netdev, c.other) if p}
+    prefix = prefixes.pop() if len(prefixes) == 1 else None
+    return "mesh", prefix if prefix != FABRIC_PREFIX else None
 
 
 def _node(c: Choice) -> dict[str, Any]:
     node: dict[str, Any] = {"name": c.name, "ssh": c.facts.host}
     node["fabric"] = {"ip": c.ip, "netdev": c.netdev.name if c.netdev else "FILL-IN"}
+    if c.netdevs:
+        node["fabric"]["netdevs"] = c.netdevs
     if c.hcas:
         node["fabric"]["hcas"] = c.hcas
+    if c.addresses:
+        node["fabric"]["addresses"] = c.addresses
     if c.facts.gpus:
         node["gpus"] = len(c.facts.gpus)
     return node
@@ -271,6 +332,7 @@ def to_yaml(choices: list[Choice], ssh: SshSettings, unreachable: dict[str, str]
     if "ssh" in data:
         out.append("  ssh:")
         out += [f"    {key}: {scalar(value)}" for key, value in data["ssh"].items()]
+    out += [f"  {key}: {scalar(data[key])}" for key in ("topology", "link_prefix_length") if key in data]
     out.append("  nodes:")
     for c, node in zip(choices, data["nodes"], strict=True):
         out += _node_yaml(c, node)
@@ -295,8 +357,13 @@ def _node_yaml(c: Choice, node: dict[str, Any]) -> list[str]:
     out.append("      fabric:")
     out.append(f"        ip: {scalar(node['fabric']['ip'])}" + ("  # placeholder" if c.netdev is None else ""))
     out.append(f"        netdev: {scalar(node['fabric']['netdev'])}")
+    if "netdevs" in node["fabric"]:
+        out.append(f"        netdevs: [{', '.join(scalar(n) for n in node['fabric']['netdevs'])}]")
     if "hcas" in node["fabric"]:
         out.append(f"        hcas: [{', '.join(scalar(h) for h in node['fabric']['hcas'])}]")
+    if "addresses" in node["fabric"]:
+        pairs = ", ".join(f"{scalar(n)}: {scalar(ip)}" for n, ip in node["fabric"]["addresses"].items())
+        out.append(f"        addresses: {{{pairs}}}")
     if "gpus" in node:
         out.append(f"      gpus: {node['gpus']}")
     return out

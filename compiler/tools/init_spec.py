@@ -31,6 +31,8 @@ class StarterNode:
     netdev: str
     hcas: tuple[str, ...]
     gpus: int
+    addresses: tuple[tuple[str, str], ...] = ()  # fabric.addresses: the twins' and other cable's (netdev, IP)
+    netdevs: tuple[str, ...] = ()  # fabric.netdevs: both cabled ports of a mesh node (else netdev alone)
 
 
 def placeholder_nodes(count: int) -> list[StarterNode]:
@@ -48,7 +50,8 @@ def placeholder_nodes(count: int) -> list[StarterNode]:
 
 
 def discovered(path: FilePath) -> tuple[list[StarterNode], dict[str, Any]]:
-    """The nodes and ssh settings of a file `sparkc discover` wrote (YAML or JSON)."""
+    """The nodes, and the ssh settings and cabling (topology, link_prefix_length) of a file `sparkc discover`
+    wrote (YAML or JSON)."""
     try:
         text = read_spec(path)
     except SpecReadError as exc:
@@ -69,6 +72,8 @@ def discovered(path: FilePath) -> tuple[list[StarterNode], dict[str, Any]]:
                 str(n["fabric"]["netdev"]),
                 tuple(str(h) for h in n["fabric"].get("hcas", [])),
                 int(n.get("gpus", 1)),
+                tuple((str(k), str(v)) for k, v in n["fabric"].get("addresses", {}).items()),
+                tuple(str(d) for d in n["fabric"].get("netdevs", [])),
             )
             for n in cluster["nodes"]
         ]
@@ -77,11 +82,14 @@ def discovered(path: FilePath) -> tuple[list[StarterNode], dict[str, Any]]:
     if not found:
         raise InitProblem(f"{path}: no nodes")
     ssh = cluster.get("ssh")
-    return found, ssh if isinstance(ssh, dict) else {}
+    cabling = {k: cluster[k] for k in ("topology", "link_prefix_length") if isinstance(cluster.get(k), (str, int))}
+    return found, {**({"ssh": ssh} if isinstance(ssh, dict) else {}), **cabling}
 
 
-def starter(name: str, nodes: list[StarterNode], ssh: dict[str, Any], source: str = "") -> str:
-    """The spec's text."""
+def starter(name: str, nodes: list[StarterNode], settings: dict[str, Any], source: str = "") -> str:
+    """The spec's text; `settings`: the cluster's ssh settings and cabling, as discovered."""
+    ssh = settings.get("ssh", {})
+    switchless = settings.get("topology") in ("mesh", "ring")
     total = sum(n.gpus for n in nodes)
     head = "# Starter spec written by sparkc init"
     head += f" from {source} (sparkc discover)." if source else f" for {len(nodes)} node(s)."
@@ -99,16 +107,29 @@ def starter(name: str, nodes: list[StarterNode], ssh: dict[str, Any], source: st
         lines += [f"    {key}: {_scalar(value)}" for key, value in sorted(ssh.items())]
     else:
         lines.append(f"  # ssh: {{user: aurora, identity_file: /home/aurora/.ssh/id_ed25519}}  {CHANGE} if needed")
+    lines += [f"  {key}: {_scalar(settings[key])}" for key in ("topology", "link_prefix_length") if key in settings]
     lines.append("  nodes:  # the first node is the head: the scripts run there")
-    for n in nodes:
+    for i, n in enumerate(nodes):
         mark = "" if source else f"  {CHANGE} this node's"
         lines += [
             f"    - name: {_scalar(n.name)}",
             f"      ssh: {_scalar(n.ssh)}" + (f"{mark} management address (ssh reaches it there)" if mark else ""),
+            # A cable reaches one neighbour: the rendezvous needs the network every node reaches.
+            *(
+                [f"      control: {{netdev: enP7s7, ip: 10.0.0.{10 + i}}}  {CHANGE} this node's 10 GbE address"]
+                if switchless
+                else []
+            ),
             "      fabric:  # the ConnectX-7 port every NCCL, Ray and engine address uses",
             f"        ip: {_scalar(n.ip)}" + (f"{mark} fabric address" if mark else ""),
             f"        netdev: {_scalar(n.netdev)}" + (f"{mark} cabled netdev (ibdev2netdev shows it)" if mark else ""),
             f"        hcas: [{', '.join(_scalar(h) for h in n.hcas)}]" + ("  # both twins of the port" if mark else ""),
+            *([f"        netdevs: [{', '.join(_scalar(d) for d in n.netdevs)}]"] if n.netdevs else []),
+            *(
+                [f"        addresses: {{{', '.join(f'{_scalar(k)}: {_scalar(v)}' for k, v in n.addresses)}}}"]
+                if n.addresses
+                else []
+            ),
             f"      gpus: {n.gpus}",
         ]
     lines += [

@@ -1002,6 +1002,7 @@ launch_main() {
   TIMEOUT=$DEFAULT_TIMEOUT
   if ((HAS_PLANES)); then planes_enable; fi
   if ((IS_RING)); then ring_enable; fi
+  if ((HAS_FABRIC_ADDRESSES)); then addresses_enable; fi
   while (($#)); do
     case $1 in
       --dry-run) DRY_RUN=1 ;;

@@ -39,6 +39,33 @@ judge_planes() {
   pf_note "$node" planes "control $ip on $control, data on ${DATA_NETDEVS[$node]}"
 }
 
+# fabric.addresses (the twins, the other cable's port): each netdev carries its address, which NCCL's
+# RDMA needs (a RoCE v2 IPv4 GID on every device NCCL_IB_HCA lists). setup-fabric.sh sets them.
+# shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
+# sparkc-embed ADDRESSES_REMOTE_LIB node/addresses.sh
+
+addresses_enable() {
+  PREFLIGHT_EXTRA_LIB+=$ADDRESSES_REMOTE_LIB
+  PREFLIGHT_CHECKS+=(addresses)
+  PREFLIGHT_JUDGES+=(addresses)
+}
+
+addresses_preflight_args() { PF_ARGS+=("addresses=${FABRIC_ADDRESSES[$1]}"); }
+
+judge_addresses() {
+  local node=$1 netdev ip state rest
+  while read -r netdev rest; do
+    [[ -n $netdev ]] || continue
+    pf_problem "$node" "network interface $netdev (cluster.nodes[].fabric.addresses) does not exist on $node" \
+      "($rest): check 'ip -br link' there and fix fabric.addresses"
+  done <<<"$(pf "$node" fabric_address_error)"
+  while read -r netdev ip state rest; do
+    [[ -n $netdev && $state != yes ]] || continue
+    pf_problem "$node" "$ip (cluster.nodes[].fabric.addresses) is not an address of $netdev on $node (it has:" \
+      "${rest:-no address}): run setup-fabric.sh (sparkc setup-fabric SPEC -o DIR writes it), then launch again"
+  done <<<"$(pf "$node" fabric_address)"
+}
+
 # A ring: the node list is the cabling's order (each node's port 0 to the next one's port 1), and the
 # ranks go round it, so each node must reach the node before it over one of its own cables. A node
 # listed out of order reaches it another way (the control network) or not at all: NCCL's ring would

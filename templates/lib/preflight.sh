@@ -38,6 +38,7 @@ preflight_args() {
   )
   if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
   if ((IS_RING)); then ring_preflight_args "$node"; fi
+  if ((HAS_FABRIC_ADDRESSES)); then addresses_preflight_args "$node"; fi
 }
 
 preflight_script() {

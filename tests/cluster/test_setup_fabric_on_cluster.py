@@ -1,10 +1,12 @@
 """setup-fabric.sh on the simulated cluster: --dry-run changes nothing, a run repairs a node's MTU and
-another's missing fabric address and puts the head's new ssh key on the workers, a second run changes
+another's missing fabric address, addresses two nodes' second netdev (a twin: one from fabric.addresses,
+one by NVIDIA's next-/24 rule) and puts the head's new ssh key on the workers, a second run changes
 nothing. The nodes have neither netplan nor nmcli, so the live path (`ip`) is what runs; each node gets
 its own ~/.ssh (a bind mount in its mount namespace), undone after."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import cli
-from tests.simcluster import SimCluster
+from tests.simcluster import Node, SimCluster
 from tests.specs import dump, example
 
 pytestmark = pytest.mark.cluster
@@ -48,6 +50,24 @@ def _has_address(cluster: SimCluster, node: str, netdev: str, ip: str) -> bool:
     return f"inet {ip}/24 " in cluster.exec(node, ["ip", "-4", "addr", "show", "dev", netdev], check=True).stdout
 
 
+def _twin(netdev: str) -> str:
+    return "enP2" + netdev[2:]  # enp1s0f1np1 -> enP2p1s0f1np1, the port's second PCIe function
+
+
+@contextmanager
+def twins(cluster: SimCluster, *nodes: Node) -> Iterator[None]:
+    """Each node's twin netdev (down, MTU 1500, no address), removed after: one end of a veth pair inside the
+    node (this kernel has no dummy links), as cheap as a netdev gets."""
+    try:
+        for node in nodes:
+            twin = _twin(node.fabric_netdev)
+            cluster.exec(node.name, ["ip", "link", "add", twin, "type", "veth", "peer", "name", "twinpeer"], check=True)
+        yield
+    finally:
+        for node in nodes:
+            cluster.exec(node.name, ["ip", "link", "del", _twin(node.fabric_netdev)])
+
+
 def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, tmp_path: Path) -> None:
     head, two, three = sim_cluster.nodes
     spec = example("llama33-70b-2spark-native")
@@ -57,12 +77,18 @@ def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, 
             for n in sim_cluster.nodes
         ]
     }
+    # spark2's twin at an address of the spec's; spark3's in hcas, so at NVIDIA's next /24.
+    two_twin, three_twin = _twin(two.fabric_netdev), _twin(three.fabric_netdev)
+    two_twin_ip = "10.78.5.12"
+    three_twin_ip = ipaddress.IPv4Address(three.fabric_ip) + 256
+    spec["cluster"]["nodes"][1]["fabric"]["addresses"] = {two_twin: two_twin_ip}
+    spec["cluster"]["nodes"][2]["fabric"]["hcas"] = ["rocep1s0f0", "roceP2p1s0f0"]
     spec["engine"].update(tensor_parallel=1, pipeline_parallel=3)
     (tmp_path / "spec.yaml").write_text(dump(spec))
     made = CliRunner().invoke(cli, ["setup-fabric", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "build")])
     assert made.exit_code == 0, made.output
     script = str(tmp_path / "build" / "setup-fabric.sh")
-    with own_ssh_dirs(sim_cluster, tmp_path) as ssh_dirs:
+    with own_ssh_dirs(sim_cluster, tmp_path) as ssh_dirs, twins(sim_cluster, two, three):
         sim_cluster.exec(two.name, ["ip", "link", "set", "dev", two.fabric_netdev, "mtu", "1500"], check=True)
         sim_cluster.exec(
             three.name, ["ip", "addr", "del", f"{three.fabric_ip}/24", "dev", three.fabric_netdev], check=True
@@ -74,6 +100,13 @@ def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, 
             assert f"spark3: would run: ip addr add {three.fabric_ip}/24 dev {three.fabric_netdev}" in dry.stdout
             assert "would create an ed25519 key" in dry.stdout and "dry run: nothing was changed" in dry.stdout
             assert "neither netplan nor nmcli" in dry.stdout
+            assert f"== spark2: {two_twin} {two_twin_ip}/24, MTU 9000" in dry.stdout
+            assert f"== spark3: {three_twin} {three_twin_ip}/24, MTU 9000" in dry.stdout
+            assert f"spark2: would run: ip link set dev {two_twin} mtu 9000" in dry.stdout
+            assert f"spark2: would run: ip addr add {two_twin_ip}/24 dev {two_twin}" in dry.stdout
+            assert f"spark3: would run: ip addr add {three_twin_ip}/24 dev {three_twin}" in dry.stdout
+            assert _mtu(sim_cluster, two.name, two_twin) == "1500"
+            assert not _has_address(sim_cluster, three.name, three_twin, str(three_twin_ip))
             assert _mtu(sim_cluster, two.name, two.fabric_netdev) == "1500"
             assert not _has_address(sim_cluster, three.name, three.fabric_netdev, three.fabric_ip)
             assert not list(ssh_dirs[head.name].iterdir())
@@ -86,10 +119,14 @@ def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, 
             for worker in (two, three):
                 assert (ssh_dirs[worker.name] / "authorized_keys").read_text().splitlines() == [public]
             assert "spark1: enp1s0f1np1 already has" in run.stdout  # the head needed nothing
+            for node, twin, twin_ip in ((two, two_twin, two_twin_ip), (three, three_twin, str(three_twin_ip))):
+                assert _mtu(sim_cluster, node.name, twin) == "9000"
+                assert _has_address(sim_cluster, node.name, twin, twin_ip)
+            assert f"spark3: run: ip addr add {three_twin_ip}/24 dev {three_twin}" in run.stdout
 
             again = sim_cluster.exec(head.name, ["bash", script], timeout=120)
             assert again.returncode == 0, again.stdout + again.stderr
-            assert "run:" not in again.stdout and again.stdout.count("nothing to change") == 3
+            assert "run:" not in again.stdout and again.stdout.count("nothing to change") == 5
             assert again.stdout.count("the head key is already authorized") == 2
             assert (ssh_dirs[two.name] / "authorized_keys").read_text().splitlines() == [public]
         finally:

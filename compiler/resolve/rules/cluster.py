@@ -170,6 +170,107 @@ def control_planes(d: Deployment) -> Iterator[Diagnostic]:
             )
 
 
+# The fabric's subnet size where no cable has its own (direct, switch): NVIDIA's /24, setup-fabric's default.
+FABRIC_PREFIX = 24
+
+
+def fabric_prefix(d: Deployment) -> int:
+    """The prefix of the fabric's subnets: each cable's own in a mesh or ring, else the usual /24."""
+    return d.spec.cluster.link_prefix_length if switchless(d.topology) else FABRIC_PREFIX
+
+
+def port_of(netdev: str) -> str:
+    """The CX-7 port a netdev belongs to, named by its first twin: enP2p1s0f1np1 -> enp1s0f1np1."""
+    return re.sub(r"^enP\d+p", "enp", netdev)
+
+
+def fabric_map(d: Deployment) -> Iterator[Diagnostic]:
+    """fabric.addresses: an IPv4 address for each other fabric netdev of the node (a twin, the other cable),
+    used once in the cluster, and no two addresses of one node on one subnet (a netdev per subnet, or the
+    kernel routes a twin's traffic out of the other and RoCE's GIDs no longer match)."""
+    taken: dict[str, str] = {}
+    for node in d.spec.cluster.nodes:
+        taken.setdefault(node.fabric.ip, f"the fabric IP of {node.name}")
+        if node.control:
+            taken.setdefault(node.control.ip, f"the control IP of {node.name}")
+    for node in d.spec.cluster.nodes:
+        yield from _node_addresses(node, fabric_prefix(d), taken)
+
+
+def _node_addresses(node: Node, prefix: int, taken: dict[str, str]) -> Iterator[Diagnostic]:
+    fabric = node.fabric
+    ports = {port_of(n) for n in (fabric.netdev, *fabric.netdevs)}
+    subnets: dict[ipaddress.IPv4Network, str] = {}
+    first = _ipv4(fabric.ip)
+    if first is not None:
+        subnets[ipaddress.IPv4Network(f"{first}/{prefix}", strict=False)] = f"fabric.ip {first} ({fabric.netdev})"
+    for netdev, text in fabric.addresses.items():
+        path = fabric.at("addresses", netdev)
+        if netdev == fabric.netdev:
+            yield Diagnostic(
+                path, f"{netdev} is fabric.netdev, whose address is fabric.ip: remove it here", at_key=True
+            )
+            continue
+        if port_of(netdev) not in ports:
+            allowed = sorted({t for p in ports for t in (p, _twin(p))} - {fabric.netdev})
+            yield Diagnostic(
+                path,
+                f"{netdev} is not a fabric netdev of {node.name}: write one of fabric.netdevs or a twin of one "
+                f"({', '.join(allowed)})",
+                at_key=True,
+            )
+        address = _address(text, "fabric", f"write the IPv4 address {netdev} gets (e.g. 192.168.101.10)")
+        problem = _map_address_problem(address, netdev, text, taken)
+        if problem:
+            yield error(path, problem)
+            continue
+        assert isinstance(address, ipaddress.IPv4Address)
+        if address.is_loopback:  # as for fabric.ip: one machine's nodes only (the tests' fake cluster)
+            yield warning(path, f"{address} is a loopback address: only nodes on one machine can reach it")
+        taken[text] = f"the address of {netdev} on {node.name}"
+        subnet = ipaddress.IPv4Network(f"{address}/{prefix}", strict=False)
+        if subnet in subnets:
+            hint = f" (NVIDIA puts a twin on the next /24: {next_subnet(address)})" if prefix == 24 else ""
+            yield error(
+                path,
+                f"{address} is on {subnet} with {subnets[subnet]}: each fabric netdev of a node needs a "
+                f"/{prefix} subnet of its own{hint}",
+            )
+        else:
+            subnets[subnet] = f"{address} ({netdev})"
+
+
+def _map_address_problem(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | str, netdev: str, text: str, taken: dict[str, str]
+) -> str | None:
+    if isinstance(address, str):
+        return address
+    if address.version != 4:
+        return f"{address} is IPv6: RoCE v2 needs an IPv4 address (an IPv4 GID) on {netdev}"
+    if address.is_unspecified or address.is_multicast:
+        return f"{address} cannot be a node's fabric address"
+    if text in taken:
+        return f"{text} is already {taken[text]}; every address is used once in the cluster"
+    return None
+
+
+def _twin(port: str) -> str:
+    """enp1s0f1np1 -> enP2p1s0f1np1, the second PCIe function of a CX-7 port (as a Spark names it)."""
+    return re.sub(r"^enp", "enP2p", port)
+
+
+def _ipv4(text: str) -> ipaddress.IPv4Address | None:
+    try:
+        return ipaddress.IPv4Address(text)
+    except ValueError:
+        return None
+
+
+def next_subnet(address: ipaddress.IPv4Address) -> str:
+    """The same host part on the next /24, NVIDIA's place for a twin: 192.168.100.10 -> 192.168.101.10."""
+    return str(ipaddress.IPv4Address((int(address) + 256) % (1 << 32)))
+
+
 def _address(text: str, plane: str, otherwise: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | str:
     """A node's address on `plane`, or why `text` is not one (`otherwise`: what to write instead of a name)."""
     scope = bad_scope(text)
@@ -348,6 +449,7 @@ RULES = (
     head_exists,
     unique_nodes,
     fabric_addresses,
+    fabric_map,
     control_planes,
     workers_have_ssh,
     rdma_devices,

@@ -614,6 +614,7 @@ preflight_args() {
   )
   if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
   if ((IS_RING)); then ring_preflight_args "$node"; fi
+  if ((HAS_FABRIC_ADDRESSES)); then addresses_preflight_args "$node"; fi
 }
 
 preflight_script() {
@@ -1154,6 +1155,49 @@ judge_planes() {
         "up (ip link set $netdev up) and check its cable"
   done <<<"$(pf "$node" data_link)"
   pf_note "$node" planes "control $ip on $control, data on ${DATA_NETDEVS[$node]}"
+}
+
+# fabric.addresses (the twins, the other cable's port): each netdev carries its address, which NCCL's
+# RDMA needs (a RoCE v2 IPv4 GID on every device NCCL_IB_HCA lists). setup-fabric.sh sets them.
+# shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
+readonly ADDRESSES_REMOTE_LIB='# fabric.addresses, node side: for each "NETDEV IP" pair of $a_addresses, whether the netdev carries the
+# address (fabric_address NETDEV IP yes|no, and what it has), or does not exist (fabric_address_error).
+check_addresses() {
+  # shellcheck disable=SC2086  # NETDEV IP words, split on purpose (interface names and IPv4 addresses)
+  set -- ${a_addresses:-}
+  while [ "$#" -ge 2 ]; do
+    if ! out=$(ip -o addr show dev "$1" 2>&1); then
+      echo "fabric_address_error $1 $(printf "%s" "$out" | one_line)"
+    elif printf "%s\n" "$out" | grep -qF " inet $2/"; then
+      echo "fabric_address $1 $2 yes"
+    else
+      echo "fabric_address $1 $2 no $(printf "%s\n" "$out" | grep -oE "inet6? [^ ]+" | one_line)"
+    fi
+    shift 2
+  done
+}
+'
+
+addresses_enable() {
+  PREFLIGHT_EXTRA_LIB+=$ADDRESSES_REMOTE_LIB
+  PREFLIGHT_CHECKS+=(addresses)
+  PREFLIGHT_JUDGES+=(addresses)
+}
+
+addresses_preflight_args() { PF_ARGS+=("addresses=${FABRIC_ADDRESSES[$1]}"); }
+
+judge_addresses() {
+  local node=$1 netdev ip state rest
+  while read -r netdev rest; do
+    [[ -n $netdev ]] || continue
+    pf_problem "$node" "network interface $netdev (cluster.nodes[].fabric.addresses) does not exist on $node" \
+      "($rest): check 'ip -br link' there and fix fabric.addresses"
+  done <<<"$(pf "$node" fabric_address_error)"
+  while read -r netdev ip state rest; do
+    [[ -n $netdev && $state != yes ]] || continue
+    pf_problem "$node" "$ip (cluster.nodes[].fabric.addresses) is not an address of $netdev on $node (it has:" \
+      "${rest:-no address}): run setup-fabric.sh (sparkc setup-fabric SPEC -o DIR writes it), then launch again"
+  done <<<"$(pf "$node" fabric_address)"
 }
 
 # A ring: the node list is the cabling's order (each node's port 0 to the next one's port 1), and the
@@ -2632,6 +2676,7 @@ launch_main() {
   TIMEOUT=$DEFAULT_TIMEOUT
   if ((HAS_PLANES)); then planes_enable; fi
   if ((IS_RING)); then ring_enable; fi
+  if ((HAS_FABRIC_ADDRESSES)); then addresses_enable; fi
   while (($#)); do
     case $1 in
       --dry-run) DRY_RUN=1 ;;
