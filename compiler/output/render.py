@@ -8,8 +8,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass, fields, is_dataclass
-from functools import lru_cache
+from dataclasses import dataclass, fields
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -267,13 +267,18 @@ def skeletons(plan: Plan) -> dict[str, str]:
 def _plain(value: Any) -> Any:
     """`value` as JSON's types: dataclasses.asdict without its deep copy of every word (a plan's values are
     immutable), which at 64 nodes is most of the manifest's time."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (str, int, float)) or value is None:
+        return value
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
-    return value
+    return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+
+
+@cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind))
 
 
 def manifest(plan: Plan, files: dict[str, str]) -> str:
