@@ -273,7 +273,8 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
-    return {name: _plain(getattr(value, name)) for name in _field_names(type(value))}
+    kind: type = type(value)  # a dataclass of the plan
+    return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
 
 
 @cache
