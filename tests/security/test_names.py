@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from compiler.cli.main import main
+from compiler.output.lint import Lint
 from compiler.output.render import SCRIPTS, comment
 from tests.fakes.cluster import FakeCluster
 from tests.security.corpus import CANARY, NATIVE, PAYLOADS
@@ -26,7 +27,7 @@ NAMES = [p for p, value in PAYLOADS.items() if "\x00" not in value]
 @pytest.fixture(autouse=True)
 def no_lint_gate(monkeypatch: pytest.MonkeyPatch) -> None:
     """shellcheck takes a second a compile and no name reaches a script's code: test_lint_sample.py runs it."""
-    monkeypatch.setattr("compiler.pipeline.lint_scripts", lambda files, *_, **__: [])
+    monkeypatch.setattr("compiler.pipeline.start_lint", lambda files, *_, **__: Lint())
 
 
 def write(path: Path, text: str) -> bool:
