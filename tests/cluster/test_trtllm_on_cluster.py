@@ -13,6 +13,7 @@ from tests.cluster.deployment import Deploy
 from tests.cluster.test_launch_on_cluster import ask, assert_failed
 from tests.simcluster import SimCluster
 from tests.simcluster.images import TRTLLM_IMAGE
+from tests.simcluster.standin.log import START_FILES
 
 pytestmark = pytest.mark.cluster
 
@@ -34,10 +35,13 @@ def changes(cluster: SimCluster) -> dict[str, Any]:
     }
 
 
-def rank_envs(cluster: SimCluster, container: str) -> dict[str, dict[str, Any]]:
-    """Each rank's environment by hostname, as the stand-in printed it into mpirun's output (the head's log)."""
-    logs = cluster.docker("spark1", "logs", container).stdout
-    lines = [json.loads(line.split(" ", 1)[1]) for line in logs.splitlines() if line.startswith("SPARKC_STANDIN_ENV ")]
+def rank_envs(cluster: SimCluster, containers: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Each rank's environment by hostname, as the stand-in recorded it in its own container (the copy it prints
+    goes through mpirun's output forwarding, which cuts long lines and interleaves the ranks' pieces)."""
+    lines = []
+    for node, container in containers.items():
+        read = cluster.docker(node, "exec", container, "sh", "-c", f"cat {START_FILES}*.json")
+        lines += [json.loads(line) for line in read.stdout.splitlines() if line.strip()]
     return {line["hostname"]: line for line in lines if line["argv"][0] == "trtllm-llmapi-launch"}
 
 
@@ -49,7 +53,7 @@ def test_trtllm_on_two_nodes_under_mpirun_becomes_ready(deploy: Deploy, sim_clus
     served = d.manifest["plan"]["served_model_name"]
     assert served == d.spec["model"]["path"].rsplit("/", 1)[1]  # trtllm-serve names a folder after itself
     assert ask(sim_cluster, 8355, served)["choices"]
-    ranks = rank_envs(sim_cluster, d.container("spark1"))
+    ranks = rank_envs(sim_cluster, {node: d.container(node) for node in ("spark1", "spark3")})
     assert set(ranks) == {"spark1", "spark3"}  # one rank in each node's container
     worker = ranks["spark3"]["env"]
     # The worker's rank has its own container's settings (through sshd), not the head's.

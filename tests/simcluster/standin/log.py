@@ -34,16 +34,21 @@ def marker(name: str, payload: dict[str, Any]) -> None:
     print(f"{name} {json.dumps(payload, sort_keys=True)}", flush=True)
 
 
+START_FILES = "/tmp/sparkc-standin-start-"  # + pid + .json: what announce_start printed, whole
+
+
 def announce_start(engine: str, argv: list[str]) -> None:
     # Printed before parsing, so even a run that dies on a bad flag shows what it was given.
-    marker(
-        ENV_MARKER,
-        {
-            "engine": engine,
-            "argv": argv,
-            "sys_argv": sys.argv,
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
-            "env": dict(os.environ),
-        },
-    )
+    payload = {
+        "engine": engine,
+        "argv": argv,
+        "sys_argv": sys.argv,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "env": dict(os.environ),
+    }
+    marker(ENV_MARKER, payload)
+    # The same in a file of the process's own container: under mpirun the line goes through mpirun's output
+    # forwarding, which cuts lines longer than a pipe's atomic write (4 KiB) and interleaves the ranks' pieces.
+    with open(f"{START_FILES}{os.getpid()}.json", "w", encoding="utf-8") as out:
+        out.write(json.dumps(payload, sort_keys=True) + "\n")
