@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from compiler.diagnostics import printable
-from compiler.resolve.rules.cluster import FABRIC_PREFIX
+from compiler.resolve.rules.cluster import FABRIC_PREFIX, port_of
 from compiler.resolve.rules.topology import MESH_NODES
 from compiler.resources import data_dir
 from compiler.tools.probe import Netdev, NodeFacts, parse
@@ -88,16 +88,12 @@ class Choice:
         return self.twins_of(self.netdev) if self.netdev else []
 
     def twins_of(self, port: Netdev) -> list[Netdev]:
-        name = _port(port.name)
-        return [n for n in self.facts.netdevs if n.up and n is not port and _port(n.name) == name]
+        name = port_of(port.name)
+        return [n for n in self.facts.netdevs if n.up and n is not port and port_of(n.name) == name]
 
 
 def _usable(netdev: Netdev) -> bool:
     return bool(netdev.ipv4) and any(netdev.gids.values())
-
-
-def _port(netdev: str) -> str:
-    return re.sub(r"^enP\d+p", "enp", netdev)
 
 
 def probe_text() -> str:
@@ -201,13 +197,13 @@ def choose(nodes: list[NodeFacts]) -> list[Choice]:
             shared = sum(1 for nets in others if nets & set(n.networks))
             return (-shared, 0 if any(n.gids.values()) else 1)
 
-        candidates.sort(key=lambda n: (*score(n), n.name != _port(n.name), n.name))  # enp1s0f1np1 before its twin
+        candidates.sort(key=lambda n: (*score(n), n.name != port_of(n.name), n.name))  # enp1s0f1np1 before its twin
         choice = Choice(facts, names[i], candidates[0] if candidates else None)
         if candidates:
             # A second port cabled to another node (a mesh or ring): its first twin, as for the first port.
-            chosen = _port(candidates[0].name)
+            chosen = port_of(candidates[0].name)
             choice.other = next(
-                (n for n in candidates if _port(n.name) != chosen and score(n)[0] < 0 and n.name == _port(n.name)),
+                (n for n in candidates if port_of(n.name) != chosen and score(n)[0] < 0 and n.name == port_of(n.name)),
                 None,
             )
         if not candidates:

@@ -16,7 +16,7 @@ from compiler.diagnostics import Diagnostic, error
 from compiler.output.library import single_quoted
 from compiler.output.render import bash, environment
 from compiler.resolve.env import switchless
-from compiler.resolve.rules.cluster import FABRIC_PREFIX, next_subnet, port_of, roce_name
+from compiler.resolve.rules.cluster import FABRIC_PREFIX, next_subnet, port_of, roce_name, twin
 from compiler.resources import data_dir
 from compiler.spec.typed import Node, Spec, Topology
 
@@ -113,7 +113,7 @@ def _links(
     problems = []
     listed = {h.lstrip("=").split(":")[0] for h in fabric.hcas}
     wanted = [n for n in fabric.netdevs if n != fabric.netdev]
-    wanted += [t for n in (fabric.netdev, *fabric.netdevs) if (t := _twin(n)) and roce_name(t) in listed]
+    wanted += [t for n in (fabric.netdev, *fabric.netdevs) if (t := twin(n)) and roce_name(t) in listed]
     for netdev in dict.fromkeys(wanted):
         if any(link.netdev == netdev for link in links):
             continue
@@ -151,15 +151,6 @@ def _links(
             )
         seen.setdefault(subnet, link.netdev)
     return tuple(links), problems
-
-
-def _twin(netdev: str) -> str:
-    """The other PCIe function of a CX-7 port: enp1s0f1np1 <-> enP2p1s0f1np1 ("" for other names)."""
-    if re.fullmatch(r"enp\d+s\d+f\d+np\d+", netdev):
-        return "enP2" + netdev[2:]
-    if re.fullmatch(r"enP\d+p\d+s\d+f\d+np\d+", netdev):
-        return port_of(netdev)
-    return ""
 
 
 def _nvidia_twin_address(ip: str, spec_addresses: set[str]) -> str | None:

@@ -184,6 +184,16 @@ def port_of(netdev: str) -> str:
     return re.sub(r"^enP\d+p", "enp", netdev)
 
 
+def twin(netdev: str) -> str:
+    """The other PCIe function of a CX-7 port, as a Spark names it: enp1s0f1np1 <-> enP2p1s0f1np1 ("" for
+    names of another shape)."""
+    if re.fullmatch(r"enp\d+s\d+f\d+np\d+", netdev):
+        return "enP2" + netdev[2:]
+    if re.fullmatch(r"enP\d+p\d+s\d+f\d+np\d+", netdev):
+        return port_of(netdev)
+    return ""
+
+
 def fabric_map(d: Deployment) -> Iterator[Diagnostic]:
     """fabric.addresses: an IPv4 address for each other fabric netdev of the node (a twin, the other cable),
     used once in the cluster, and no two addresses of one node on one subnet (a netdev per subnet, or the
@@ -212,7 +222,7 @@ def _node_addresses(node: Node, prefix: int, taken: dict[str, str]) -> Iterator[
             )
             continue
         if port_of(netdev) not in ports:
-            allowed = sorted({t for p in ports for t in (p, _twin(p))} - {fabric.netdev})
+            allowed = sorted({t for p in ports for t in (p, twin(p)) if t} - {fabric.netdev})
             yield Diagnostic(
                 path,
                 f"{netdev} is not a fabric netdev of {node.name}: write one of fabric.netdevs or a twin of one "
@@ -252,11 +262,6 @@ def _map_address_problem(
     if text in taken:
         return f"{text} is already {taken[text]}; every address is used once in the cluster"
     return None
-
-
-def _twin(port: str) -> str:
-    """enp1s0f1np1 -> enP2p1s0f1np1, the second PCIe function of a CX-7 port (as a Spark names it)."""
-    return re.sub(r"^enp", "enP2p", port)
 
 
 def _ipv4(text: str) -> ipaddress.IPv4Address | None:
