@@ -127,16 +127,15 @@ class Lint:
         self._cache, self._keys = cache, tuple(keys)
         self._syntax: list[tuple[str, subprocess.Popen[str]]] = []
         self._checking: list[subprocess.Popen[str]] = []
-        self._folder = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
         if not texts:
             return
-        self._folder = tempfile.TemporaryDirectory(prefix="sparkc-lint-")
+        folder = self._folder = tempfile.TemporaryDirectory(prefix="sparkc-lint-")
         for name, text in texts.items():
-            Path(self._folder.name, name).write_text(text, encoding="utf-8")
+            Path(folder.name, name).write_text(text, encoding="utf-8")
 
         def start(argv: list[str]) -> subprocess.Popen[str]:
-            cwd = self._folder.name if self._folder else None
-            return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            return subprocess.Popen(argv, cwd=folder.name, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         groups = _groups(texts, os.cpu_count() or 1)
         self._checking = [start([shellcheck, *SHELLCHECK_FLAGS, *group]) for group in groups]

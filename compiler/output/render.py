@@ -258,8 +258,7 @@ def skeletons(plan: Plan) -> dict[str, str]:
     array): the template's own text, where compiler/output/lint.py finds the constants the template assigns."""
     token = _skeleton.set(True)
     try:
-        library = library_of(plan)
-        return {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+        return render_scripts(plan)
     finally:
         _skeleton.reset(token)
 
