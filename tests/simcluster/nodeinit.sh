@@ -2,7 +2,7 @@
 # PID 1 of one simulated node. Started by the harness as
 #   ip netns exec NODE_NS unshare --pid --fork --mount-proc --uts --ipc -- bash nodeinit.sh
 # so it already has its own network, PID, mount, UTS and IPC namespaces. It makes the node look like
-# a separate host (hostname, /run, /etc/hosts, cgroups), starts sshd and dockerd, then stays as the
+# a separate host (hostname, /run, /dev/shm, /etc/hosts, cgroups), starts sshd and dockerd, then stays as the
 # reaper. Killing it with SIGKILL takes every process of the node down with it.
 #
 # Inputs (environment): SIM_NODE_NAME, SIM_NODE_DIR, SIM_CLUSTER_DIR, SIM_CGROUP_MOUNTS (lines of
@@ -14,6 +14,12 @@ hostname "$SIM_NODE_NAME"
 # A private /run: sshd's and dockerd's pid files and sockets must not collide between nodes.
 mount --bind "$SIM_NODE_DIR/run" /run
 mkdir -p /run/sshd /run/lock
+
+# A private /dev/shm, as separate hosts have: vLLM tells ranks on its own host from ranks on another by
+# opening a POSIX shared-memory segment another rank made (in_the_same_node_as); one shared /dev/shm made
+# every node one host to it, and its cross-node message queues then waited forever on shared memory.
+# Containers started with --ipc host get this one.
+mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm
 
 # `ip netns exec` remounted /sys, which hides /sys/fs/cgroup; dockerd needs the hierarchies back.
 mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup

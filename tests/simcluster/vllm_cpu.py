@@ -1,8 +1,9 @@
 """Real vLLM on CPU for the simulated cluster: where install_vllm.sh put it and how to run it.
 
-vLLM's CPU build serves one node only (it refuses the Ray executor), with a tiny model
-(tinymodel.py). Containers get it like the rest of the Python runtime: the venv and the interpreter
-it was made from, bind-mounted read-only at the same paths (``vllm_mounts``).
+vLLM's CPU build serves a tiny model (tinymodel.py) on one node, or across nodes in its own
+multi-node mode (`--nnodes`, `--headless`; tensor parallel over Gloo); it refuses the Ray executor.
+Containers get it like the rest of the Python runtime: the venv and the interpreter it was made
+from, bind-mounted read-only at the same paths (``vllm_mounts``).
 """
 
 from __future__ import annotations

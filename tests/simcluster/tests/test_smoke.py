@@ -33,6 +33,23 @@ def test_nodes_are_separate_hosts(sim_cluster: SimCluster) -> None:
     assert sim_cluster.head.fabric_netdev == HEAD_NETDEV
 
 
+def test_nodes_do_not_share_posix_shared_memory(sim_cluster: SimCluster, run_container: Runner) -> None:
+    # What vLLM does to tell ranks on one host from ranks on another (in_the_same_node_as): one creates
+    # a segment in /dev/shm, the others try to open it. Containers with --ipc host see their node's.
+    name = f"/dev/shm/sparkc-sim-{os.getpid()}"
+    writer = run_container("spark1", VLLM_IMAGE, ["sh", "-c", f"echo magic > {name}"], gpus=False)
+    assert writer.wait_exit(60) == 0, writer.logs()
+    try:
+        assert sim_cluster.exec("spark1", ["cat", name], check=True).stdout == "magic\n"
+        for node in ("spark2", "spark3"):
+            assert sim_cluster.exec(node, ["test", "-e", name]).returncode == 1, f"{node} sees spark1's {name}"
+            reader = run_container(node, VLLM_IMAGE, ["test", "-e", name], gpus=False)
+            assert reader.wait_exit(60) == 1, f"a container on {node} sees spark1's {name}"
+        assert not os.path.exists(name), "the machine's own /dev/shm is not a node's"
+    finally:
+        sim_cluster.exec("spark1", ["rm", "-f", name])
+
+
 def test_root_namespace_has_no_cluster_address(sim_cluster: SimCluster) -> None:
     with open("/proc/net/fib_trie") as fh:
         trie = fh.read()
