@@ -70,3 +70,10 @@ ALLOWED = [
 @pytest.mark.parametrize(("base", "key", "value"), ALLOWED, ids=[f"{k}={v}" for _, k, v in ALLOWED])
 def test_a_folder_of_its_own_is_taken(base: str, key: str, value: object) -> None:
     assert errors_at(base, key, value) == []
+
+
+@pytest.mark.parametrize("revision", ["main/../../../../etc/hostname", "../x", "a//b"])
+def test_a_revision_that_would_climb_out_of_the_caches_refs_is_refused(revision: str) -> None:
+    """The node reads `<repo>/refs/<revision>`: a revision is a name, never a path."""
+    (message,) = [m for _, _, m in errors_at(DRAFT, "model.revision", revision)]
+    assert "no '..'" in message
