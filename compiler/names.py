@@ -96,6 +96,7 @@ SCRIPT_NAMES = frozenset(
         "CONTROL_IP",
         "CONTROL_NETDEV",
         "COPIES",
+        "COPY_ARGV",
         "DATA_NETDEVS",
         "DEADLINE",
         "DEFAULT_TIMEOUT",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import io
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -108,6 +109,26 @@ def diagnostics_text(result: CompileResult, spec_path: str = "spec.yaml") -> str
 
 
 # -- command lines ----------------------------------------------------------------------------------
+
+
+def dry_commands(output: str, node: str) -> list[list[str]]:
+    """The commands a dry run printed for `node` (`[NODE] WORDS`, continued over lines ending in ` \\`),
+    as a POSIX shell reads them back."""
+    commands: list[list[str]] = []
+    current = ""
+    for line in output.splitlines():
+        if current:
+            current += " " + line.strip()
+        elif line.startswith(f"[{node}] "):
+            current = line[len(node) + 3 :]
+        else:
+            continue
+        if current.endswith(" \\"):
+            current = current[:-2]
+        else:
+            commands.append(shlex.split(current))
+            current = ""
+    return commands
 
 
 def flag_values(argv: Sequence[str], flag: str) -> list[str]:

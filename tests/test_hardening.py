@@ -40,7 +40,7 @@ def test_ssh_options_that_run_programs_are_refused(option: str) -> None:
 def test_ssh_options_outside_the_allowed_list_or_values_are_refused() -> None:
     assert "not one sparkc passes" in errors({"cluster.ssh.options": ["SendEnv=LANG"]})[0]
     assert "not a value" in errors({"cluster.ssh.options": ["ProxyJump=-oProxyCommand=x"]})[0]
-    allowed = ["StrictHostKeyChecking=accept-new", "UserKnownHostsFile=/dev/null", "ProxyJump=me@bastion:2222"]
+    allowed = ["StrictHostKeyChecking=yes", "Compression=yes", "ProxyJump=me@bastion:2222"]
     assert errors({"cluster.ssh.options": allowed}) == []
 
 

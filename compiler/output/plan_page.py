@@ -52,6 +52,7 @@ def plan_page(plan: Plan) -> str:
     parts = [
         _header(plan),
         _nodes(view),
+        _ssh(plan),
         _diagram(plan, view),
         _per_node_env(view),
         _what_runs_where(plan, view),
@@ -156,6 +157,17 @@ def _nodes(view: RunsWhere) -> str:
     ]
     header = ("Node", "Role", "Rank", "SSH", "Fabric netdev", "Fabric IP", "HCAs", "Data netdevs", "Control plane")
     return "## Nodes\n\n" + _table((*header, "GPUs"), rows)
+
+
+def _ssh(plan: Plan) -> str:
+    """The options every ssh to a node gets (the scripts', rsync's): ssh reads them before ~/.ssh/config."""
+    if not any(n.ssh_target for n in plan.nodes):
+        return ""
+    return (
+        "Every ssh to a node (the scripts', rsync's) runs as "
+        + code("ssh " + " ".join(map(shown, plan.ssh_options)))
+        + "."
+    )
 
 
 def _diagram(plan: Plan, view: RunsWhere) -> str:

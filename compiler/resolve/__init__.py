@@ -14,6 +14,7 @@ from compiler.resolve.context import derive
 from compiler.resolve.rules import cluster as rules_cluster
 from compiler.resolve.rules import engine as rules_engine
 from compiler.resolve.rules import hooks as rules_hooks
+from compiler.resolve.rules import host_paths as rules_host_paths
 from compiler.resolve.rules import model as rules_model
 from compiler.resolve.rules import mounts as rules_mounts
 from compiler.resolve.rules import mpi as rules_mpi
@@ -31,6 +32,7 @@ RULES = (
     + rules_engine.RULES
     + rules_model.RULES
     + rules_mounts.RULES
+    + rules_host_paths.RULES
     + rules_hooks.RULES
     + rules_mpi.RULES
 )

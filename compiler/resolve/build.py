@@ -174,10 +174,13 @@ def _nccl_transport(d: Deployment, node: Node, rank: int) -> Transport:
 
 
 def ssh_options(ssh: Ssh) -> Command:
+    # ssh keeps the first value of each option: sparkc's keep-alive only where the spec sets none.
+    own_interval = any(o.lower().startswith("serveraliveinterval=") for o in ssh.options)
+    keep_alive: Command = () if own_interval else (("-o", "ServerAliveInterval=15"),)
     options: Command = (
         ("-o", "BatchMode=yes"),
         ("-o", f"ConnectTimeout={ssh.connect_timeout}"),
-        ("-o", "ServerAliveInterval=15"),
+        *keep_alive,
         ("-p", str(ssh.port)),
     )
     if ssh.identity_file is not None:

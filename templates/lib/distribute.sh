@@ -25,6 +25,7 @@ IMAGE_ONLY=0
 MODEL_ONLY=0
 STAR=0
 COPIES=()  # the copies running now (process IDs), which copy_progress watches
+COPY_ARGV=() # set by model_copy_argv
 PROGRESS_EVERY=30
 [[ -t 1 ]] && PROGRESS_EVERY=5
 REPORT=$SCRIPT_DIR/distribute-report.txt
@@ -205,6 +206,12 @@ model_signature() { # NODE FOLDER
     find . -type f -printf "%P %s\n" | LC_ALL=C sort | sha256sum' sparkc-model "$2" 2>/dev/null || echo unknown
 }
 
+# COPY_ARGV: the command that mirrors FOLDER onto NODE; --dry-run prints the same words.
+model_copy_argv() { # NODE FOLDER
+  COPY_ARGV=(rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${SSH_OPTS[@]}")" "$2/"
+    "${FABRIC_TARGET[$1]}:$2/")
+}
+
 # One of the model's folders (ITEM: model, draft) from the head to every node where it differs.
 distribute_model() { # ITEM FOLDER
   local item=$1 folder=$2 head_sig node sig need=() dir start failed=0 bytes seconds
@@ -225,7 +232,9 @@ distribute_model() { # ITEM FOLDER
   ((${#need[@]})) || return 0
   if ((DRY_RUN)); then
     for node in "${need[@]}"; do
-      printf '[%s] rsync -a %q/ %s:%q/\n' "$HEAD" "$folder" "${FABRIC_TARGET[$node]}" "$folder" >&3
+      dry_print "$HEAD" ssh "${SSH_OPTS[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote mkdir -p "$folder")" >&3
+      model_copy_argv "$node" "$folder"
+      dry_print "$HEAD" "${COPY_ARGV[@]}" >&3
     done
     return 0
   fi
@@ -237,9 +246,8 @@ distribute_model() { # ITEM FOLDER
   [[ $total =~ ^[0-9]+$ ]] || total=0
   for node in "${need[@]}"; do
     (
-      fabric_ssh "$node" mkdir -p "$folder" &&
-        rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${SSH_OPTS[@]}")" "$folder/" \
-          "${FABRIC_TARGET[$node]}:$folder/"
+      model_copy_argv "$node" "$folder"
+      fabric_ssh "$node" mkdir -p "$folder" && "${COPY_ARGV[@]}"
     ) >"$dir/$node.out" 2>&1 &
     COPIES+=($!)
     watched+=("$node" "$dir/$node.out")

@@ -42,6 +42,7 @@ check_model_revision() {
       "dangling "*) fail "$node" "${line#dangling } on $node is a link to a file that does not exist (an" \
         "interrupted download or copy); the engine would fail on it after a long load. Download or copy the" \
         "weights again" ;;
+      cut) warn "$node: the look for links into nothing in $MODEL_FOLDER took over 10 s and was cut there" ;;
       "snapshot "*) commit=${line#snapshot } ;;
       "ref "*) ref=${line#ref } ;;
       "git "*) read -r git branch <<<"${line#git }" ;;

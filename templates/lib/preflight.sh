@@ -196,8 +196,14 @@ judge_model() {
     return 0
   fi
   files=$(pf "$node" model_file | sort -k2)
-  MODEL_FILES[$node]=$files
   pf_note "$node" model "$(model_summary "$files")"
+  case $(pf_first "$node" model_cut) in
+    files) pf_warn "$node" "model directory $MODEL_HOST_PATH holds over 20000 files; the list was cut there, so it" \
+      "is not compared with the other nodes'" ;;
+    time) pf_warn "$node" "listing model directory $MODEL_HOST_PATH took over 10 s and was cut, so it is not" \
+      "compared with the other nodes'" ;;
+    *) MODEL_FILES[$node]=$files ;;
+  esac
 }
 
 # The draft model's folder (speculative decoding) is on the node and holds no link into nothing.

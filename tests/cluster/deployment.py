@@ -24,7 +24,6 @@ def sim_spec(
     changes: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An example, adapted to the simulated cluster through spec fields only; then `changes`."""
-    options = cluster.ssh_options
     return with_changes(
         example(example_name),
         {
@@ -33,9 +32,9 @@ def sim_spec(
                 "user": "root",
                 "identity_file": str(cluster.ssh_key),
                 "connect_timeout": 5,
-                "options": [
-                    options[i + 1] for i, o in enumerate(options) if o == "-o" and "BatchMode" not in options[i + 1]
-                ],
+                # The head's own ssh_config (the node's /etc/ssh/ssh_config) says the rest: a spec may not
+                # name a known-hosts file or turn host-key checking down.
+                "options": ["LogLevel=ERROR"],
             },
             "cluster.nodes": [
                 {"name": n.name, "ssh": n.mgmt_ip, "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "hcas": []}}

@@ -16,7 +16,7 @@ import pytest
 from tests.cluster.deployment import Deploy, Deployment
 from tests.simcluster import SimCluster
 from tests.simcluster.images import VLLM_IMAGE
-from tests.specs import DELETE
+from tests.specs import DELETE, dry_commands
 
 pytestmark = pytest.mark.cluster
 
@@ -78,7 +78,9 @@ def test_copies_what_a_node_lacks_and_skips_what_matches(
     dry = d.run("distribute.sh", "--dry-run")
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "spark2: image missing: copy" in dry.stdout and "spark3: image" in dry.stdout
-    assert f"rsync -a {MODEL}/ root@10.78.0.12:{MODEL}/" in dry.stdout  # over the fabric address
+    copies = [c for c in dry_commands(dry.stdout, "spark1") if c[0] == "rsync"]
+    assert [c[-2:] for c in copies] == [[f"{MODEL}/", f"root@10.78.0.12:{MODEL}/"]]  # over the fabric address
+    assert "--delete" in copies[0]  # as the copy runs
     assert sim_cluster.image_id("spark2", VLLM_IMAGE) is None  # a dry run copies nothing
 
     with throttled(sim_cluster, "80mbit"):  # about 10 MB/s: the image takes seconds, so progress shows
@@ -151,7 +153,8 @@ def test_a_draft_models_folder_is_copied_beside_the_weights(
     sim_cluster.sh("spark1", f"mkdir -p {DRAFT} && head -c 70000 /dev/urandom > {DRAFT}/draft.safetensors", check=True)
     try:
         dry = d.run("distribute.sh", "--model-only", "--dry-run")
-        assert f"rsync -a {DRAFT}/ root@10.78.0.12:{DRAFT}/" in dry.stdout, dry.stdout
+        copies = [c[-2:] for c in dry_commands(dry.stdout, "spark1") if c[0] == "rsync"]
+        assert [f"{DRAFT}/", f"root@10.78.0.12:{DRAFT}/"] in copies, dry.stdout
         run = d.run("distribute.sh", "--model-only")
         assert run.returncode == 0, run.stdout + run.stderr
         assert "== draft model folder " + DRAFT in run.stdout

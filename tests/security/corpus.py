@@ -115,6 +115,15 @@ def bad_scope(value: str) -> bool:
     return unprintable(value) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", value.partition("%")[2])
 
 
+def always(value: str) -> bool:
+    return True
+
+
+def climbs(value: str) -> bool:
+    """A host path with a `..` segment, or a control character: refused in every host path."""
+    return unprintable(value) or ".." in value.split("/")
+
+
 def _arg(value: str) -> str:
     """A user's value in engine.args, as the value of a flag that takes any text."""
     return f"--chat-template={value}"
@@ -218,13 +227,26 @@ FIELDS: Final[tuple[Field, ...]] = (
         _set("cluster.ssh.identity_file"),
         lambda v: [ssh(v)],
         wrap=lambda p: f"/home/aurora/.ssh/{p}",
+        refused=climbs,
     ),
+    # The one ssh option whose value is more than a fixed word: a host to jump through, delivered as one
+    # word of ssh's argv or refused.
     Field(
         "ssh.options.0",
         ("cluster", "ssh", "options"),
         lambda v: {"cluster.ssh.options": [v]},
         lambda v: [ssh(v)],
-        wrap=lambda p: f"UserKnownHostsFile=/tmp/{p}",
+        wrap=lambda p: f"ProxyJump=me@{p}",
+    ),
+    # An option that names a file (here where ssh writes host keys: sshd's authorized_keys, say) is refused
+    # whatever the file.
+    Field(
+        "ssh.options.file",
+        ("cluster", "ssh", "options"),
+        lambda v: {"cluster.ssh.options": [v]},
+        lambda v: [ssh(v)],
+        wrap=lambda p: f"UserKnownHostsFile=/root/.ssh/{p}",
+        refused=always,
     ),
     Field("image", ("container", "image"), _set("container.image"), lambda v: [word(v)]),
     Field(
@@ -233,6 +255,7 @@ FIELDS: Final[tuple[Field, ...]] = (
         _set("container.mounts.0.host"),
         lambda v: [word(f"{v}:/root/.cache/vllm")],
         wrap=lambda p: f"/srv/{p}",
+        refused=climbs,
     ),
     Field(
         "mounts.0.container",
@@ -247,6 +270,7 @@ FIELDS: Final[tuple[Field, ...]] = (
         lambda v: {"container.cache": {"enabled": True, "host": v}},  # the native example keeps it off
         lambda v: [word(f"{v}:/var/cache/sparkc")],
         wrap=lambda p: f"/srv/cache/{p}",
+        refused=climbs,
     ),
     Field("shm_size", ("container", "shm_size"), _set("container.shm_size"), lambda v: [word(v)]),
     Field("container.env.key", ("container", "env"), lambda v: {"container.env": {v: "x"}}, lambda v: [env(v, "x")]),
@@ -291,6 +315,24 @@ FIELDS: Final[tuple[Field, ...]] = (
         _set("model.path"),
         lambda v: [word(f"{v}:{v}:ro"), word(v)],  # no mount given: the same path inside
         wrap=lambda p: f"/srv/models/{p}",
+        refused=climbs,
+    ),
+    # Inside the system's own folders: every node's copy would be replaced (rsync --delete) or written to.
+    Field(
+        "model.path.system",
+        ("model", "path"),
+        _set("model.path"),
+        lambda v: [word(v)],
+        wrap=lambda p: f"/etc/{p}",
+        refused=always,
+    ),
+    Field(
+        "mounts.0.host.system",  # the native example's first mount is writable
+        ("container", "mounts", 0, "host"),
+        _set("container.mounts.0.host"),
+        lambda v: [word(f"{v}:/root/.cache/vllm")],
+        wrap=lambda p: f"/usr/{p}",
+        refused=always,
     ),
     Field(
         "model.mount",

@@ -17,7 +17,7 @@ from tests.fakes.cluster import BIN, FakeCluster
 from tests.product import needs
 from tests.security.corpus import CANARY, NATIVE, PAYLOADS
 from tests.security.harness import launcher_functions
-from tests.specs import with_changes
+from tests.specs import dry_commands, with_changes
 
 pytestmark = pytest.mark.security
 
@@ -97,3 +97,51 @@ def test_rsync_gives_ssh_exactly_the_compiled_options(name: str, tmp_path: Path)
         assert argv[len(options) : len(options) + 2] == ["-l", "aurora"], argv
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "model copied" in proc.stdout
+
+
+RECORDING_RSYNC = """#!/bin/sh
+# rsync as it was called (one word a line, NUL-separated), then the real one.
+printf '%s\\0' "$@" >"$RSYNC_RECORD"
+exec {rsync} "$@"
+"""
+
+
+def test_the_dry_run_prints_the_copy_exactly_as_it_runs_delete_included(tmp_path: Path) -> None:
+    """The dry run printed `rsync -a FOLDER/ NODE:FOLDER/`: the copy that runs has --delete, so what a
+    reviewer read would not remove anything and what ran did."""
+    fake = FakeCluster(tmp_path / "fake")
+    spec = fake.adapt(NATIVE)
+    (Path(spec["model"]["path"]) / "weights.bin").write_bytes(b"w" * 1000)
+    result = fake.compile(spec)
+    assert result.ok and result.plan is not None, result.diagnostics
+    plan = result.plan
+    for node in plan.nodes[1:]:
+        fake.add_node(node.name, node.fabric_target)
+    functions = fake.build / "distribute-functions.sh"
+    functions.write_text(launcher_functions((fake.build / "distribute.sh").read_text()), encoding="utf-8")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "rsync").write_text(RECORDING_RSYNC.format(rsync=shutil.which("rsync")), encoding="utf-8")
+    (shim / "rsync").chmod(0o755)
+    record = tmp_path / "rsync-argv"
+    env = fake_env(fake)
+    env.update(PATH=f"{shim}{os.pathsep}{env['PATH']}", RSYNC_RECORD=str(record))
+
+    def distribute(*options: str) -> subprocess.CompletedProcess[str]:
+        driver = DRIVER.replace("distribute_main --model-only", f"distribute_main --model-only {' '.join(options)}")
+        for asked in fake.state.glob("asked.*"):
+            asked.unlink()
+        return subprocess.run(
+            ["bash", "-c", driver, "driver", str(functions)], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    dry = distribute("--dry-run")
+    assert dry.returncode == 0 and not record.exists(), dry.stdout + dry.stderr
+    printed = dry_commands(dry.stdout, plan.head)
+    assert all("'mkdir'" not in argv[-1] for argv in fake.ssh_calls())  # a dry run runs nothing
+    run = distribute()
+    assert run.returncode == 0, run.stdout + run.stderr
+    ran = ["rsync", *record.read_text(encoding="utf-8").split("\0")[:-1]]
+    made = [["ssh", *argv] for argv in fake.ssh_calls() if argv[-1].startswith("'mkdir' ")]
+    assert printed == [*made, ran]
+    assert "--delete" in ran

@@ -1,8 +1,12 @@
-"""Which ssh -o options a spec may pass: only known ones, each with a value of the expected shape.
+"""Which ssh -o options a spec may pass: a few, each with a value from a fixed set or a bounded number.
 
-Some ssh options make ssh run a program on the head (ProxyCommand, LocalCommand, KnownHostsCommand,
-Match exec, a PKCS#11 library, ...): a spec that reached them would run code wherever the launcher
-runs. A list of what is allowed, not of what is refused, keeps the next such option out too.
+A spec is often someone else's file, and ssh runs on the head as the operator. Options that run a program
+(ProxyCommand, LocalCommand, KnownHostsCommand, Match exec, ...) would run code there; options that name a
+file, an alias or turn host-key checking down combine into a key planted where sshd reads it
+(UserKnownHostsFile=/root/.ssh/authorized_keys, StrictHostKeyChecking=accept-new, HashKnownHosts=no,
+HostKeyAlias=restrict append each node's host key to root's authorized keys). So the list says what is
+allowed, never what is refused, and no allowed value can name a file or a command. The rest belongs in
+the operator's own ~/.ssh/config, which ssh reads on the head as well.
 """
 
 from __future__ import annotations
@@ -13,70 +17,76 @@ from collections.abc import Iterator
 from compiler.diagnostics import Diagnostic, error
 from compiler.resolve.context import Deployment
 
-_YES_NO = r"yes|no"
-_NUMBER = r"[0-9]{1,6}"
-_PATH = r"[A-Za-z0-9_./~%+-]+"
+_CIPHER = r"(?:aes(?:128|192|256)-ctr|aes(?:128|256)-gcm@openssh\.com|chacha20-poly1305@openssh\.com)"
 _HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?"
-_JUMP = rf"(?:[a-z_][a-z0-9_.-]*@)?{_HOST}(?::{_NUMBER})?"
-_ALGORITHMS = r"[-+^]?[A-Za-z0-9@._+-]+(?:,[A-Za-z0-9@._+-]+)*"
+_JUMP = rf"(?:[a-z_][a-z0-9_.-]*@)?{_HOST}(?::[1-9][0-9]{{0,4}})?"
+_IPQOS = r"af[1-4][1-3]|cs[0-7]|ef|le|lowdelay|throughput|reliability|none"
 
-# Option (as ssh_config(5) spells it) -> the values sparkc lets through.
+# Option (as ssh_config(5) spells it) -> the values sparkc lets through (a regular expression, whole value).
 ALLOWED = {
     "AddressFamily": r"any|inet|inet6",
-    "BatchMode": _YES_NO,
-    "CertificateFile": _PATH,
-    "CheckHostIP": _YES_NO,
-    "Ciphers": _ALGORITHMS,
-    "Compression": _YES_NO,
-    "ConnectionAttempts": _NUMBER,
-    "ConnectTimeout": _NUMBER,
-    "ControlMaster": r"yes|no|auto|ask|autoask",
-    "ControlPath": _PATH,
-    "ControlPersist": rf"yes|no|{_NUMBER}[smhdw]?",
-    "GlobalKnownHostsFile": _PATH,
-    "HashKnownHosts": _YES_NO,
-    "HostKeyAlgorithms": _ALGORITHMS,
-    "HostKeyAlias": r"[A-Za-z0-9._-]+",
-    "IdentitiesOnly": _YES_NO,
-    "IdentityFile": _PATH,
-    "IPQoS": r"[a-z0-9]+(?:,[a-z0-9]+)?",
-    "KexAlgorithms": _ALGORITHMS,
-    "LogLevel": r"QUIET|FATAL|ERROR|INFO|VERBOSE|DEBUG[123]?",
-    "MACs": _ALGORITHMS,
-    "NumberOfPasswordPrompts": _NUMBER,
-    "PasswordAuthentication": _YES_NO,
-    "PreferredAuthentications": r"[a-z-]+(?:,[a-z-]+)*",
-    "ProxyJump": rf"none|{_JUMP}(?:,{_JUMP})*",
-    "PubkeyAcceptedAlgorithms": _ALGORITHMS,
-    "PubkeyAcceptedKeyTypes": _ALGORITHMS,
-    "PubkeyAuthentication": _YES_NO,
-    "ServerAliveCountMax": _NUMBER,
-    "ServerAliveInterval": _NUMBER,
-    "StrictHostKeyChecking": r"yes|no|ask|off|accept-new",
-    "TCPKeepAlive": _YES_NO,
-    "UpdateHostKeys": r"yes|no|ask",
-    "UserKnownHostsFile": _PATH,
+    "BatchMode": r"yes",
+    "Ciphers": rf"{_CIPHER}(?:,{_CIPHER}){{0,5}}",
+    "Compression": r"yes|no",
+    "ConnectionAttempts": r"[1-9]|10",
+    "ControlMaster": r"no",  # turns off the launcher's shared connection; a master of one's own: ~/.ssh/config
+    "IdentitiesOnly": r"yes|no",
+    "IPQoS": _IPQOS,
+    "LogLevel": r"QUIET|FATAL|ERROR|INFO",  # more would mix debug lines into the nodes' answers
+    "ProxyJump": rf"none|{_JUMP}(?:,{_JUMP}){{0,3}}",
+    "ServerAliveCountMax": r"[1-9][0-9]?|100",
+    "ServerAliveInterval": r"[1-9][0-9]{0,2}|[1-2][0-9]{3}|3[0-5][0-9]{2}|3600",
+    "StrictHostKeyChecking": r"yes",
+    "TCPKeepAlive": r"yes|no",
 }
 _BY_LOWER = {name.lower(): name for name in ALLOWED}
-# Options that run a program on the machine ssh starts from: named in the message, never allowed.
+_EXPECTED = {
+    "Ciphers": "a comma-separated list of aes128-ctr, aes192-ctr, aes256-ctr, aes128-gcm@openssh.com, "
+    "aes256-gcm@openssh.com, chacha20-poly1305@openssh.com",
+    "ConnectionAttempts": "a number from 1 to 10",
+    "IPQoS": "one of af11..af43, cs0..cs7, ef, le, lowdelay, throughput, reliability, none",
+    "ProxyJump": "none, or [USER@]HOST[:PORT], up to 4 separated by commas",
+    "ServerAliveCountMax": "a number from 1 to 100",
+    "ServerAliveInterval": "a number of seconds from 1 to 3600",
+}
+# Options that make ssh run a program on the machine it starts from: never allowed.
 RUNS_PROGRAMS = {
     "proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand", "remotecommand",
     "pkcs11provider", "securitykeyprovider", "match", "include", "proxyusefdpass", "identityagent",
 }  # fmt: skip
+# Options the spec has a field of its own for: ssh keeps the first value it is given, and sparkc passes the
+# field's value before the options, so the option would be ignored.
+FIELDS = {"identityfile": "identity_file", "connecttimeout": "connect_timeout", "port": "port", "user": "user"}
+_CONFIG_FIX = "write it in ~/.ssh/config on the head, under a Host line for the nodes"
+
+
+def option_problem(option: str) -> str:
+    """Why sparkc does not pass one ssh option (KEY=VALUE), with what to write instead; '' when it does."""
+    name, _, value = option.partition("=")
+    lower = name.lower()
+    known = _BY_LOWER.get(lower)
+    if lower in RUNS_PROGRAMS:
+        return f"{name} can make ssh run a program where the launcher runs; sparkc does not pass it"
+    if lower in FIELDS:
+        return f"{name} is not one sparkc passes as an option: write cluster.ssh.{FIELDS[lower]} instead"
+    if known is None:
+        return (
+            f"ssh option {name} is not one sparkc passes (options that name a file, a command or an alias, or "
+            f"that turn host-key checking down, are not); {_CONFIG_FIX}. Allowed: {', '.join(sorted(ALLOWED))}"
+        )
+    if re.fullmatch(ALLOWED[known], value):
+        return ""
+    expected = _EXPECTED.get(known, " or ".join(ALLOWED[known].split("|")))
+    fix = f"; {_CONFIG_FIX}" if known in ("StrictHostKeyChecking", "ControlMaster") else ""
+    return f"{value!r} is not a value sparkc passes for {known} (expected {expected}){fix}"
 
 
 def ssh_options(d: Deployment) -> Iterator[Diagnostic]:
     ssh = d.spec.cluster.ssh
     for i, option in enumerate(ssh.options):
-        name, _, value = option.partition("=")
-        known = _BY_LOWER.get(name.lower())
-        path = ssh.at("options", i)
-        if name.lower() in RUNS_PROGRAMS:
-            yield error(path, f"{name} can make ssh run a program where the launcher runs; sparkc does not pass it")
-        elif known is None:
-            yield error(path, f"ssh option {name} is not one sparkc passes; allowed: {', '.join(sorted(ALLOWED))}")
-        elif not re.fullmatch(ALLOWED[known], value):
-            yield error(path, f"{value!r} is not a value sparkc passes for {known} (expected {ALLOWED[known]})")
+        problem = option_problem(option)
+        if problem:
+            yield error(ssh.at("options", i), problem)
 
 
 RULES = (ssh_options,)

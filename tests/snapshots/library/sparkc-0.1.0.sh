@@ -303,31 +303,67 @@ last_launch_port() {
 # (a git checkout), "missing DIR", "dangling PATH" (at most 5).
 # shellcheck disable=SC2016  # expanded by the node's sh
 readonly MODEL_FACTS_SH='# The weights'\'' facts, node side (sh -c SCRIPT sh FOLDER REVISION HF): the snapshot, its ref, dangling links.
+# The folder is data: what its files say is read a bounded number of bytes at a time, passed on only as a
+# commit (hex) or a ref name of safe characters, and never becomes part of a program or a path out.
 folder=$1 rev=$2 hf=$3
+# $1 if it is a commit id (hex, at most 64 digits), else nothing.
+facts_commit() {
+  case $1 in "" | *[!0123456789abcdef]*) return 0 ;; esac
+  [ "${#1}" -gt 64 ] || printf '\''%s'\'' "$1"
+}
+# Whether $1 is a ref git would write: refs/..., safe characters, no component starting with '\''.'\'', no '\''//'\''.
+facts_ref_ok() {
+  [ "${#1}" -le 200 ] || return 1
+  case $1 in
+    *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-]* | */.* | *//* | */ | *.lock) return 1 ;;
+    refs/?*) return 0 ;;
+  esac
+  return 1
+}
+# The first bytes of a regular file (no FIFO, no device: they could block or never end).
+facts_read() { if [ -f "$1" ]; then head -c "$2" "$1" 2>/dev/null; fi; }
 if [ -n "$hf" ]; then
   commit=$rev
   if [ "$hf" = ref ]; then
-    [ -f "$folder/refs/$rev" ] || { echo "noref $folder/refs/$rev"; exit 0; }
-    commit=$(cat "$folder/refs/$rev")
+    commit=$(facts_commit "$(facts_read "$folder/refs/$rev" 100)")
+    [ -n "$commit" ] || { echo "noref $folder/refs/$rev"; exit 0; }
   fi
   echo "snapshot $commit"
   folder=$folder/snapshots/$commit
 elif [ "$(basename "$(dirname "$folder")")" = snapshots ]; then
   echo "snapshot $(basename "$folder")"
   repo=$(dirname "$(dirname "$folder")")
-  if [ -n "$rev" ] && [ -f "$repo/refs/$rev" ]; then echo "ref $(cat "$repo/refs/$rev")"; fi
+  if [ -n "$rev" ]; then
+    commit=$(facts_commit "$(facts_read "$repo/refs/$rev" 100)")
+    [ -z "$commit" ] || echo "ref $commit"
+  fi
 elif [ -f "$folder/.git/HEAD" ]; then
-  head=$(cat "$folder/.git/HEAD")
+  head=$(facts_read "$folder/.git/HEAD" 256)
   case $head in
     "ref: "*)
       ref=${head#ref: }
-      commit=$(cat "$folder/.git/$ref" 2>/dev/null || sed -n "s| $ref\$||p" "$folder/.git/packed-refs" 2>/dev/null)
-      echo "git $commit ${ref#refs/heads/}" ;;
-    *) echo "git $head" ;;
+      if facts_ref_ok "$ref"; then
+        commit=$(facts_read "$folder/.git/$ref" 100)
+        if [ -z "$commit" ]; then
+          # packed-refs: "COMMIT REF" lines; the ref is compared as data (awk reads it from the environment).
+          commit=$(facts_read "$folder/.git/packed-refs" 4194304 | ref=$ref awk '\''$2 == ENVIRON["ref"] { print $1; exit }'\'')
+        fi
+        commit=$(facts_commit "$commit")
+        echo "git ${commit:-unknown} ${ref#refs/heads/}"
+      fi
+      ;;
+    *)
+      commit=$(facts_commit "$head")
+      [ -z "$commit" ] || echo "git $commit"
+      ;;
   esac
 fi
 [ -d "$folder" ] || { echo "missing $folder"; exit 0; }
-find "$folder" -type l ! -exec test -e {} \; -print 2>/dev/null | head -n 5 | sed "s/^/dangling /"
+# Links into nothing, at most 5; a walk longer than 10 s is cut and says so. Links are not followed.
+{
+  timeout 10 find "$folder" -type l ! -exec test -e {} \; -print 2>/dev/null
+  case $? in 124 | 143) echo sparkc-walk-cut ;; esac # timed out (GNU timeout: 124; busybox: TERM)
+} | awk '\''$0 == "sparkc-walk-cut" { print "cut"; exit } { print "dangling " $0 } NR == 5 { exit }'\''
 '
 
 declare -A SNAPSHOT_COMMIT=()
@@ -364,6 +400,7 @@ check_model_revision() {
       "dangling "*) fail "$node" "${line#dangling } on $node is a link to a file that does not exist (an" \
         "interrupted download or copy); the engine would fail on it after a long load. Download or copy the" \
         "weights again" ;;
+      cut) warn "$node: the look for links into nothing in $MODEL_FOLDER took over 10 s and was cut there" ;;
       "snapshot "*) commit=${line#snapshot } ;;
       "ref "*) ref=${line#ref } ;;
       "git "*) read -r git branch <<<"${line#git }" ;;
@@ -496,8 +533,15 @@ check_model() {
     return 0
   fi
   echo "model_dir yes"
-  # Sizes of the files the links point to: a Hugging Face snapshot is a folder of links to blobs.
-  (cd "$a_model" && find -L . -type f -exec stat -L -c "model_file %s %n" {} + 2>/dev/null)
+  # Sizes of the files and of the files links point to (a Hugging Face snapshot is a folder of links to
+  # blobs). A link is never followed into a folder: a link to / is one entry, not the node'\''s whole disk.
+  # At most 20000 entries and 10 s; "model_cut" says which bound cut the list.
+  (cd "$a_model" 2>/dev/null && {
+    timeout 10 find . \( -type f -o -type l \) -exec stat -L -c "%f %s %n" {} + 2>/dev/null
+    case $? in 124 | 143) echo sparkc-walk-cut ;; esac # timed out (GNU timeout: 124; busybox: TERM)
+  }) | awk '\''$0 == "sparkc-walk-cut" { print "model_cut time"; exit }
+    NR > 20000 { print "model_cut files"; exit }
+    $1 ~ /^8[0-9a-f][0-9a-f][0-9a-f]$/ { sub(/^[^ ]+ /, ""); print "model_file " $0 }'\''
 }
 
 # Each of container.mounts'\'' host paths, one a line in $a_mounts: those that do not exist.
@@ -772,8 +816,14 @@ judge_model() {
     return 0
   fi
   files=$(pf "$node" model_file | sort -k2)
-  MODEL_FILES[$node]=$files
   pf_note "$node" model "$(model_summary "$files")"
+  case $(pf_first "$node" model_cut) in
+    files) pf_warn "$node" "model directory $MODEL_HOST_PATH holds over 20000 files; the list was cut there, so it" \
+      "is not compared with the other nodes'" ;;
+    time) pf_warn "$node" "listing model directory $MODEL_HOST_PATH took over 10 s and was cut, so it is not" \
+      "compared with the other nodes'" ;;
+    *) MODEL_FILES[$node]=$files ;;
+  esac
 }
 
 # The draft model's folder (speculative decoding) is on the node and holds no link into nothing.
@@ -3029,6 +3079,7 @@ IMAGE_ONLY=0
 MODEL_ONLY=0
 STAR=0
 COPIES=()  # the copies running now (process IDs), which copy_progress watches
+COPY_ARGV=() # set by model_copy_argv
 PROGRESS_EVERY=30
 [[ -t 1 ]] && PROGRESS_EVERY=5
 REPORT=$SCRIPT_DIR/distribute-report.txt
@@ -3209,6 +3260,12 @@ model_signature() { # NODE FOLDER
     find . -type f -printf "%P %s\n" | LC_ALL=C sort | sha256sum' sparkc-model "$2" 2>/dev/null || echo unknown
 }
 
+# COPY_ARGV: the command that mirrors FOLDER onto NODE; --dry-run prints the same words.
+model_copy_argv() { # NODE FOLDER
+  COPY_ARGV=(rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${SSH_OPTS[@]}")" "$2/"
+    "${FABRIC_TARGET[$1]}:$2/")
+}
+
 # One of the model's folders (ITEM: model, draft) from the head to every node where it differs.
 distribute_model() { # ITEM FOLDER
   local item=$1 folder=$2 head_sig node sig need=() dir start failed=0 bytes seconds
@@ -3229,7 +3286,9 @@ distribute_model() { # ITEM FOLDER
   ((${#need[@]})) || return 0
   if ((DRY_RUN)); then
     for node in "${need[@]}"; do
-      printf '[%s] rsync -a %q/ %s:%q/\n' "$HEAD" "$folder" "${FABRIC_TARGET[$node]}" "$folder" >&3
+      dry_print "$HEAD" ssh "${SSH_OPTS[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote mkdir -p "$folder")" >&3
+      model_copy_argv "$node" "$folder"
+      dry_print "$HEAD" "${COPY_ARGV[@]}" >&3
     done
     return 0
   fi
@@ -3241,9 +3300,8 @@ distribute_model() { # ITEM FOLDER
   [[ $total =~ ^[0-9]+$ ]] || total=0
   for node in "${need[@]}"; do
     (
-      fabric_ssh "$node" mkdir -p "$folder" &&
-        rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${SSH_OPTS[@]}")" "$folder/" \
-          "${FABRIC_TARGET[$node]}:$folder/"
+      model_copy_argv "$node" "$folder"
+      fabric_ssh "$node" mkdir -p "$folder" && "${COPY_ARGV[@]}"
     ) >"$dir/$node.out" 2>&1 &
     COPIES+=($!)
     watched+=("$node" "$dir/$node.out")
