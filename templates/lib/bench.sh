@@ -78,9 +78,12 @@ bench_main() {
     fi
     log "[$i/${#levels[@]}] concurrency $level: $count prompts (at most ${limit}s)"
     local started=$SECONDS status=0
-    # The key in docker's environment only (-e OPENAI_API_KEY passes it by name), where both benchmarks read it.
-    env "OPENAI_API_KEY=$key" timeout --kill-after=10 "$limit" "${ARGV[@]}" >"$dir/concurrency-$level.log" 2>&1 \
-      </dev/null || status=$?
+    # The key goes to docker by name (-e OPENAI_API_KEY), exported in a subshell: never a word of a command
+    # line, which any user reads in /proc/PID/cmdline. Both benchmarks read it from that variable.
+    (
+      export OPENAI_API_KEY=$key
+      exec timeout --kill-after=10 "$limit" "${ARGV[@]}"
+    ) >"$dir/concurrency-$level.log" 2>&1 </dev/null || status=$?
     if ((status == 124 || status == 137)); then
       docker rm -f "$BENCH_CONTAINER-$level" >/dev/null 2>&1 || true
       warn "concurrency $level: stopped after ${limit}s (--timeout); its output is in $dir/concurrency-$level.log"
