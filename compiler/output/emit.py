@@ -52,6 +52,7 @@ from compiler.output.folder_guard import (
     OutputFolderError,
     check_inside,
     check_out_dir,
+    identity,
     plain_file,
     shared_lock,
     signals_held,
@@ -78,7 +79,7 @@ SWITCH = ".sparkc-switch"
 @dataclass(frozen=True)
 class Emitted:
     """What a compile did besides writing: files an earlier compile wrote that it removed, and those it
-    kept because they are no longer what that compile wrote (someone changed them) or are the spec."""
+    kept because they are no longer what that compile wrote (someone changed them) or are its inputs."""
 
     removed: list[str]
     kept: list[str]
@@ -89,13 +90,14 @@ class Emitted:
     def kept_warning(self, out_dir: Path) -> str:
         return (
             f"warning: kept {', '.join(self.kept)} in {out_dir}: this spec does not produce them, but they are not"
-            " (or no longer) what an earlier compile wrote, or one is the spec; delete those that are not yours"
+            " (or no longer) what an earlier compile wrote, or one is read by this compile; delete those that are"
+            " not yours"
         )
 
 
 def emit(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...] = ()) -> Emitted:
     """Write `files` into `out_dir`, removing the files an earlier compile wrote that these do not hold
-    (those whose bytes are still what it recorded, and none of `spare`)."""
+    (those whose bytes are still what it recorded, and none of `spare`: the compile's inputs)."""
     for name in files:
         _check_name(name)
     check_out_dir(out_dir, files, spare)
@@ -111,7 +113,7 @@ def _emit_locked(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...]) 
     staging: Path | None = None
     try:
         with signals_held(), _failing("cannot finish an earlier, interrupted compile in", out_dir):
-            _recover(out_dir)
+            _recover(out_dir, spare)
         with _failing("cannot read the output folder", out_dir, untouched=True):
             removing, kept = stale(files, out_dir, spare)
         with _failing("cannot write into the output folder", out_dir, untouched=True):
@@ -123,7 +125,7 @@ def _emit_locked(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...]) 
                 staging.rename(out_dir / SWITCH)
             staging = None
             with _failing("cannot finish writing the output folder", out_dir, interrupted=True):
-                _finish_switch(out_dir)
+                _finish_switch(out_dir, spare)
             lock.release()
     except BaseException:
         with signals_held():
@@ -200,7 +202,7 @@ def _stage(files: dict[str, str], removing: dict[str, str], staging: Path) -> No
     _sync_folder(staging)
 
 
-def _finish_switch(out_dir: Path) -> None:
+def _finish_switch(out_dir: Path, spare: tuple[Path, ...]) -> None:
     """Move the switch folder's files into OUT and delete the stale ones; safe to repeat after a kill.
 
     The switch folder may not be ours (a copied or committed OUT can carry one): its journal is followed
@@ -214,8 +216,10 @@ def _finish_switch(out_dir: Path) -> None:
             target = out_dir / name
             target.parent.mkdir(parents=True, exist_ok=True)
             source.replace(target)
+    spared = {identity(path) for path in spare} - {None}
     for name, sha256 in remove.items():
-        _remove_if_ours(out_dir, name, sha256)
+        if identity(out_dir / name) not in spared:  # an input of this compile, whatever a journal says
+            _remove_if_ours(out_dir, name, sha256)
     (switch / JOURNAL).unlink(missing_ok=True)
     shutil.rmtree(switch)
     _sync_folder(out_dir)
@@ -232,13 +236,13 @@ def _remove_if_ours(out_dir: Path, name: str, sha256: str) -> None:
             path.parent.rmdir()  # a patches folder this compile writes nothing into
 
 
-def _recover(out_dir: Path) -> None:
+def _recover(out_dir: Path, spare: tuple[Path, ...]) -> None:
     """Finish a switch and remove staging folders that a killed compile left (we hold the lock: none is live)."""
     switch = out_dir / SWITCH
     if switch.is_symlink():
         raise foreign(switch, "it is a symbolic link")
     if switch.is_dir():
-        _finish_switch(out_dir)
+        _finish_switch(out_dir, spare)
     for leftover in out_dir.glob(STAGING_PREFIX + "*"):
         shutil.rmtree(leftover, ignore_errors=True)
 
