@@ -117,6 +117,7 @@ def compile_command(
     Several SPECs are deployments meant to run side by side on one cluster: they are checked together (names,
     ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written."""
     from compiler.output.emit import OutputFolderError
+    from compiler.output.folder_guard import check_inside
 
     _formatted(fmt)
     # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
@@ -136,6 +137,8 @@ def compile_command(
         for spec, result in zip(specs, results, strict=True):
             assert result.plan is not None
             out = out_dir / result.plan.name if together else out_dir
+            if together:  # OUT/NAME is a folder sparkc makes: a link there would take the deployment elsewhere
+                check_inside(out_dir, f"{result.plan.name}/manifest.json")
             document, ok = _write_or_check(spec, out, check, fmt, result, inputs)
             documents.append(document)
             differ = differ or not ok

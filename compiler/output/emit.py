@@ -62,8 +62,10 @@ from compiler.output.out_records import (
     JOURNAL,
     MANIFEST,
     MAX_OUTPUT_BYTES,
+    SCRIPT_WRITES,
     foreign,
     journal,
+    linked,
     patch_files,
     previous_files,
     sha256_of,
@@ -138,8 +140,8 @@ def _emit_locked(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...]) 
 
 @dataclass(frozen=True)
 class Difference:
-    """One way `out_dir` is not what the compile produced: `kind` is missing, differs, stale or unfinished;
-    `found` is the file's bytes in `out_dir` where it differs."""
+    """One way `out_dir` is not what the compile produced: `kind` is missing, differs, stale, unfinished or
+    link (a symbolic link where sparkc or its scripts write); `found` is the file's bytes where it differs."""
 
     name: str
     kind: str
@@ -150,7 +152,11 @@ def compare(files: dict[str, str], out_dir: Path) -> list[Difference]:
     """How the files in `out_dir` differ from `files` (for --check); empty when they are the same."""
     changed = []
     with _failing("cannot read the output folder", out_dir, reading=True), shared_lock(out_dir):
+        links = {link for name in [*files, *SCRIPT_WRITES] if (link := linked(out_dir, name)) is not None}
+        changed += [Difference(name, "link") for name in sorted(links)]
         for name, text in sorted(files.items()):
+            if any(name == link or name.startswith(link + "/") for link in links):
+                continue
             found = _read(out_dir / name)
             if found is None:
                 changed.append(Difference(name, "missing"))
@@ -166,7 +172,11 @@ def compare(files: dict[str, str], out_dir: Path) -> list[Difference]:
 
 def differences(files: dict[str, str], out_dir: Path) -> list[str]:
     """Names of files whose content in `out_dir` is not what the compile produced."""
-    notes = {"stale": " (stale)", "unfinished": " (a compile was killed while writing; compile again to finish)"}
+    notes = {
+        "stale": " (stale)",
+        "unfinished": " (a compile was killed while writing; compile again to finish)",
+        "link": " (a symbolic link: writes through it would land outside the folder)",
+    }
     return [d.name + notes.get(d.kind, "") for d in compare(files, out_dir)]
 
 

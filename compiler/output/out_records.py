@@ -49,6 +49,20 @@ _FOLDER_NAMES = {
 }
 
 
+# What the scripts write into OUT as they run (their reports, logs and benchmark folders) and what
+# `sparkc setup-fabric` writes there: a link at one of these names would take those writes elsewhere.
+SCRIPT_WRITES = ("last-launch.txt", "distribute-report.txt", "fetch-report.txt", "logs", "bench", "setup-fabric.sh")
+
+
+def linked(out_dir: Path, name: str) -> str | None:
+    """The first of `name`'s parts, as an OUT name, that is a symbolic link in OUT; None where none is."""
+    parts = name.split("/")
+    for end in range(1, len(parts) + 1):
+        if (out_dir.joinpath(*parts[:end])).is_symlink():
+            return "/".join(parts[:end])
+    return None
+
+
 def generated(name: object) -> bool:
     """`name` is one sparkc gives a file it writes into OUT: only such files are ever deleted, whatever a
     manifest or journal says, so a user's own file (a cluster file, notes) is never one."""

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from compiler.cli.main import main
+from compiler.cli.main import cli, main
 from tests.specs import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.security
@@ -330,3 +331,53 @@ def test_check_never_waits_on_a_pipe_in_out(tmp_path: Path) -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("compile --check hung on a FIFO in the output folder")
     assert done.returncode == 1 and "status.sh: missing" in done.stderr
+
+
+# -- links planted where sparkc and its scripts write -------------------------------------------------------
+
+
+def test_several_specs_never_write_through_a_link_at_a_deployment_folder(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / "qwen3-8b").symlink_to(home)  # the folder the second deployment goes to
+    before = files_of(home)
+    specs = [str(SIDE_BY_SIDE / "llama33-70b-fp8-both.yaml"), str(SIDE_BY_SIDE / "qwen3-8b-beside.yaml")]
+    assert main(["compile", *specs, "-o", str(out)]) == 2
+    assert f"{out / 'qwen3-8b'} is a symbolic link, not a folder" in capsys.readouterr().err
+    assert files_of(home) == before
+    assert main(["compile", *specs, "-o", str(out), "--check"]) == 2  # named, never read through
+    assert f"{out / 'qwen3-8b'} is a symbolic link" in capsys.readouterr().err
+
+
+def test_setup_fabric_never_writes_through_a_planted_link(tmp_path: Path, home: Path) -> None:
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / ".setup-fabric.sh.tmp").symlink_to(home / ".bashrc")  # its old temporary name
+    before = files_of(home)
+    result = CliRunner().invoke(cli, ["setup-fabric", str(SEED), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert files_of(home) == before and not os.access(home / ".bashrc", os.X_OK)
+    assert (out / "setup-fabric.sh").is_file() and not (out / "setup-fabric.sh").is_symlink()
+    (out / "setup-fabric.sh").unlink()
+    (out / "setup-fabric.sh").symlink_to(home / ".bashrc")
+    result = CliRunner().invoke(cli, ["setup-fabric", str(SEED), "-o", str(out)])
+    assert result.exit_code == 2
+    assert f"{out / 'setup-fabric.sh'} is a symbolic link, where sparkc writes a file of its own" in result.output
+    assert files_of(home) == before
+
+
+@pytest.mark.parametrize("name", ["distribute-report.txt", "last-launch.txt", "logs", "bench", "status.sh", "lib"])
+def test_check_names_a_link_where_sparkc_or_its_scripts_write(
+    tmp_path: Path, home: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "build"
+    assert compile_into(SEED, out) == 0
+    target = home / "copy"
+    if (out / name).exists():  # the same bytes elsewhere: what is read through the link is up to date
+        shutil.move(out / name, target)
+    (out / name).symlink_to(target if target.exists() else home / ".bashrc")
+    capsys.readouterr()
+    assert compile_into(SEED, out, "--check") == 1
+    assert f"  {name}: a symbolic link where sparkc or its scripts write" in capsys.readouterr().err
