@@ -193,10 +193,15 @@ def _check_name(name: str) -> None:
 
 def _check_targets(files: dict[str, str], out_dir: Path) -> None:
     """Find what would stop a rename of the switch before it starts: a folder where a file is to go, or a
-    link where a folder is (a write through it would land outside OUT)."""
+    link where a folder is (a write through it would land outside OUT); and a link where a file is to go,
+    which someone put there (the rename would replace it, but --check would have read through it)."""
     for name in files:
         check_inside(out_dir, name)
         target = out_dir / name
+        if target.is_symlink():
+            raise OutputFolderError(
+                f"{target} is a symbolic link, where sparkc writes a file of its own; remove it and compile again"
+            )
         if target.is_dir() and not target.is_symlink():
             raise IsADirectoryError(errno.EISDIR, "a folder is where sparkc writes a file", str(target))
 

@@ -381,3 +381,17 @@ def test_check_names_a_link_where_sparkc_or_its_scripts_write(
     capsys.readouterr()
     assert compile_into(SEED, out, "--check") == 1
     assert f"  {name}: a symbolic link where sparkc or its scripts write" in capsys.readouterr().err
+
+
+def test_a_link_where_a_generated_file_goes_is_named(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "build"
+    assert compile_into(SEED, out) == 0
+    (out / "status.sh").unlink()
+    (out / "status.sh").symlink_to(home / ".bashrc")
+    before = files_of(home)
+    capsys.readouterr()
+    assert compile_into(SEED, out) == 2
+    assert f"{out / 'status.sh'} is a symbolic link, where sparkc writes a file of its own" in capsys.readouterr().err
+    assert files_of(home) == before and (out / "status.sh").is_symlink()
