@@ -1,5 +1,6 @@
 """The one way sparkc reads a file a user (or whoever wrote a folder it reads) controls: a regular file
-only, at most a given number of bytes.
+only, at most a given number of bytes; and the one way it writes a file into such a folder: anew, never
+through a link planted there (replace_file).
 
 A FIFO must not hang a compile and /dev/zero must not fill the memory: the file is opened with
 O_NONBLOCK (opening a FIFO for reading waits for a writer otherwise), checked with fstat to be a
@@ -9,8 +10,10 @@ reading it whole.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 
@@ -85,3 +88,37 @@ def _size(limit: int) -> str:
         if limit >= size:
             return f"{limit / size:g} {unit}"
     return f"{limit} bytes"
+
+
+class InTheWay(Exception):
+    """A link (or a folder, a pipe...) stands where sparkc writes a file; the message names it."""
+
+
+def replace_file(path: Path, data: bytes, mode: int) -> None:
+    """Write `path` whole and anew: a temporary file that mkstemp creates beside it (exclusively: never
+    opened through a planted link) gets `data` and `mode`, then is renamed over `path` (a rename replaces
+    a name, it follows no link). InTheWay where `path` is a link or anything but a plain file; OSError
+    where the folder cannot be written."""
+    try:
+        found = path.lstat().st_mode
+    except FileNotFoundError:
+        found = None
+    if found is not None and not stat.S_ISREG(found):
+        what = "a symbolic link" if stat.S_ISLNK(found) else _kind(found)
+        raise InTheWay(f"{path} is {what}, where sparkc writes a file of its own; remove it and run again")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = Path(name)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        temporary.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise

@@ -60,11 +60,12 @@ def test_recompiling_another_spec_removes_only_files_sparkc_wrote(runner: CliRun
     (out / "notes.txt").write_text("mine")
     assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out)]).exit_code == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"]["old-script.sh"] = hashlib.sha256(b"").hexdigest()  # as a compile records it
+    # Another deployment's unit, as a compile records it.
+    manifest["files"]["systemd/sparkc-old.service"] = hashlib.sha256(b"").hexdigest()
     (out / "manifest.json").write_text(json.dumps(manifest))
-    (out / "old-script.sh").write_text("")
+    (out / "systemd" / "sparkc-old.service").write_text("")
     result = runner.invoke(cli, ["compile", str(SEED), "-o", str(out)])
-    assert "old-script.sh" in result.output and not (out / "old-script.sh").exists()
+    assert "systemd/sparkc-old.service" in result.output and not (out / "systemd" / "sparkc-old.service").exists()
     assert (out / "notes.txt").read_text() == "mine"
 
 

@@ -99,14 +99,15 @@ def test_compile_as_json_lists_what_it_wrote_and_removed(tmp_path: Path, capsys:
     assert report["written"] == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert report["removed"] == [] and report["out"] == str(out)
     manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"]["old.sh"] = hashlib.sha256(b"").hexdigest()  # as a compile records it
-    manifest["files"]["edited.sh"] = hashlib.sha256(b"").hexdigest()
+    # Files of an earlier sparkc and of another deployment, as a compile records them.
+    manifest["files"]["lib/sparkc-0.0.9.sh"] = hashlib.sha256(b"").hexdigest()
+    manifest["files"]["systemd/sparkc-old.service"] = hashlib.sha256(b"").hexdigest()
     (out / "manifest.json").write_text(json.dumps(manifest))
-    (out / "old.sh").write_text("")
-    (out / "edited.sh").write_text("changed by hand\n")
+    (out / "lib" / "sparkc-0.0.9.sh").write_text("")
+    (out / "systemd" / "sparkc-old.service").write_text("changed by hand\n")
     assert main(["compile", str(SEED), "-o", str(out), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["removed"] == ["old.sh"] and report["kept"] == ["edited.sh"]
+    assert report["removed"] == ["lib/sparkc-0.0.9.sh"] and report["kept"] == ["systemd/sparkc-old.service"]
 
 
 @pytest.mark.parametrize("command", ["compile", "validate", "explain"])

@@ -358,9 +358,10 @@ def _old_folder(out: Path, old: CompileResult) -> None:
     emit(old.files, out)
     (out / "notes.txt").write_text("mine")
     manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"]["old-script.sh"] = hashlib.sha256(b"echo old\n").hexdigest()  # as a compile records it
+    # An earlier sparkc's library, as a compile records it.
+    manifest["files"]["lib/sparkc-0.0.9.sh"] = hashlib.sha256(b"echo old\n").hexdigest()
     (out / "manifest.json").write_text(json.dumps(manifest))
-    (out / "old-script.sh").write_text("echo old\n")
+    (out / "lib" / "sparkc-0.0.9.sh").write_text("echo old\n")
 
 
 def test_sigint_or_sigterm_at_any_point_leave_the_old_or_the_new_compile(
@@ -372,7 +373,7 @@ def test_sigint_or_sigterm_at_any_point_leave_the_old_or_the_new_compile(
     shutil.copytree(pristine, tmp_path / "new")
     emit(new.files, tmp_path / "new")
     new_tree = tree(tmp_path / "new")
-    assert "old-script.sh" not in new_tree and "notes.txt" in new_tree
+    assert "lib/sparkc-0.0.9.sh" not in new_tree and "notes.txt" in new_tree
 
     out = tmp_path / "out"
 

@@ -117,6 +117,7 @@ def compile_command(
     Several SPECs are deployments meant to run side by side on one cluster: they are checked together (names,
     ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written."""
     from compiler.output.emit import OutputFolderError
+    from compiler.output.folder_guard import check_inside
 
     _formatted(fmt)
     # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
@@ -131,11 +132,14 @@ def compile_command(
             if result.diagnostics:
                 report(result, fmt)
     documents, differ = [], False
+    inputs = _inputs(specs, results, profiles_dir)
     try:
         for spec, result in zip(specs, results, strict=True):
             assert result.plan is not None
             out = out_dir / result.plan.name if together else out_dir
-            document, ok = _write_or_check(spec, out, check, fmt, result)
+            if together:  # OUT/NAME is a folder sparkc makes: a link there would take the deployment elsewhere
+                check_inside(out_dir, f"{result.plan.name}/manifest.json")
+            document, ok = _write_or_check(spec, out, check, fmt, result, inputs)
             documents.append(document)
             differ = differ or not ok
     except OutputFolderError as exc:
@@ -160,6 +164,21 @@ def _compile_together(
     return compile_together(results, strict) if len(specs) > 1 else results
 
 
+def _inputs(specs: tuple[Path, ...], results: list[CompileResult], profiles_dir: Path | None) -> tuple[Path, ...]:
+    """The files the compile read: the specs, their cluster files and own profiles. No compile deletes
+    them, whatever a manifest in OUT says."""
+    from compiler.cli.spec_file import profiles_folder
+
+    found = list(specs)
+    for spec, result in zip(specs, results, strict=True):
+        if result.plan is not None and result.plan.cluster_file:
+            found.append(Path(result.plan.cluster_file))
+        folder = profiles_folder(spec, profiles_dir)
+        if folder is not None and folder.is_dir():
+            found += sorted(folder.glob("*.yaml"))
+    return tuple(found)
+
+
 def _report_all(results: list[CompileResult], fmt: str) -> None:
     if fmt == "json" and len(results) > 1:
         echo_json({"deployments": [{"spec": r.document.filename, "diagnostics": _json_report(r)} for r in results]})
@@ -179,7 +198,7 @@ def _json_report(result: CompileResult) -> list[dict[str, object]]:
 
 
 def _write_or_check(
-    spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult
+    spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult, inputs: tuple[Path, ...]
 ) -> tuple[dict[str, object], bool]:
     """Write OUT (or compare it, --check); returns the JSON document and whether OUT was up to date."""
     from compiler.output.emit import compare, emit
@@ -206,7 +225,7 @@ def _write_or_check(
             click.echo(f"{out_dir} is up to date with {spec}")
         return document, not explained
     try:
-        done = emit(result.files, out_dir, spare=(spec,))
+        done = emit(result.files, out_dir, spare=inputs)
     except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec
         raise OutputFolderUnusable(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
     written = sorted(result.files)

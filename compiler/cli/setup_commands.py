@@ -130,6 +130,7 @@ def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int | None) -
     from compiler.spec.load import to_plain
     from compiler.spec.schema import load_schema, with_defaults
     from compiler.tools.setup_fabric import SCRIPT, fabric_plan, render_setup
+    from compiler.user_files import InTheWay, replace_file
 
     result = compile_spec(spec, strict=False, profiles_dir=None, render_files=False)
     if not result.ok or result.plan is None:
@@ -149,10 +150,9 @@ def setup_fabric_command(spec: Path, out_dir: Path, prefix_length: int | None) -
         raise GeneratedScriptError("\n".join(findings))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        temporary = out_dir / f".{SCRIPT}.tmp"
-        temporary.write_text(script, encoding="utf-8")
-        temporary.chmod(0o755)
-        temporary.replace(out_dir / SCRIPT)
+        replace_file(out_dir / SCRIPT, script.encode("utf-8"), 0o755)
+    except InTheWay as exc:
+        raise UsageProblem(str(exc)) from None
     except OSError as exc:
         raise UsageProblem(f"{out_dir}: cannot write: {exc.strerror}; choose another output folder") from None
     click.echo(f"wrote {out_dir / SCRIPT}: review it, then run it with --dry-run, then without")

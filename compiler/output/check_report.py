@@ -16,13 +16,14 @@ _WHAT = {
     "missing": "missing from the output folder",
     "stale": "this spec does not produce it (an earlier compile wrote it, or it was put there by hand)",
     "unfinished": "a compile was killed while writing; compile again to finish",
+    "link": "a symbolic link where sparkc or its scripts write: writes would land where it points; remove it",
 }
 
 
 @dataclass(frozen=True)
 class Explained:
     file: str
-    kind: str  # missing, differs, stale or unfinished
+    kind: str  # missing, differs, stale, unfinished or link
     lines: tuple[str, ...]  # for `differs`: `@@ -N +N @@` headers, `-found` and `+expected` lines
 
     def as_json(self) -> dict[str, object]:

@@ -52,6 +52,7 @@ from compiler.output.folder_guard import (
     OutputFolderError,
     check_inside,
     check_out_dir,
+    identity,
     plain_file,
     shared_lock,
     signals_held,
@@ -61,8 +62,10 @@ from compiler.output.out_records import (
     JOURNAL,
     MANIFEST,
     MAX_OUTPUT_BYTES,
+    SCRIPT_WRITES,
     foreign,
     journal,
+    linked,
     patch_files,
     previous_files,
     sha256_of,
@@ -78,7 +81,7 @@ SWITCH = ".sparkc-switch"
 @dataclass(frozen=True)
 class Emitted:
     """What a compile did besides writing: files an earlier compile wrote that it removed, and those it
-    kept because they are no longer what that compile wrote (someone changed them) or are the spec."""
+    kept because they are no longer what that compile wrote (someone changed them) or are its inputs."""
 
     removed: list[str]
     kept: list[str]
@@ -89,13 +92,14 @@ class Emitted:
     def kept_warning(self, out_dir: Path) -> str:
         return (
             f"warning: kept {', '.join(self.kept)} in {out_dir}: this spec does not produce them, but they are not"
-            " (or no longer) what an earlier compile wrote, or one is the spec; delete those that are not yours"
+            " (or no longer) what an earlier compile wrote, or one is read by this compile; delete those that are"
+            " not yours"
         )
 
 
 def emit(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...] = ()) -> Emitted:
     """Write `files` into `out_dir`, removing the files an earlier compile wrote that these do not hold
-    (those whose bytes are still what it recorded, and none of `spare`)."""
+    (those whose bytes are still what it recorded, and none of `spare`: the compile's inputs)."""
     for name in files:
         _check_name(name)
     check_out_dir(out_dir, files, spare)
@@ -111,7 +115,7 @@ def _emit_locked(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...]) 
     staging: Path | None = None
     try:
         with signals_held(), _failing("cannot finish an earlier, interrupted compile in", out_dir):
-            _recover(out_dir)
+            _recover(out_dir, spare)
         with _failing("cannot read the output folder", out_dir, untouched=True):
             removing, kept = stale(files, out_dir, spare)
         with _failing("cannot write into the output folder", out_dir, untouched=True):
@@ -123,7 +127,7 @@ def _emit_locked(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...]) 
                 staging.rename(out_dir / SWITCH)
             staging = None
             with _failing("cannot finish writing the output folder", out_dir, interrupted=True):
-                _finish_switch(out_dir)
+                _finish_switch(out_dir, spare)
             lock.release()
     except BaseException:
         with signals_held():
@@ -136,8 +140,8 @@ def _emit_locked(files: dict[str, str], out_dir: Path, spare: tuple[Path, ...]) 
 
 @dataclass(frozen=True)
 class Difference:
-    """One way `out_dir` is not what the compile produced: `kind` is missing, differs, stale or unfinished;
-    `found` is the file's bytes in `out_dir` where it differs."""
+    """One way `out_dir` is not what the compile produced: `kind` is missing, differs, stale, unfinished or
+    link (a symbolic link where sparkc or its scripts write); `found` is the file's bytes where it differs."""
 
     name: str
     kind: str
@@ -148,7 +152,11 @@ def compare(files: dict[str, str], out_dir: Path) -> list[Difference]:
     """How the files in `out_dir` differ from `files` (for --check); empty when they are the same."""
     changed = []
     with _failing("cannot read the output folder", out_dir, reading=True), shared_lock(out_dir):
+        links = {link for name in [*files, *SCRIPT_WRITES] if (link := linked(out_dir, name)) is not None}
+        changed += [Difference(name, "link") for name in sorted(links)]
         for name, text in sorted(files.items()):
+            if any(name == link or name.startswith(link + "/") for link in links):
+                continue
             found = _read(out_dir / name)
             if found is None:
                 changed.append(Difference(name, "missing"))
@@ -164,7 +172,11 @@ def compare(files: dict[str, str], out_dir: Path) -> list[Difference]:
 
 def differences(files: dict[str, str], out_dir: Path) -> list[str]:
     """Names of files whose content in `out_dir` is not what the compile produced."""
-    notes = {"stale": " (stale)", "unfinished": " (a compile was killed while writing; compile again to finish)"}
+    notes = {
+        "stale": " (stale)",
+        "unfinished": " (a compile was killed while writing; compile again to finish)",
+        "link": " (a symbolic link: writes through it would land outside the folder)",
+    }
     return [d.name + notes.get(d.kind, "") for d in compare(files, out_dir)]
 
 
@@ -181,10 +193,15 @@ def _check_name(name: str) -> None:
 
 def _check_targets(files: dict[str, str], out_dir: Path) -> None:
     """Find what would stop a rename of the switch before it starts: a folder where a file is to go, or a
-    link where a folder is (a write through it would land outside OUT)."""
+    link where a folder is (a write through it would land outside OUT); and a link where a file is to go,
+    which someone put there (the rename would replace it, but --check would have read through it)."""
     for name in files:
         check_inside(out_dir, name)
         target = out_dir / name
+        if target.is_symlink():
+            raise OutputFolderError(
+                f"{target} is a symbolic link, where sparkc writes a file of its own; remove it and compile again"
+            )
         if target.is_dir() and not target.is_symlink():
             raise IsADirectoryError(errno.EISDIR, "a folder is where sparkc writes a file", str(target))
 
@@ -200,7 +217,7 @@ def _stage(files: dict[str, str], removing: dict[str, str], staging: Path) -> No
     _sync_folder(staging)
 
 
-def _finish_switch(out_dir: Path) -> None:
+def _finish_switch(out_dir: Path, spare: tuple[Path, ...]) -> None:
     """Move the switch folder's files into OUT and delete the stale ones; safe to repeat after a kill.
 
     The switch folder may not be ours (a copied or committed OUT can carry one): its journal is followed
@@ -214,8 +231,10 @@ def _finish_switch(out_dir: Path) -> None:
             target = out_dir / name
             target.parent.mkdir(parents=True, exist_ok=True)
             source.replace(target)
+    spared = {identity(path) for path in spare} - {None}
     for name, sha256 in remove.items():
-        _remove_if_ours(out_dir, name, sha256)
+        if identity(out_dir / name) not in spared:  # an input of this compile, whatever a journal says
+            _remove_if_ours(out_dir, name, sha256)
     (switch / JOURNAL).unlink(missing_ok=True)
     shutil.rmtree(switch)
     _sync_folder(out_dir)
@@ -232,13 +251,13 @@ def _remove_if_ours(out_dir: Path, name: str, sha256: str) -> None:
             path.parent.rmdir()  # a patches folder this compile writes nothing into
 
 
-def _recover(out_dir: Path) -> None:
+def _recover(out_dir: Path, spare: tuple[Path, ...]) -> None:
     """Finish a switch and remove staging folders that a killed compile left (we hold the lock: none is live)."""
     switch = out_dir / SWITCH
     if switch.is_symlink():
         raise foreign(switch, "it is a symbolic link")
     if switch.is_dir():
-        _finish_switch(out_dir)
+        _finish_switch(out_dir, spare)
     for leftover in out_dir.glob(STAGING_PREFIX + "*"):
         shutil.rmtree(leftover, ignore_errors=True)
 

@@ -77,7 +77,7 @@ def identity(path: Path) -> tuple[int, int] | None:
 
 def check_out_dir(out_dir: Path, names: Iterable[str], spare: tuple[Path, ...]) -> None:
     """Refuse `/` and the home folder as OUT (sparkc's files would mix with everything else there), and an
-    OUT where a file sparkc writes is one of `spare` (the spec: the compile would overwrite it)."""
+    OUT where a file sparkc writes is one of `spare` (its inputs: the compile would overwrite one)."""
     real = Path(os.path.realpath(out_dir))
     if real == Path("/"):
         raise OutputFolderError(f"{out_dir} is the root folder: {_OWN_FOLDER}")
@@ -88,8 +88,8 @@ def check_out_dir(out_dir: Path, names: Iterable[str], spare: tuple[Path, ...]) 
     for name in names:
         if identity(out_dir / name) in spared:
             raise OutputFolderError(
-                f"{out_dir / name} is the spec itself, and the compile writes a file of that name there; "
-                "rename the spec or choose another folder with -o"
+                f"{out_dir / name} is read by this compile (the spec itself, its cluster file or a profile), and "
+                "the compile writes a file of that name there; rename it or choose another folder with -o"
             )
 
 

@@ -2,9 +2,10 @@
 manifest.json (which files an earlier compile wrote, with their sha256) and the journal of a switch
 that a killed compile left. A copied or committed OUT can carry either, written by anyone.
 
-- A file is deleted as stale only where the manifest lists it as sparkc's own kind of name, its bytes
-  are still those the manifest recorded, and it is none of the files to spare (the spec).
-- A switch journal is followed only where every name in it is sparkc's own kind of name, every file to
+- A file is deleted as stale only where the manifest lists it under a name sparkc generates (`generated`),
+  its bytes are still those the manifest recorded, and it is none of the files to spare (the compile's
+  inputs: the spec, its cluster file, the own profiles).
+- A switch journal is followed only where every name in it is a name sparkc generates, every file to
   move in is a plain file, and no folder on the way (in OUT or in the switch folder) is a link.
 """
 
@@ -13,24 +14,65 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from compiler.output.folder_guard import (
+    DOT_FILES,
+    ENGINE_FILES,
     FLAT_FOLDERS,
+    LIBRARY,
     PATCHES,
+    SYSTEMD,
     OutputFolderError,
     check_inside,
     identity,
     own_name,
     plain_file,
 )
+from compiler.output.plan_page import FILE_PURPOSES
 from compiler.user_files import UnreadableFile, read_bytes
 
 MANIFEST = "manifest.json"
 JOURNAL = ".sparkc-journal.json"  # inside the staging and switch folders
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # a manifest or journal this large was not written by sparkc
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # a file sparkc wrote is far smaller; a larger one is not its
+
+# The files sparkc writes at the top of OUT (PLAN.md says what each is for), and the names it gives the
+# files of its own folders; the patches folder holds the operator's files under their own names.
+TOP_FILES = frozenset({*FILE_PURPOSES, *DOT_FILES})
+_FOLDER_NAMES = {
+    LIBRARY: re.compile(r"sparkc-[0-9A-Za-z.+_-]+\.sh"),
+    SYSTEMD: re.compile(r"[^/]+\.service"),
+    ENGINE_FILES: re.compile(r"hostfile|[^/]+\.yaml"),
+}
+
+
+# What the scripts write into OUT as they run (their reports, logs and benchmark folders) and what
+# `sparkc setup-fabric` writes there: a link at one of these names would take those writes elsewhere.
+SCRIPT_WRITES = ("last-launch.txt", "distribute-report.txt", "fetch-report.txt", "logs", "bench", "setup-fabric.sh")
+
+
+def linked(out_dir: Path, name: str) -> str | None:
+    """The first of `name`'s parts, as an OUT name, that is a symbolic link in OUT; None where none is."""
+    parts = name.split("/")
+    for end in range(1, len(parts) + 1):
+        if (out_dir.joinpath(*parts[:end])).is_symlink():
+            return "/".join(parts[:end])
+    return None
+
+
+def generated(name: object) -> bool:
+    """`name` is one sparkc gives a file it writes into OUT: only such files are ever deleted, whatever a
+    manifest or journal says, so a user's own file (a cluster file, notes) is never one."""
+    if not isinstance(name, str) or not own_name(name):
+        return False
+    folder, _, rest = name.partition("/")
+    if not rest:
+        return name in TOP_FILES
+    pattern = _FOLDER_NAMES.get(folder)
+    return folder == PATCHES or (pattern is not None and pattern.fullmatch(rest) is not None)
 
 
 def journal(switch: Path, out_dir: Path) -> tuple[list[str], dict[str, str]]:
@@ -49,7 +91,7 @@ def journal(switch: Path, out_dir: Path) -> tuple[list[str], dict[str, str]]:
     if not isinstance(write, list) or not isinstance(remove, dict):
         raise foreign(switch, "its journal is not one this sparkc writes")
     for name in [*write, *remove]:
-        if not own_name(name):
+        if not generated(name):
             raise foreign(switch, f"its journal names {name!r}, which is not a file sparkc writes")
         check_inside(out_dir, name)
         check_inside(switch, name)
@@ -96,7 +138,7 @@ def previous_files(out_dir: Path) -> dict[str, str]:
     for patch in patches if isinstance(patches, list) else []:
         if isinstance(patch, dict) and isinstance(patch.get("path"), str):
             found[f"{PATCHES}/{patch['path']}"] = patch.get("sha256")
-    return {name: sha for name, sha in found.items() if own_name(name) and isinstance(sha, str)}
+    return {name: sha for name, sha in found.items() if generated(name) and isinstance(sha, str)}
 
 
 def _flat_file(name: str) -> bool:

@@ -57,17 +57,22 @@ bench_main() {
   elif [[ -n $API_KEY_GIVEN ]]; then
     key=$API_KEY_GIVEN
   fi
-  [[ -n $dir ]] || dir="$SCRIPT_DIR/bench/$(date -u +%Y%m%dT%H%M%SZ)"
-  local snapshot="" image_id="" level i=0 count failed=0 levels=()
+  local snapshot="" image_id="" level i=0 count failed=0 levels=() new fd stamp
+  stamp=$(date -u +%Y%m%dT%H%M%SZ)
   IFS=, read -r -a levels <<<"$list"
   log "benchmark of $DEPLOYMENT at $PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
   if ((DRY_RUN == 0)); then
-    mkdir -p -- "$dir"
+    if [[ -z $dir ]]; then
+      new_folder "$SCRIPT_DIR/bench" "$stamp" || exit 1
+      dir=$NEW_FOLDER
+    fi
+    own_path "$dir" folder && mkdir -p -- "$dir" || exit 1
     image_id=$(docker image inspect --format '{{.Id}}' "$IMAGE") || { warn "no image $IMAGE on $HEAD"; exit 1; }
     if [[ -n $BENCH_SNAPSHOT_REF ]]; then
       snapshot=$(cat -- "$BENCH_SNAPSHOT_REF") || { warn "cannot read $BENCH_SNAPSHOT_REF"; exit 1; }
     fi
   fi
+  [[ -n $dir ]] || dir=$SCRIPT_DIR/bench/$stamp  # what a dry run shows
   for level in "${levels[@]}"; do
     i=$((i + 1))
     count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
@@ -77,10 +82,18 @@ bench_main() {
       continue
     fi
     log "[$i/${#levels[@]}] concurrency $level: $count prompts (at most ${limit}s)"
+    own_path "$dir/concurrency-$level.json" || exit 1  # the benchmark writes it
+    new=$(fresh_file "$dir/concurrency-$level.log") || exit 1
+    exec {fd}>"$new"
+    place_file "$new" "$dir/concurrency-$level.log" || exit 1
     local started=$SECONDS status=0
-    # The key in docker's environment only (-e OPENAI_API_KEY passes it by name), where both benchmarks read it.
-    env "OPENAI_API_KEY=$key" timeout --kill-after=10 "$limit" "${ARGV[@]}" >"$dir/concurrency-$level.log" 2>&1 \
-      </dev/null || status=$?
+    # The key goes to docker by name (-e OPENAI_API_KEY), exported in a subshell: never a word of a command
+    # line, which any user reads in /proc/PID/cmdline. Both benchmarks read it from that variable.
+    (
+      export OPENAI_API_KEY=$key
+      exec timeout --kill-after=10 "$limit" "${ARGV[@]}"
+    ) >&"$fd" 2>&1 </dev/null || status=$?
+    exec {fd}>&-
     if ((status == 124 || status == 137)); then
       docker rm -f "$BENCH_CONTAINER-$level" >/dev/null 2>&1 || true
       warn "concurrency $level: stopped after ${limit}s (--timeout); its output is in $dir/concurrency-$level.log"

@@ -7,6 +7,7 @@ Arguments: DIR DEPLOYMENT SPEC_SHA256 IMAGE_ID INPUT_LEN OUTPUT_LEN CONCURRENCY.
 import json
 import os
 import sys
+import tempfile
 
 COLUMNS = (
     ("concurrency", "concurrency", "{:d}"),
@@ -31,6 +32,23 @@ def read(path):
         return json.loads(lines[-1]) if lines else None
 
 
+def write_anew(path, text):
+    """`path` written whole under a fresh name beside it (mkstemp), then renamed over it: never through a
+    link planted there, which is refused, as anything but a plain file is."""
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+        sys.exit(f"{path} is a symbolic link or not a plain file, where the summary goes; remove it and run again")
+    fd, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
+
+
 def main(argv):
     folder, deployment, spec_sha256, image_id, input_len, output_len = argv[1:7]
     rows = []
@@ -43,21 +61,18 @@ def main(argv):
         rows.append(row)
     summary = {"deployment": deployment, "spec_sha256": spec_sha256, "image_id": image_id,
                "input_len": int(input_len), "output_len": int(output_len), "runs": rows}  # fmt: skip
-    with open(os.path.join(folder, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2, sort_keys=True)
-        f.write("\n")
+    write_anew(os.path.join(folder, "summary.json"), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     cells = [[h for h, _, _ in COLUMNS]]
     for row in rows:
         cells.append([fmt.format(row[key]) if row.get(key) is not None else "failed" for _, key, fmt in COLUMNS])
     widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
     for r in cells:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-    with open(os.path.join(folder, "summary.md"), "w", encoding="utf-8") as f:
-        f.write(f"# Benchmark of `{deployment}`\n\nSpec sha256 `{spec_sha256}`, image `{image_id}`; "
-                f"random prompts, {input_len} tokens in, {output_len} out.\n\n")  # fmt: skip
-        f.write("| " + " | ".join(cells[0]) + " |\n| " + " | ".join("---" for _ in COLUMNS) + " |\n")
-        for r in cells[1:]:
-            f.write("| " + " | ".join(r) + " |\n")
+    page = (f"# Benchmark of `{deployment}`\n\nSpec sha256 `{spec_sha256}`, image `{image_id}`; "
+            f"random prompts, {input_len} tokens in, {output_len} out.\n\n")  # fmt: skip
+    page += "| " + " | ".join(cells[0]) + " |\n| " + " | ".join("---" for _ in COLUMNS) + " |\n"
+    page += "".join("| " + " | ".join(r) + " |\n" for r in cells[1:])
+    write_anew(os.path.join(folder, "summary.md"), page)
     if not all(row["ok"] for row in rows):
         sys.exit(1)
 

@@ -9,6 +9,45 @@ is_local() { [[ -z ${TARGET[$1]} ]]; }
 # A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
 safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }
 
+# Files and folders the scripts write beside themselves (reports, logs, benchmark runs) are made anew, so
+# that no write lands where a link planted in the build folder points: a file is filled under a fresh
+# name from mktemp in its folder and renamed over its own (a rename replaces a name, following no link);
+# a folder is made new. A link, or a file where a folder goes (or the other way), is refused, naming it.
+own_path() { # PATH [file|folder]: fails, with a warning, unless PATH is missing or a plain one of that kind
+  local path=$1 kind=${2:-file}
+  if [[ -L $path ]]; then
+    warn "$path is a symbolic link, where this script writes a $kind of its own; remove it and run again"
+    return 1
+  fi
+  [[ ! -e $path || ($kind == file && -f $path) || ($kind == folder && -d $path) ]] && return 0
+  warn "$path is not a $kind, where this script writes one; move it away and run again"
+  return 1
+}
+# fresh_file FILE: prints the path of a new empty file beside FILE, to fill and then move over it with place_file.
+fresh_file() {
+  own_path "$1" || return 1
+  mktemp "${1%/*}/.${1##*/}.XXXXXX" || { warn "cannot write into ${1%/*}"; return 1; }
+}
+place_file() { # NEW FILE
+  chmod 644 -- "$1" && mv -f -T -- "$1" "$2" && return 0
+  rm -f -- "$1"
+  warn "cannot write $2"
+  return 1
+}
+save_file() { # FILE: its new content is this function's input
+  local new
+  new=$(fresh_file "$1") || return 1
+  cat >"$new" && place_file "$new" "$1"
+}
+# new_folder PARENT NAME: makes PARENT (a plain folder or missing) and a new folder PARENT/NAME in it (NAME.XXXXXX
+# where NAME is taken); its path in NEW_FOLDER.
+new_folder() {
+  own_path "$1" folder && mkdir -p -- "$1" || return 1
+  NEW_FOLDER=$1/$2
+  mkdir -- "$NEW_FOLDER" 2>/dev/null && return 0
+  NEW_FOLDER=$(mktemp -d "$1/$2.XXXXXX") || { warn "cannot make a folder in $1"; return 1; }
+}
+
 # Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
 # word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q
 # writes $'...' for some bytes, which dash reads as plain text.)
@@ -232,17 +271,21 @@ endpoint_healthy() { probe_health && probe_models && probe_completion; }
 # may be unreachable). Arguments: the folder, docker logs' --tail and, optionally, its --since.
 collect_logs() {
   local dir=$1 tail=$2 since=${3:-} node pids=() pid logs_args
-  mkdir -p "$dir"
+  own_path "$dir" folder && mkdir -p -- "$dir" || return 1
   logs_args=(--tail "$tail")
   [[ -z $since ]] || logs_args+=(--since "$since")
   for node in "${NODES[@]}"; do
     (
       trap - ERR
-      on_node "$node" docker logs "${logs_args[@]}" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
-        || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
-      on_node "$node" docker inspect --format \
-        '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-        "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+      {
+        on_node "$node" docker logs "${logs_args[@]}" "${CONTAINER[$node]}" 2>&1 \
+          || echo "(no logs: node unreachable or container missing)"
+      } | save_file "$dir/$node.log"
+      {
+        on_node "$node" docker inspect --format \
+          '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
+          "${CONTAINER[$node]}" 2>&1 || echo "missing or unreachable"
+      } | save_file "$dir/$node.state"
     ) </dev/null &
     pids+=("$!")
   done

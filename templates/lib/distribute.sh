@@ -29,6 +29,7 @@ COPY_ARGV=() # set by model_copy_argv
 PROGRESS_EVERY=30
 [[ -t 1 ]] && PROGRESS_EVERY=5
 REPORT=$SCRIPT_DIR/distribute-report.txt
+REPORT_FD=""  # open on the report, made anew for this run (no dry run)
 
 # rsync's remote shell as one -e string. rsync splits that string itself, not as a shell would: on
 # spaces, where '...' and "..." group, a doubled quote inside them stands for one, and a backslash is
@@ -50,7 +51,7 @@ fabric_ssh() {
 }
 
 record() { # NODE ITEM ACTION BYTES SECONDS VIA
-  printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s\n' "$@" >>"$REPORT"
+  [[ -z $REPORT_FD ]] || printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s\n' "$@" >&"$REPORT_FD"
 }
 
 rate() { # BYTES SECONDS: MB/s, one decimal
@@ -294,7 +295,12 @@ distribute_main() {
     exit 2
   fi
   local status=0
-  ((DRY_RUN)) || : >"$REPORT"
+  if ((DRY_RUN == 0)); then
+    local new
+    new=$(fresh_file "$REPORT") || exit 1
+    exec {REPORT_FD}>>"$new"
+    place_file "$new" "$REPORT" || exit 1
+  fi
   if ((MODEL_ONLY == 0)); then
     log "== image $IMAGE"
     distribute_image || status=1

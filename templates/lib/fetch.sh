@@ -53,9 +53,11 @@ fetch_main() {
     return 0
   fi
   mkdir -p -- "$FETCH_TARGET" || { warn "cannot create $FETCH_TARGET on $HEAD"; exit 1; }
-  local out=$SCRIPT_DIR/fetch-report.txt status=0
+  local out=$SCRIPT_DIR/fetch-report.txt status=0 new
+  new=$(fresh_file "$out") || exit 1
   "${argv[@]}" "$FETCH_PY" "$FETCH_REPO" "$FETCH_REVISION" "$FETCH_TARGET" "$FETCH_MODE" </dev/null \
-    | tee "$out" || status=$?
+    | tee "$new" || status=$?
+  place_file "$new" "$out" || exit 1
   if ! grep -q '^SPARKC_FETCH {.*"ok": true' "$out"; then
     local why
     why=$(sed -n 's/^SPARKC_FETCH .*"error": "\(.*\)", "ok": false}.*/\1/p' "$out" | tail -n 1)

@@ -229,9 +229,11 @@ fail() {
     exit 1
   fi
   local dir
-  dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
+  new_folder "$SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+  dir=$NEW_FOLDER
   collect_logs "$dir" 500
-  { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } >"$dir/failure.txt"
+  { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } \
+    | save_file "$dir/failure.txt"
   [[ -z $LAUNCHED_AT ]] || record_launch failed
   if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
     printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
@@ -392,7 +394,7 @@ record_launch() { # STATE
       printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
     describe_overrides
-  } >"$SCRIPT_DIR/last-launch.txt"
+  } | save_file "$SCRIPT_DIR/last-launch.txt"
   [[ $1 != ready ]] || log "recorded in $SCRIPT_DIR/last-launch.txt"
 }
 
@@ -1033,6 +1035,8 @@ launch_main() {
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
   check_port_override
+  # The record and the failure logs go beside this script: a link there is refused before any node is touched.
+  ((DRY_RUN)) || { own_path "$SCRIPT_DIR/last-launch.txt" && own_path "$SCRIPT_DIR/logs" folder; } || exit 1
   DEADLINE=$((SECONDS + TIMEOUT))
   SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR

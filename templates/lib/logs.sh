@@ -48,8 +48,11 @@ logs_main() {
     [[ -z $since ]] || follow_args+=(--since "$since")
     exec docker logs "${follow_args[@]}" "${CONTAINER[$HEAD]}"
   fi
-  [[ -n $dir ]] || dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
-  collect_logs "$dir" "${tail:-all}" "$since"
+  if [[ -z $dir ]]; then
+    new_folder "$SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+    dir=$NEW_FOLDER
+  fi
+  collect_logs "$dir" "${tail:-all}" "$since" || exit 1
   log "logs of ${#NODES[@]} node(s) in $dir"
   if grep -l -e '^(no logs' -e '^missing or unreachable' "$dir"/*.log "$dir"/*.state >/dev/null 2>&1; then
     warn "some nodes' logs could not be read; see the files in $dir"

@@ -72,9 +72,10 @@ probe_fabric() {
   probe_failures+=("${probe_waits[@]}")
   if ((${#probe_failures[@]})); then
     local first=${probe_failures[0]%%:*}
-    mkdir -p "$SCRIPT_DIR/logs/probe"
-    cp "$dir"/*.log "$SCRIPT_DIR/logs/probe/" 2>/dev/null || true
-    fail "$first" "the fabric probe failed: ${probe_failures[*]}. Each node's probe output: $SCRIPT_DIR/logs/probe/;" \
+    # A new folder of its own: the files copied into it cannot meet a link planted there.
+    new_folder "$SCRIPT_DIR/logs" "probe-$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+    cp "$dir"/*.log "$NEW_FOLDER/" 2>/dev/null || true
+    fail "$first" "the fabric probe failed: ${probe_failures[*]}. Each node's probe output: $NEW_FOLDER/;" \
       "launch-cluster.sh --no-probe (or launch.probe: false) skips the probe"
   fi
   rm -rf "$dir"

@@ -160,13 +160,13 @@ class FakeCluster:
         self, script: str, *args: str, env: dict[str, str] | None = None, timeout: int = 90
     ) -> subprocess.CompletedProcess[str]:
         head = (self.state / "head").read_text().strip()
-        full_env = dict(
-            os.environ,
-            PATH=f"{BIN}:{os.environ['PATH']}",
-            FAKE_STATE=str(self.state),
-            SPARKC_PREFLIGHT_ROOT=str(self.state / "nodes" / head / "root"),
-            **(env or {}),
-        )
+        full_env = {
+            **os.environ,
+            "PATH": f"{BIN}:{os.environ['PATH']}",
+            "FAKE_STATE": str(self.state),
+            "SPARKC_PREFLIGHT_ROOT": str(self.state / "nodes" / head / "root"),
+            **(env or {}),  # a PATH here replaces the one above: it must hold BIN first too
+        }
         full_env.pop("FAKE_NODE", None)
         return subprocess.run(
             ["bash", str(self.build / script), *args], env=full_env, capture_output=True, text=True, timeout=timeout

@@ -15,14 +15,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from compiler.cli.main import main
+from compiler.cli.main import cli, main
 from tests.specs import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.security
 
 SEED = EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml"
 HOOKS = EXAMPLES / "qwen3-32b-2spark-hooks.yaml"
+SIDE_BY_SIDE = EXAMPLES / "side-by-side"
 SWITCH = ".sparkc-switch"
 JOURNAL = ".sparkc-journal.json"
 
@@ -133,10 +135,13 @@ def test_a_journal_through_a_linked_patches_folder_is_refused(home: Path, capsys
 def test_a_journal_this_sparkc_wrote_is_still_finished(tmp_path: Path) -> None:
     out = tmp_path / "build"
     assert compile_into(SEED, out) == 0
-    (out / "old.sh").write_text("echo old\n")
-    plant_switch(out, {"write": ["status.sh"], "remove": {"old.sh": sha(b"echo old\n")}}, {"status.sh": "half\n"})
+    old = out / "lib" / "sparkc-0.0.9.sh"  # an earlier sparkc's library
+    old.write_text("echo old\n")
+    plant_switch(
+        out, {"write": ["status.sh"], "remove": {"lib/sparkc-0.0.9.sh": sha(b"echo old\n")}}, {"status.sh": "half\n"}
+    )
     assert compile_into(SEED, out) == 0
-    assert not (out / "old.sh").exists() and not (out / SWITCH).exists()
+    assert not old.exists() and not (out / SWITCH).exists()
     assert compile_into(SEED, out, "--check") == 0
 
 
@@ -174,13 +179,13 @@ def test_a_changed_file_an_earlier_compile_wrote_is_kept_with_a_warning(
     out = tmp_path / "build"
     assert compile_into(SEED, out) == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"]["old.sh"] = sha(b"echo old\n")
+    manifest["files"]["lib/sparkc-0.0.9.sh"] = sha(b"echo old\n")
     (out / "manifest.json").write_text(json.dumps(manifest))
-    (out / "old.sh").write_text("echo edited by hand\n")
+    (out / "lib" / "sparkc-0.0.9.sh").write_text("echo edited by hand\n")
     capsys.readouterr()
     assert compile_into(SEED, out) == 0
-    assert (out / "old.sh").read_text() == "echo edited by hand\n"
-    assert "warning: kept old.sh" in capsys.readouterr().err
+    assert (out / "lib" / "sparkc-0.0.9.sh").read_text() == "echo edited by hand\n"
+    assert "warning: kept lib/sparkc-0.0.9.sh" in capsys.readouterr().err
 
 
 def test_the_spec_is_never_deleted_even_where_a_manifest_proves_it(
@@ -193,7 +198,52 @@ def test_the_spec_is_never_deleted_even_where_a_manifest_proves_it(
     (folder / "manifest.json").write_text(json.dumps({"files": {"spec.yaml": sha(spec.read_bytes())}}))
     assert compile_into(spec, folder) == 0
     assert spec.read_bytes() == SEED.read_bytes()
-    assert "kept spec.yaml" in capsys.readouterr().err
+    assert "removed" not in capsys.readouterr().out
+
+
+def test_a_foreign_manifest_deletes_neither_the_cluster_file_nor_a_users_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A manifest that records the right sha256 of files sparkc never writes: the cluster file the compile
+    has just read, and a file of the user's."""
+    folder = tmp_path / "project"
+    shutil.copytree(SIDE_BY_SIDE, folder)
+    (folder / "notes.txt").write_text("mine\n")
+    listed = {name: sha((folder / name).read_bytes()) for name in ("cluster.yaml", "notes.txt")}
+    (folder / "manifest.json").write_text(json.dumps({"files": listed}))
+    before = files_of(folder)
+    assert compile_into(folder / "qwen3-8b-beside.yaml", folder) == 0
+    after = files_of(folder)
+    assert {name: after.get(name) for name in before if name != "manifest.json"} == {
+        name: data for name, data in before.items() if name != "manifest.json"
+    }
+    assert "removed" not in capsys.readouterr().out
+
+
+def test_an_input_under_a_generated_name_is_never_deleted(tmp_path: Path) -> None:
+    """A cluster file kept where sparkc writes TensorRT-LLM's files, and a manifest that proves it."""
+    out = tmp_path / "build"
+    (out / "trtllm").mkdir(parents=True)
+    shutil.copy(SIDE_BY_SIDE / "cluster.yaml", out / "trtllm" / "cluster.yaml")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    spec = specs / "beside.yaml"
+    text = (SIDE_BY_SIDE / "qwen3-8b-beside.yaml").read_text()
+    spec.write_text(text.replace("file: cluster.yaml", "file: ../build/trtllm/cluster.yaml"))
+    kept = (out / "trtllm" / "cluster.yaml").read_bytes()
+    (out / "manifest.json").write_text(json.dumps({"files": {"trtllm/cluster.yaml": sha(kept)}}))
+    assert compile_into(spec, out) == 0
+    assert (out / "trtllm" / "cluster.yaml").read_bytes() == kept
+
+
+def test_a_journal_deleting_a_users_file_is_refused_whole(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = home / "build"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    plant_switch(out, {"write": [], "remove": {"notes.txt": sha(b"mine\n")}})
+    assert compile_into(SEED, out) == 2
+    assert "its journal names 'notes.txt', which is not a file sparkc writes" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine\n"
 
 
 def test_a_spec_named_as_a_generated_file_is_not_overwritten(
@@ -202,7 +252,7 @@ def test_a_spec_named_as_a_generated_file_is_not_overwritten(
     spec = tmp_path / "status.sh"
     shutil.copy(SEED, spec)
     assert compile_into(spec, tmp_path) == 2
-    assert "is the spec itself" in capsys.readouterr().err
+    assert "is read by this compile (the spec itself" in capsys.readouterr().err
     assert spec.read_bytes() == SEED.read_bytes()
     assert not (tmp_path / "launch-cluster.sh").exists()
 
@@ -281,3 +331,67 @@ def test_check_never_waits_on_a_pipe_in_out(tmp_path: Path) -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("compile --check hung on a FIFO in the output folder")
     assert done.returncode == 1 and "status.sh: missing" in done.stderr
+
+
+# -- links planted where sparkc and its scripts write -------------------------------------------------------
+
+
+def test_several_specs_never_write_through_a_link_at_a_deployment_folder(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / "qwen3-8b").symlink_to(home)  # the folder the second deployment goes to
+    before = files_of(home)
+    specs = [str(SIDE_BY_SIDE / "llama33-70b-fp8-both.yaml"), str(SIDE_BY_SIDE / "qwen3-8b-beside.yaml")]
+    assert main(["compile", *specs, "-o", str(out)]) == 2
+    assert f"{out / 'qwen3-8b'} is a symbolic link, not a folder" in capsys.readouterr().err
+    assert files_of(home) == before
+    assert main(["compile", *specs, "-o", str(out), "--check"]) == 2  # named, never read through
+    assert f"{out / 'qwen3-8b'} is a symbolic link" in capsys.readouterr().err
+
+
+def test_setup_fabric_never_writes_through_a_planted_link(tmp_path: Path, home: Path) -> None:
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / ".setup-fabric.sh.tmp").symlink_to(home / ".bashrc")  # its old temporary name
+    before = files_of(home)
+    result = CliRunner().invoke(cli, ["setup-fabric", str(SEED), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert files_of(home) == before and not os.access(home / ".bashrc", os.X_OK)
+    assert (out / "setup-fabric.sh").is_file() and not (out / "setup-fabric.sh").is_symlink()
+    (out / "setup-fabric.sh").unlink()
+    (out / "setup-fabric.sh").symlink_to(home / ".bashrc")
+    result = CliRunner().invoke(cli, ["setup-fabric", str(SEED), "-o", str(out)])
+    assert result.exit_code == 2
+    assert f"{out / 'setup-fabric.sh'} is a symbolic link, where sparkc writes a file of its own" in result.output
+    assert files_of(home) == before
+
+
+@pytest.mark.parametrize("name", ["distribute-report.txt", "last-launch.txt", "logs", "bench", "status.sh", "lib"])
+def test_check_names_a_link_where_sparkc_or_its_scripts_write(
+    tmp_path: Path, home: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "build"
+    assert compile_into(SEED, out) == 0
+    target = home / "copy"
+    if (out / name).exists():  # the same bytes elsewhere: what is read through the link is up to date
+        shutil.move(out / name, target)
+    (out / name).symlink_to(target if target.exists() else home / ".bashrc")
+    capsys.readouterr()
+    assert compile_into(SEED, out, "--check") == 1
+    assert f"  {name}: a symbolic link where sparkc or its scripts write" in capsys.readouterr().err
+
+
+def test_a_link_where_a_generated_file_goes_is_named(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "build"
+    assert compile_into(SEED, out) == 0
+    (out / "status.sh").unlink()
+    (out / "status.sh").symlink_to(home / ".bashrc")
+    before = files_of(home)
+    capsys.readouterr()
+    assert compile_into(SEED, out) == 2
+    assert f"{out / 'status.sh'} is a symbolic link, where sparkc writes a file of its own" in capsys.readouterr().err
+    assert files_of(home) == before and (out / "status.sh").is_symlink()

@@ -15,6 +15,45 @@ is_local() { [[ -z ${TARGET[$1]} ]]; }
 # A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
 safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }
 
+# Files and folders the scripts write beside themselves (reports, logs, benchmark runs) are made anew, so
+# that no write lands where a link planted in the build folder points: a file is filled under a fresh
+# name from mktemp in its folder and renamed over its own (a rename replaces a name, following no link);
+# a folder is made new. A link, or a file where a folder goes (or the other way), is refused, naming it.
+own_path() { # PATH [file|folder]: fails, with a warning, unless PATH is missing or a plain one of that kind
+  local path=$1 kind=${2:-file}
+  if [[ -L $path ]]; then
+    warn "$path is a symbolic link, where this script writes a $kind of its own; remove it and run again"
+    return 1
+  fi
+  [[ ! -e $path || ($kind == file && -f $path) || ($kind == folder && -d $path) ]] && return 0
+  warn "$path is not a $kind, where this script writes one; move it away and run again"
+  return 1
+}
+# fresh_file FILE: prints the path of a new empty file beside FILE, to fill and then move over it with place_file.
+fresh_file() {
+  own_path "$1" || return 1
+  mktemp "${1%/*}/.${1##*/}.XXXXXX" || { warn "cannot write into ${1%/*}"; return 1; }
+}
+place_file() { # NEW FILE
+  chmod 644 -- "$1" && mv -f -T -- "$1" "$2" && return 0
+  rm -f -- "$1"
+  warn "cannot write $2"
+  return 1
+}
+save_file() { # FILE: its new content is this function's input
+  local new
+  new=$(fresh_file "$1") || return 1
+  cat >"$new" && place_file "$new" "$1"
+}
+# new_folder PARENT NAME: makes PARENT (a plain folder or missing) and a new folder PARENT/NAME in it (NAME.XXXXXX
+# where NAME is taken); its path in NEW_FOLDER.
+new_folder() {
+  own_path "$1" folder && mkdir -p -- "$1" || return 1
+  NEW_FOLDER=$1/$2
+  mkdir -- "$NEW_FOLDER" 2>/dev/null && return 0
+  NEW_FOLDER=$(mktemp -d "$1/$2.XXXXXX") || { warn "cannot make a folder in $1"; return 1; }
+}
+
 # Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
 # word in single quotes, which keep every byte as it is, and a quote inside written '\''. (printf %q
 # writes $'...' for some bytes, which dash reads as plain text.)
@@ -238,17 +277,21 @@ endpoint_healthy() { probe_health && probe_models && probe_completion; }
 # may be unreachable). Arguments: the folder, docker logs' --tail and, optionally, its --since.
 collect_logs() {
   local dir=$1 tail=$2 since=${3:-} node pids=() pid logs_args
-  mkdir -p "$dir"
+  own_path "$dir" folder && mkdir -p -- "$dir" || return 1
   logs_args=(--tail "$tail")
   [[ -z $since ]] || logs_args+=(--since "$since")
   for node in "${NODES[@]}"; do
     (
       trap - ERR
-      on_node "$node" docker logs "${logs_args[@]}" "${CONTAINER[$node]}" >"$dir/$node.log" 2>&1 \
-        || echo "(no logs: node unreachable or container missing)" >>"$dir/$node.log"
-      on_node "$node" docker inspect --format \
-        '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-        "${CONTAINER[$node]}" >"$dir/$node.state" 2>&1 || echo "missing or unreachable" >>"$dir/$node.state"
+      {
+        on_node "$node" docker logs "${logs_args[@]}" "${CONTAINER[$node]}" 2>&1 \
+          || echo "(no logs: node unreachable or container missing)"
+      } | save_file "$dir/$node.log"
+      {
+        on_node "$node" docker inspect --format \
+          '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
+          "${CONTAINER[$node]}" 2>&1 || echo "missing or unreachable"
+      } | save_file "$dir/$node.state"
     ) </dev/null &
     pids+=("$!")
   done
@@ -1594,9 +1637,10 @@ probe_fabric() {
   probe_failures+=("${probe_waits[@]}")
   if ((${#probe_failures[@]})); then
     local first=${probe_failures[0]%%:*}
-    mkdir -p "$SCRIPT_DIR/logs/probe"
-    cp "$dir"/*.log "$SCRIPT_DIR/logs/probe/" 2>/dev/null || true
-    fail "$first" "the fabric probe failed: ${probe_failures[*]}. Each node's probe output: $SCRIPT_DIR/logs/probe/;" \
+    # A new folder of its own: the files copied into it cannot meet a link planted there.
+    new_folder "$SCRIPT_DIR/logs" "probe-$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+    cp "$dir"/*.log "$NEW_FOLDER/" 2>/dev/null || true
+    fail "$first" "the fabric probe failed: ${probe_failures[*]}. Each node's probe output: $NEW_FOLDER/;" \
       "launch-cluster.sh --no-probe (or launch.probe: false) skips the probe"
   fi
   rm -rf "$dir"
@@ -1878,9 +1922,11 @@ fail() {
     exit 1
   fi
   local dir
-  dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
+  new_folder "$SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+  dir=$NEW_FOLDER
   collect_logs "$dir" 500
-  { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } >"$dir/failure.txt"
+  { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } \
+    | save_file "$dir/failure.txt"
   [[ -z $LAUNCHED_AT ]] || record_launch failed
   if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
     printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
@@ -2041,7 +2087,7 @@ record_launch() { # STATE
       printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
     describe_overrides
-  } >"$SCRIPT_DIR/last-launch.txt"
+  } | save_file "$SCRIPT_DIR/last-launch.txt"
   [[ $1 != ready ]] || log "recorded in $SCRIPT_DIR/last-launch.txt"
 }
 
@@ -2757,6 +2803,8 @@ launch_main() {
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
   check_port_override
+  # The record and the failure logs go beside this script: a link there is refused before any node is touched.
+  ((DRY_RUN)) || { own_path "$SCRIPT_DIR/last-launch.txt" && own_path "$SCRIPT_DIR/logs" folder; } || exit 1
   DEADLINE=$((SECONDS + TIMEOUT))
   SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
@@ -3033,8 +3081,11 @@ logs_main() {
     [[ -z $since ]] || follow_args+=(--since "$since")
     exec docker logs "${follow_args[@]}" "${CONTAINER[$HEAD]}"
   fi
-  [[ -n $dir ]] || dir="$SCRIPT_DIR/logs/$(date -u +%Y%m%dT%H%M%SZ)"
-  collect_logs "$dir" "${tail:-all}" "$since"
+  if [[ -z $dir ]]; then
+    new_folder "$SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+    dir=$NEW_FOLDER
+  fi
+  collect_logs "$dir" "${tail:-all}" "$since" || exit 1
   log "logs of ${#NODES[@]} node(s) in $dir"
   if grep -l -e '^(no logs' -e '^missing or unreachable' "$dir"/*.log "$dir"/*.state >/dev/null 2>&1; then
     warn "some nodes' logs could not be read; see the files in $dir"
@@ -3083,6 +3134,7 @@ COPY_ARGV=() # set by model_copy_argv
 PROGRESS_EVERY=30
 [[ -t 1 ]] && PROGRESS_EVERY=5
 REPORT=$SCRIPT_DIR/distribute-report.txt
+REPORT_FD=""  # open on the report, made anew for this run (no dry run)
 
 # rsync's remote shell as one -e string. rsync splits that string itself, not as a shell would: on
 # spaces, where '...' and "..." group, a doubled quote inside them stands for one, and a backslash is
@@ -3104,7 +3156,7 @@ fabric_ssh() {
 }
 
 record() { # NODE ITEM ACTION BYTES SECONDS VIA
-  printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s\n' "$@" >>"$REPORT"
+  [[ -z $REPORT_FD ]] || printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s\n' "$@" >&"$REPORT_FD"
 }
 
 rate() { # BYTES SECONDS: MB/s, one decimal
@@ -3348,7 +3400,12 @@ distribute_main() {
     exit 2
   fi
   local status=0
-  ((DRY_RUN)) || : >"$REPORT"
+  if ((DRY_RUN == 0)); then
+    local new
+    new=$(fresh_file "$REPORT") || exit 1
+    exec {REPORT_FD}>>"$new"
+    place_file "$new" "$REPORT" || exit 1
+  fi
   if ((MODEL_ONLY == 0)); then
     log "== image $IMAGE"
     distribute_image || status=1
@@ -3597,9 +3654,11 @@ fetch_main() {
     return 0
   fi
   mkdir -p -- "$FETCH_TARGET" || { warn "cannot create $FETCH_TARGET on $HEAD"; exit 1; }
-  local out=$SCRIPT_DIR/fetch-report.txt status=0
+  local out=$SCRIPT_DIR/fetch-report.txt status=0 new
+  new=$(fresh_file "$out") || exit 1
   "${argv[@]}" "$FETCH_PY" "$FETCH_REPO" "$FETCH_REVISION" "$FETCH_TARGET" "$FETCH_MODE" </dev/null \
-    | tee "$out" || status=$?
+    | tee "$new" || status=$?
+  place_file "$new" "$out" || exit 1
   if ! grep -q '^SPARKC_FETCH {.*"ok": true' "$out"; then
     local why
     why=$(sed -n 's/^SPARKC_FETCH .*"error": "\(.*\)", "ok": false}.*/\1/p' "$out" | tail -n 1)
@@ -3638,6 +3697,7 @@ Arguments: DIR DEPLOYMENT SPEC_SHA256 IMAGE_ID INPUT_LEN OUTPUT_LEN CONCURRENCY.
 import json
 import os
 import sys
+import tempfile
 
 COLUMNS = (
     ("concurrency", "concurrency", "{:d}"),
@@ -3662,6 +3722,23 @@ def read(path):
         return json.loads(lines[-1]) if lines else None
 
 
+def write_anew(path, text):
+    """`path` written whole under a fresh name beside it (mkstemp), then renamed over it: never through a
+    link planted there, which is refused, as anything but a plain file is."""
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+        sys.exit(f"{path} is a symbolic link or not a plain file, where the summary goes; remove it and run again")
+    fd, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
+
+
 def main(argv):
     folder, deployment, spec_sha256, image_id, input_len, output_len = argv[1:7]
     rows = []
@@ -3674,21 +3751,18 @@ def main(argv):
         rows.append(row)
     summary = {"deployment": deployment, "spec_sha256": spec_sha256, "image_id": image_id,
                "input_len": int(input_len), "output_len": int(output_len), "runs": rows}  # fmt: skip
-    with open(os.path.join(folder, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2, sort_keys=True)
-        f.write("\n")
+    write_anew(os.path.join(folder, "summary.json"), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     cells = [[h for h, _, _ in COLUMNS]]
     for row in rows:
         cells.append([fmt.format(row[key]) if row.get(key) is not None else "failed" for _, key, fmt in COLUMNS])
     widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
     for r in cells:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-    with open(os.path.join(folder, "summary.md"), "w", encoding="utf-8") as f:
-        f.write(f"# Benchmark of `{deployment}`\n\nSpec sha256 `{spec_sha256}`, image `{image_id}`; "
-                f"random prompts, {input_len} tokens in, {output_len} out.\n\n")  # fmt: skip
-        f.write("| " + " | ".join(cells[0]) + " |\n| " + " | ".join("---" for _ in COLUMNS) + " |\n")
-        for r in cells[1:]:
-            f.write("| " + " | ".join(r) + " |\n")
+    page = (f"# Benchmark of `{deployment}`\n\nSpec sha256 `{spec_sha256}`, image `{image_id}`; "
+            f"random prompts, {input_len} tokens in, {output_len} out.\n\n")  # fmt: skip
+    page += "| " + " | ".join(cells[0]) + " |\n| " + " | ".join("---" for _ in COLUMNS) + " |\n"
+    page += "".join("| " + " | ".join(r) + " |\n" for r in cells[1:])
+    write_anew(os.path.join(folder, "summary.md"), page)
     if not all(row["ok"] for row in rows):
         sys.exit(1)
 
@@ -3735,17 +3809,22 @@ bench_main() {
   elif [[ -n $API_KEY_GIVEN ]]; then
     key=$API_KEY_GIVEN
   fi
-  [[ -n $dir ]] || dir="$SCRIPT_DIR/bench/$(date -u +%Y%m%dT%H%M%SZ)"
-  local snapshot="" image_id="" level i=0 count failed=0 levels=()
+  local snapshot="" image_id="" level i=0 count failed=0 levels=() new fd stamp
+  stamp=$(date -u +%Y%m%dT%H%M%SZ)
   IFS=, read -r -a levels <<<"$list"
   log "benchmark of $DEPLOYMENT at $PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
   if ((DRY_RUN == 0)); then
-    mkdir -p -- "$dir"
+    if [[ -z $dir ]]; then
+      new_folder "$SCRIPT_DIR/bench" "$stamp" || exit 1
+      dir=$NEW_FOLDER
+    fi
+    own_path "$dir" folder && mkdir -p -- "$dir" || exit 1
     image_id=$(docker image inspect --format '{{.Id}}' "$IMAGE") || { warn "no image $IMAGE on $HEAD"; exit 1; }
     if [[ -n $BENCH_SNAPSHOT_REF ]]; then
       snapshot=$(cat -- "$BENCH_SNAPSHOT_REF") || { warn "cannot read $BENCH_SNAPSHOT_REF"; exit 1; }
     fi
   fi
+  [[ -n $dir ]] || dir=$SCRIPT_DIR/bench/$stamp  # what a dry run shows
   for level in "${levels[@]}"; do
     i=$((i + 1))
     count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
@@ -3755,10 +3834,18 @@ bench_main() {
       continue
     fi
     log "[$i/${#levels[@]}] concurrency $level: $count prompts (at most ${limit}s)"
+    own_path "$dir/concurrency-$level.json" || exit 1  # the benchmark writes it
+    new=$(fresh_file "$dir/concurrency-$level.log") || exit 1
+    exec {fd}>"$new"
+    place_file "$new" "$dir/concurrency-$level.log" || exit 1
     local started=$SECONDS status=0
-    # The key in docker's environment only (-e OPENAI_API_KEY passes it by name), where both benchmarks read it.
-    env "OPENAI_API_KEY=$key" timeout --kill-after=10 "$limit" "${ARGV[@]}" >"$dir/concurrency-$level.log" 2>&1 \
-      </dev/null || status=$?
+    # The key goes to docker by name (-e OPENAI_API_KEY), exported in a subshell: never a word of a command
+    # line, which any user reads in /proc/PID/cmdline. Both benchmarks read it from that variable.
+    (
+      export OPENAI_API_KEY=$key
+      exec timeout --kill-after=10 "$limit" "${ARGV[@]}"
+    ) >&"$fd" 2>&1 </dev/null || status=$?
+    exec {fd}>&-
     if ((status == 124 || status == 137)); then
       docker rm -f "$BENCH_CONTAINER-$level" >/dev/null 2>&1 || true
       warn "concurrency $level: stopped after ${limit}s (--timeout); its output is in $dir/concurrency-$level.log"
