@@ -330,3 +330,24 @@ def test_profile_inspect_prints_no_escape_from_the_images_env(tmp_path: Path) ->
     (tmp_path / "inspect.json").write_text(json.dumps([{"Id": "sha256:" + "ab" * 32, "Config": config}]))
     done = sparkc("profile", "img", "--inspect", tmp_path / "inspect.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+# -- bench.sh's summary of what the benchmark container wrote ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "result",
+    [DEEP, "[1, 2]", '{"output_throughput": 1' + "0" * 400 + "}", '{"output_throughput": ' + HUGE + "}", "\x00" * 99],
+    ids=["deep", "a list", "past a float", "5000 digits", "NUL bytes"],
+)
+def test_bench_summary_takes_a_broken_result_as_a_failed_run(tmp_path: Path, result: str) -> None:
+    good = {"output_throughput": 80.5, "request_throughput": 0.6, "median_ttft_ms": 40.0}
+    (tmp_path / "concurrency-1.json").write_text(json.dumps(good))
+    (tmp_path / "concurrency-4.json").write_text(result)
+    script = ROOT / "templates" / "lib" / "bench_summary.py"
+    argv = [sys.executable, script, tmp_path, "llama", "ab" * 32, "sha256:" + "cd" * 32, "512", "128", "1", "4"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=LIMIT_S)
+    assert not done.stderr, done.stderr  # no traceback
+    runs = json.loads((tmp_path / "summary.json").read_text())["runs"]
+    assert runs[0]["ok"] and runs[0]["output_throughput"] == 80.5 and runs[1]["output_throughput"] is None
+    assert done.returncode == (0 if runs[1]["ok"] else 1)  # a result that is no JSON object: a failed run
