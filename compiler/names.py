@@ -218,6 +218,7 @@ SCRIPT_NAMES = frozenset(
         "SPARKC_LIB_SHA256",
         "SPARKC_LIB_TEXT",
         "SPARKC_LIB_SUM",
+        "SPARKC_UTF8",
         "SPEC_SHA256",
         "SSH_MUX",
         "SSH_MUX_DIR",

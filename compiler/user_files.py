@@ -1,6 +1,7 @@
-"""The one way sparkc reads a file a user (or whoever wrote a folder it reads) controls: a regular file
-only, at most a given number of bytes; and the one way it writes a file into such a folder: anew, never
-through a link planted there (replace_file).
+"""The one way sparkc reads what it did not write (a recipe, a mod, a profile, a bench summary, a node's
+answer): a regular file only, at most a given number of bytes; JSON no deeper than MAX_DEPTH levels and
+with no integer over MAX_DIGITS digits; numbers in text read as ASCII digits only. And the one way it
+writes a file into a folder it does not own: anew, never through a link planted there (replace_file).
 
 A FIFO must not hang a compile and /dev/zero must not fill the memory: the file is opened with
 O_NONBLOCK (opening a FIFO for reading waits for a writer otherwise), checked with fstat to be a
@@ -11,10 +12,12 @@ reading it whole.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 class UnreadableFile(Exception):
@@ -23,6 +26,16 @@ class UnreadableFile(Exception):
 
 class TooLarge(UnreadableFile):
     """The file is larger than the limit it was read with."""
+
+
+class BadJson(UnreadableFile):
+    """The text is not JSON, or JSON nested deeper or with larger integers than any input sparkc reads."""
+
+
+# Bounds for every structured input: a spec, a recipe or a summary needs a handful of levels and numbers
+# of a few digits; Python itself refuses integers of over 4300 digits (a ValueError) and recurses per level.
+MAX_DEPTH = 64
+MAX_DIGITS = 100
 
 
 def read_bytes(path: Path, limit: int, *, follow_symlinks: bool = True) -> bytes:
@@ -69,6 +82,63 @@ def read_text(path: Path, limit: int, *, follow_symlinks: bool = True) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise UnreadableFile(f"{path}:{line}: not UTF-8 text (at byte {exc.start}); save it as UTF-8") from None
+
+
+def read_json(path: Path, limit: int, *, follow_symlinks: bool = True) -> Any:
+    """As read_text, parsed as JSON by loads_json."""
+    return loads_json(read_text(path, limit, follow_symlinks=follow_symlinks), str(path))
+
+
+def loads_json(text: str, source: str) -> Any:
+    """JSON text from `source` (a file's name, or what the text is), or BadJson naming `source`, the line and
+    column, and what is wrong: not JSON, deeper than MAX_DEPTH levels, an integer of over MAX_DIGITS digits."""
+
+    def whole(digits: str) -> int:
+        if len(digits.lstrip("-")) > MAX_DIGITS:
+            raise _HugeNumber(len(digits.lstrip("-")))
+        return int(digits)
+
+    try:
+        data = json.loads(text, parse_int=whole)
+    except json.JSONDecodeError as exc:
+        raise BadJson(f"{source}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from None
+    except _HugeNumber as exc:
+        raise BadJson(f"{source}: a number of {exc.args[0]} digits; no input of sparkc has one") from None
+    except RecursionError:  # the parser's own limit (about 1000 levels), far below what a C stack holds
+        raise BadJson(f"{source}: {_TOO_DEEP}") from None
+    if not _shallow(data):
+        raise BadJson(f"{source}: {_TOO_DEEP}")
+    return data
+
+
+_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels; is this the right file?"
+
+
+class _HugeNumber(ValueError):
+    pass
+
+
+def _shallow(data: Any) -> bool:
+    """Whether `data` nests at most MAX_DEPTH lists and objects deep (walked without recursion)."""
+    level = [data]
+    for _ in range(MAX_DEPTH):
+        level = [v for item in level if isinstance(item, (dict, list)) for v in _children(item)]
+        if not level:
+            return True
+    return False
+
+
+def _children(item: dict[Any, Any] | list[Any]) -> list[Any]:
+    return [v for v in (item.values() if isinstance(item, dict) else item) if isinstance(v, (dict, list))]
+
+
+def ascii_int(text: str, max_digits: int = 18) -> int | None:
+    """`text` as a whole number when it is 1 to `max_digits` ASCII digits, else None. str.isdigit() and int()
+    take other scripts' digits (`²` is a digit that int() refuses, `٣` one it reads): a node's or a file's
+    number is read by this instead."""
+    if 0 < len(text) <= max_digits and text.isascii() and text.isdigit():
+        return int(text)
+    return None
 
 
 def _kind(mode: int) -> str:

@@ -174,6 +174,7 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
     """Draft an image profile for IMAGE from its docker metadata, with what must be reviewed marked."""
     import subprocess
 
+    from compiler.diagnostics import printable
     from compiler.tools.profile_draft import InspectError, draft, parse_inspect
 
     if inspect_file is not None:
@@ -194,8 +195,9 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
         if run.returncode != 0:
             raise UsageProblem(f"docker image inspect {image} failed: {run.stderr.strip() or run.returncode}")
         text = run.stdout
+    source = "docker image inspect" if inspect_file is None else printable(inspect_file.name)
     try:
-        click.echo(draft(parse_inspect(text, image)), nl=False)
+        click.echo(draft(parse_inspect(text, image, source)), nl=False)
     except InspectError as exc:
         raise UsageProblem(f"the inspect output of {image}: {exc}") from None
 

@@ -25,12 +25,11 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from compiler.diagnostics import Diagnostic, Path, Severity
 from compiler.spec.yaml_errors import plain_message
-from compiler.user_files import TooLarge, UnreadableFile, read_bytes
+from compiler.user_files import MAX_DEPTH, MAX_DIGITS, TooLarge, UnreadableFile, read_bytes
 
 MAX_SPEC_BYTES = 1024 * 1024
-MAX_DEPTH = 64
 MAX_ALIAS_EXPANSION = 10_000  # values that aliases (*name) may add to the document, all together
-MAX_NUMBER_LENGTH = 100  # Python refuses to read integers of over 4300 digits
+MAX_NUMBER_LENGTH = MAX_DIGITS  # Python refuses to read integers of over 4300 digits
 
 # What YAML 1.2 allows in a stream (tab, newline, printable Unicode); anything else is refused by position.
 _FORBIDDEN = re.compile(r"[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -8,12 +8,11 @@ diagnostics, never a generated file, so a compile gives the same files on any ma
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.spec.typed import DraftMethod, Spec
-from compiler.user_files import UnreadableFile, read_text
+from compiler.user_files import UnreadableFile, read_json, read_text
 
 INDEX = "model.safetensors.index.json"
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # an index lists tensors by name: a few MB for the largest models
@@ -57,8 +56,8 @@ def read_model_facts(spec: Spec) -> ModelFacts:
 def _mtp_layers(path: Path) -> int | None:
     """The MTP layers a config.json counts (at its top or in its text_config), 0 for none; None: unreadable."""
     try:
-        data = json.loads(read_text(path, MAX_CONFIG_BYTES))
-    except (UnreadableFile, ValueError, RecursionError):
+        data = read_json(path, MAX_CONFIG_BYTES)
+    except UnreadableFile:
         return None
     if not isinstance(data, dict):
         return None
@@ -83,8 +82,8 @@ def _resolved_snapshot(repo_folder: str, revision: str) -> str | None:
 def _total_size(path: Path) -> int | None:
     """metadata.total_size of a safetensors index, or None where it is absent, unreadable or not a count."""
     try:
-        data = json.loads(read_text(path, MAX_INDEX_BYTES))  # a FIFO or /dev/zero: no facts, no wait
-    except (UnreadableFile, ValueError, RecursionError):
+        data = read_json(path, MAX_INDEX_BYTES)  # a FIFO or /dev/zero: no facts, no wait
+    except UnreadableFile:
         return None
     meta = data.get("metadata") if isinstance(data, dict) else None
     total = meta.get("total_size") if isinstance(meta, dict) else None

@@ -7,6 +7,7 @@ The built-in ones ship with sparkc; an operator's own (a `profiles/` folder besi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -17,8 +18,9 @@ from compiler.diagnostics import display_path
 from compiler.resources import data_dir
 from compiler.spec.load import MAX_SPEC_BYTES, load_text, locate, to_plain
 from compiler.spec.schema import load_schema, validate
+from compiler.spec.tag_pattern import pattern_problem, version_in
 from compiler.spec.typed import EngineKind, EntrypointMode
-from compiler.user_files import UnreadableFile, read_text
+from compiler.user_files import UnreadableFile, ascii_int, read_text
 
 
 class ArgsStyle(StrEnum):
@@ -62,8 +64,7 @@ class Profile:
         """The engine's release the image holds, where its tag says it."""
         if self.version_from_tag is None:
             return None
-        match = re.fullmatch(self.version_from_tag, image_tag(image))
-        return match.group(1) if match else None
+        return version_in(self.version_from_tag, image_tag(image))
 
     def control(self, setting: str) -> Control | None:
         return dict(self.controls).get(setting)
@@ -118,6 +119,9 @@ def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str
     for d in validate(data, load_schema("profile.schema.json")):
         line, column = locate(document.data, d.path, at_key=d.at_key)
         errors.append(f"{filename}:{line}:{column}: {display_path(d.path, data)}: {d.message}")
+    for path, problem in _value_problems(data):
+        line, column = locate(document.data, path)
+        errors.append(f"{filename}:{line}:{column}: {display_path(path, data)}: {problem}")
     if errors:
         return None, errors
     return (
@@ -138,6 +142,39 @@ def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str
         ),
         [],
     )
+
+
+# What the entrypoint's default of each setting must be for sparkc to reason about it (the port it
+# listens on, the memory it takes); the schema's text alone lets `abc` through.
+def _port(value: str) -> bool:
+    number = ascii_int(value, 5)
+    return number is not None and 0 < number < 65536
+
+
+def _fraction(value: str) -> bool:
+    return re.fullmatch(r"0?\.[0-9]{1,6}|1(?:\.0{1,6})?", value) is not None and float(value) > 0
+
+
+_DEFAULT_FORMS: dict[str, tuple[str, Callable[[str], bool]]] = {
+    "port": ("a port from 1 to 65535 in ASCII digits", _port),
+    "max_model_len": ("a whole number of tokens in ASCII digits", lambda value: ascii_int(value, 9) is not None),
+    "gpu_memory_utilization": ("a fraction above 0 and at most 1 (0.85)", _fraction),
+}
+
+
+def _value_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """What the schema cannot say: each control's default in the form its setting needs, and a from_tag
+    pattern that matches fast and has the one group."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    for setting, control in data.get("controls", {}).items():
+        form = _DEFAULT_FORMS.get(setting)
+        if form is not None and not form[1](control["default"]):
+            found.append((("controls", setting, "default"), f"{control['default']!r} is not {form[0]}"))
+    pattern = data.get("engine_version", {}).get("from_tag")
+    problem = pattern_problem(pattern) if pattern is not None else None
+    if problem is not None:
+        found.append((("engine_version", "from_tag"), problem))
+    return found
 
 
 def _version(text: str) -> tuple[int, ...]:

@@ -7,11 +7,15 @@ between the runs; runs with other prompt lengths are not comparable, and it says
 
 from __future__ import annotations
 
-import json
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
+
+from compiler.diagnostics import printable
+from compiler.user_files import UnreadableFile, read_json
 
 # The summary's metrics (templates/lib/bench_summary.py writes them), as the table names them; a higher
 # value is better only for the throughputs.
@@ -25,6 +29,10 @@ METRICS = (
 )
 MAX_RUNS = 8
 SUMMARY = "summary.json"
+MAX_SUMMARY_BYTES = 1 << 20  # bench.sh writes a few KiB
+# What bench.sh takes (--concurrency 1 to 9999) and no prompt length reaches: a larger number is no summary of it.
+MAX_CONCURRENCY = 9999
+MAX_LENGTH = 10**9
 
 
 class BenchProblem(Exception):
@@ -51,15 +59,9 @@ def read_run(label: str, given: Path) -> Run:
             f"{given}: no {SUMMARY} here; give a folder bench.sh wrote (bench/<time>/ beside the scripts, or its --out)"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BenchProblem(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise BenchProblem(f"{path}: not text; give the summary.json bench.sh wrote") from None
-    except json.JSONDecodeError as exc:
-        raise BenchProblem(
-            f"{path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg}); give the summary.json bench.sh wrote"
-        ) from None
+        data = read_json(path, MAX_SUMMARY_BYTES)  # a regular file only: a FIFO or /dev/zero is refused at once
+    except UnreadableFile as exc:
+        raise BenchProblem(f"{exc}; give the summary.json bench.sh wrote") from None
     return _run(label, given, path, data)
 
 
@@ -73,19 +75,19 @@ def _run(label: str, given: Path, path: Path, data: object) -> Run:
     if not (isinstance(deployment, str) and isinstance(spec, str) and isinstance(image, str)):
         raise wrong("deployment, spec_sha256 or image_id is missing")
     input_len, output_len, runs = data.get("input_len"), data.get("output_len"), data.get("runs")
-    if not (_whole(input_len) and _whole(output_len) and isinstance(runs, list)):
-        raise wrong("input_len, output_len or runs is missing")
+    if not (_whole(input_len, MAX_LENGTH) and _whole(output_len, MAX_LENGTH) and isinstance(runs, list)):
+        raise wrong(f"input_len, output_len (whole numbers up to {MAX_LENGTH}) or runs is missing")
     figures: dict[int, dict[str, float | None]] = {}
     for row in runs:
         level = row.get("concurrency") if isinstance(row, dict) else None
-        if not _whole(level):
-            raise wrong("a run without its concurrency")
+        if not _whole(level, MAX_CONCURRENCY):
+            raise wrong(f"a run without its concurrency (a whole number from 1 to {MAX_CONCURRENCY})")
         figures[level] = {key: _figure(row.get(key)) for _, key, _, _ in METRICS}
     return Run(label, str(given), deployment, spec, image, input_len, output_len, figures)
 
 
-def _whole(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+def _whole(value: object, most: int) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= most
 
 
 def _figure(value: object) -> float | None:
@@ -145,10 +147,12 @@ def _change(first: float | None, value: float | None) -> str:
     return f"{(value - first) / first * 100:+.1f}%"
 
 
-def header(runs: list[Run]) -> list[str]:
+def header(runs: list[Run], shown: Callable[[str], str] = printable) -> list[str]:
+    """One line per run; `shown` writes each value read from the summary (printable: no byte of it may
+    move the terminal's cursor or end the line)."""
     return [
-        f"{run.label}: {run.source}: {run.deployment}, spec {run.spec_sha256[:12]}, image {run.image_id[:19]}, "
-        f"{run.input_len} tokens in, {run.output_len} out"
+        f"{run.label}: {shown(run.source)}: {shown(run.deployment)}, spec {shown(run.spec_sha256[:12])}, "
+        f"image {shown(run.image_id[:19])}, {run.input_len} tokens in, {run.output_len} out"
         for run in runs
     ]
 
@@ -163,16 +167,23 @@ def text_table(rows: list[list[str]]) -> str:
 
 
 def markdown(runs: list[Run], rows: list[list[str]]) -> str:
-    # Values come from files the operator gave: keep a `|` or a line break from ending a cell.
-    def cell(text: str) -> str:
-        return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
+    """The comparison as Markdown. The table holds sparkc's own words and figures; each value read from a
+    summary is a code span, where no HTML, link or emphasis is read, on one line."""
     out = ["# Benchmark comparison", ""]
-    out += [f"- {cell(line)}" for line in header(runs)]
-    out += [f"- {cell(line)}" for line in notes(runs)]
+    out += [f"- {line}" for line in header(runs, code_span)]
+    out += [f"- {line}" for line in notes(runs)]
     out += ["", "| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])]
-    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows[1:]]
+    out += ["| " + " | ".join(row) + " |" for row in rows[1:]]
     return "\n".join(out) + "\n"
+
+
+def code_span(text: str) -> str:
+    """`text` as a Markdown code span: fenced by more backticks than it holds in a row, printable (no line
+    break or carriage return), spaced where it starts or ends with a backtick."""
+    text = printable(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def as_json(runs: list[Run]) -> dict[str, object]:
@@ -209,7 +220,7 @@ def plot(runs: list[Run], out: Path) -> None:
         for run in runs:
             points = [(level, f[key]) for level, f in sorted(run.figures.items()) if f[key] is not None]
             if points:
-                label = f"{run.label}: {run.deployment}, spec {run.spec_sha256[:8]}"
+                label = _plain_label(f"{run.label}: {run.deployment[:40]}, spec {run.spec_sha256[:8]}")
                 axis.plot(*zip(*points, strict=True), marker="o", label=label)
         axis.set_xscale("log", base=2)
         axis.set_xticks(levels, [str(level) for level in levels])
@@ -223,3 +234,8 @@ def plot(runs: list[Run], out: Path) -> None:
     matplotlib.rcParams["svg.hashsalt"] = "sparkc"
     figure.savefig(out, metadata=stamp.get(out.suffix.lower().lstrip("."), {"Software": None}))
     pyplot.close(figure)
+
+
+def _plain_label(text: str) -> str:
+    """A legend's text as it reads: matplotlib reads `$...$` as a formula (and stops at a bad one)."""
+    return printable(text).replace("$", r"\$")

@@ -9,7 +9,6 @@ recipe cannot say (the nodes' addresses, where the weights sit) is written as a 
 from __future__ import annotations
 
 import io
-import json
 import math
 import re
 import shlex
@@ -28,8 +27,10 @@ from compiler.engines.speculative import SGLANG_NAMES, VLLM_MTP_NAMES
 from compiler.engines.vllm import MANAGED as VLLM_MANAGED
 from compiler.names import SECRET_NAME
 from compiler.spec.load import kind_of, load_text, locate, to_plain
+from compiler.spec.patches import MAX_BYTES, MAX_FILES
 from compiler.spec.typed import DraftMethod, EngineKind
 from compiler.tools.recipe_mods import Mod, patch_files, read_mod
+from compiler.user_files import BadJson, ascii_int, loads_json
 
 PLACEHOLDER = "PLACEHOLDER"
 # Keys read into the spec; any other top-level key of the recipe is reported.
@@ -264,14 +265,8 @@ def _mods(
     if recipes_dir is None:
         _mods_lost(listed, args, warnings)
         return {}
-    found: list[Mod] = []
-    for i, mod in enumerate(listed):
-        read = read_mod(recipes_dir, mod) if isinstance(mod, str) else f"{kind_of(mod)}, not a mod's folder"
-        if isinstance(read, str):
-            warnings.error(("mods", i), read)
-        else:
-            found.append(read)
-    if len(found) < len(listed):
+    found = _read_mods(listed, recipes_dir, warnings)
+    if found is None:
         return {}
     if patches is None:
         warnings.error(("mods",), "the mods' files are written beside the spec: give the spec's file with -o SPEC")
@@ -282,6 +277,38 @@ def _mods(
         return {}
     fields["container.hooks"] = {"pre_engine": [mod.command for mod in found], "patches": patches}
     return {f"{patches}/{path}": data for path, data in files.items()}
+
+
+def _read_mods(listed: list[Any], recipes_dir: FilePath, warnings: _Notes) -> list[Mod] | None:
+    """Each listed mod, each folder read once and all of them together at most one patch folder's size
+    (a mod named a thousand times is read once, and reading stops where they no longer fit); None: an error."""
+    if len(listed) > MAX_FILES:
+        warnings.error(("mods",), f"{len(listed)} mods; a patch folder holds at most {MAX_FILES} files")
+        return None
+    read: dict[str, Mod | str] = {}
+    found: list[Mod] = []
+    total = 0
+    for i, mod in enumerate(listed):
+        if not isinstance(mod, str):
+            warnings.error(("mods", i), f"{kind_of(mod)}, not a mod's folder")
+            continue
+        key = mod.rstrip("/")
+        if key not in read:
+            read[key] = read_mod(recipes_dir, mod)
+            total += _size(read[key])
+        this = read[key]
+        if isinstance(this, str):
+            warnings.error(("mods", i), this)
+        elif total > MAX_BYTES:
+            warnings.error(("mods", i), f"the mods hold over {MAX_BYTES // 2**20} MiB: build them into the image")
+            return None
+        else:
+            found.append(this)
+    return found if len(found) == len(listed) else None
+
+
+def _size(mod: Mod | str) -> int:
+    return sum(len(data) for data in mod.files.values()) if isinstance(mod, Mod) else 0
 
 
 def _mods_lost(listed: list[Any], args: list[str], warnings: _Notes) -> None:
@@ -335,8 +362,8 @@ def _typed(value: Any, type_of: type) -> Any:
     if type_of is str:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         return value if isinstance(value, str) else str(value) if number else None
-    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
-        value = int(value)
+    if isinstance(value, str) and ascii_int(value.strip()) is not None:
+        value = ascii_int(value.strip())
     if type_of is int:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
     if isinstance(value, str):
@@ -451,8 +478,8 @@ def _left_out(
 def _replicas(option: str, flag: str, given: list[str], fields: dict[str, Any]) -> bool:
     """vLLM's data- and expert-parallel flags as engine.data_parallel and engine.expert_parallel (True: taken).
     Its per-node ones (size-local, start rank, address, --headless) sparkc derives, so they are dropped."""
-    if option == "--data-parallel-size" and len(given) == 1 and re.fullmatch(r"[0-9]+", given[0]):
-        fields["engine.data_parallel"] = int(given[0])
+    if option == "--data-parallel-size" and len(given) == 1 and ascii_int(given[0]) is not None:
+        fields["engine.data_parallel"] = ascii_int(given[0])
         return True
     if option == "--enable-expert-parallel" and not given:
         fields["engine.expert_parallel"] = not flag.startswith("--no-")
@@ -480,8 +507,8 @@ def _vllm_config(words: dict[str, tuple[str, list[str]]]) -> dict[str, Any] | No
     config: Any = {}
     if "--speculative-config" in words:
         try:
-            config = json.loads(words["--speculative-config"][0])
-        except ValueError:
+            config = loads_json(words["--speculative-config"][0], "--speculative-config")
+        except BadJson:
             return None
     if not isinstance(config, dict):
         return None
@@ -494,7 +521,8 @@ def _vllm_config(words: dict[str, tuple[str, list[str]]]) -> dict[str, Any] | No
             if key in config:
                 return None
             value = words[flag][0]
-            config[key] = int(value) if key == "num_speculative_tokens" and value.isdigit() else value
+            number = ascii_int(value) if key == "num_speculative_tokens" else None
+            config[key] = value if number is None else number
     if config.get("method") is None:  # vLLM's own inference of the method
         config["method"] = "ngram" if config.get("model") in ("ngram", "[ngram]") else "draft_model"
     if config["method"] == "ngram" and config.get("model") in ("ngram", "[ngram]"):
@@ -511,11 +539,11 @@ def _sglang_config(words: dict[str, tuple[str, list[str]]]) -> dict[str, Any] | 
     algorithm = value.get("--speculative-algorithm", "").upper()
     method = {v: k for k, v in SGLANG_NAMES.items()}.get(algorithm)
     numbers = {f: value[f] for f in value if f != "--speculative-algorithm" and f != "--speculative-draft-model-path"}
-    if method is None or not all(v.isdigit() for v in numbers.values()):
+    counts = {f: ascii_int(v) for f, v in numbers.items()}
+    if method is None or None in counts.values():
         return None
     steps, topk, tokens = (
-        int(numbers[f]) if f in numbers else None
-        for f in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+        counts.get(f) for f in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
     )
     config: dict[str, Any] = {"method": method}
     if "--speculative-draft-model-path" in value:
@@ -583,7 +611,8 @@ def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bo
         # A path is where the container sees the weights; a Hub id names the model (where `model:` does not).
         fields[target if value.startswith("/") else "recipe.model"] = value
     elif target in numeric:
-        fields[target] = int(value) if re.fullmatch(r"[0-9]+", value) else value
+        number = ascii_int(value)
+        fields[target] = value if number is None else number
     elif target == "engine.gpu_memory_utilization":
         fields[target] = float(value) if re.fullmatch(r"[0-9]*\.?[0-9]+", value) else value
     elif target in ("engine.host", "engine.reasoning_parser", "model.name"):

@@ -10,6 +10,8 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from compiler.user_files import ascii_int
+
 FABRIC_MTU = 9000
 _IBDEV2NETDEV = re.compile(r"^(\S+) port (\d+) ==> (\S+)")
 _MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:([0-9a-f]{4}):([0-9a-f]{4})$", re.IGNORECASE)
@@ -83,13 +85,14 @@ class _Lines:
             self.rdma.setdefault(found.group(3), []).append(found.group(1))
 
     def gid(self, rest: str, words: list[str]) -> None:
-        ip = _mapped_ipv4(words[2]) if len(words) >= 3 and words[1].isdigit() else None
-        if ip and " ".join(words[3:]) == "RoCE v2":
-            self.gids.setdefault(words[0], []).append((int(words[1]), ip))
+        index = ascii_int(words[1], 5) if len(words) >= 3 else None  # a node may answer anything, `²` too
+        ip = _mapped_ipv4(words[2]) if index is not None else None
+        if index is not None and ip and " ".join(words[3:]) == "RoCE v2":
+            self.gids.setdefault(words[0], []).append((index, ip))
 
     def netdev(self, rest: str, words: list[str]) -> None:
         if len(words) == 3:
-            self.links[words[0]] = (int(words[1]) if words[1].isdigit() else None, words[2])
+            self.links[words[0]] = (ascii_int(words[1], 7), words[2])
 
     def inet(self, rest: str, words: list[str]) -> None:
         if len(words) == 2 and _is_interface(words[1]):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.spec.profiles import repository
+from compiler.user_files import BadJson, loads_json
 
 # Variable names env-driven entrypoints have been seen to read, per setting sparkc controls.
 CONTROL_NAMES = {
@@ -39,12 +40,13 @@ class ImageFacts:
     labels: dict[str, str]
 
 
-def parse_inspect(text: str, image: str) -> ImageFacts:
-    """`docker image inspect IMAGE` output (a JSON list of one object, or the object itself)."""
+def parse_inspect(text: str, image: str, source: str = "docker image inspect") -> ImageFacts:
+    """`docker image inspect IMAGE` output (a JSON list of one object, or the object itself); `source`
+    names where it was read, in a message."""
     try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InspectError(f"not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        data: Any = loads_json(text, source)  # deep nesting or a 5,000-digit number: refused, not a crash
+    except BadJson as exc:
+        raise InspectError(str(exc)) from None
     if isinstance(data, list):
         if len(data) != 1:
             raise InspectError(f"expected the inspect output of one image, found {len(data)}")

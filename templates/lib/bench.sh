@@ -100,7 +100,7 @@ bench_main() {
       failed=1
     elif ((status)); then
       warn "concurrency $level: the benchmark failed (exit $status); the end of its output:"
-      tail -n 5 "$dir/concurrency-$level.log" >&2
+      tail -n 5 "$dir/concurrency-$level.log" | printable >&2
       failed=1
     else
       log "[$i/${#levels[@]}] concurrency $level done in $((SECONDS - started))s"

@@ -5,6 +5,7 @@ Arguments: DIR DEPLOYMENT SPEC_SHA256 IMAGE_ID INPUT_LEN OUTPUT_LEN CONCURRENCY.
 """
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -20,16 +21,38 @@ COLUMNS = (
 )
 
 
+# A run's result is a few KiB (more with each request's figures); what the benchmark container wrote is read
+# no further than this, and JSON it cannot parse (too deep, not an object) is a failed run, not a traceback.
+MAX_RESULT_BYTES = 16 << 20
+
+
 def read(path):
     """The run's result: vLLM writes one JSON document, SGLang appends one JSON line per run (the last counts)."""
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        lines = [line for line in f.read().splitlines() if line.strip()]
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read(MAX_RESULT_BYTES + 1)
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(text) > MAX_RESULT_BYTES or not lines:
+        return None
+    for candidate in ("\n".join(lines), lines[-1]):
+        try:
+            result = json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+        return result if isinstance(result, dict) else None
+    return None
+
+
+def number(value):
+    """A figure as a float; None for what is not a finite number (10**400 too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
     try:
-        return json.loads("\n".join(lines))
-    except ValueError:
-        return json.loads(lines[-1]) if lines else None
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def write_anew(path, text):
@@ -56,8 +79,7 @@ def main(argv):
         result = read(os.path.join(folder, f"concurrency-{level}.json"))
         row = {"concurrency": int(level), "ok": result is not None}
         for _, key, _ in COLUMNS[1:]:
-            value = (result or {}).get(key)
-            row[key] = float(value) if isinstance(value, (int, float)) else None
+            row[key] = number((result or {}).get(key))
         rows.append(row)
     summary = {"deployment": deployment, "spec_sha256": spec_sha256, "image_id": image_id,
                "input_len": int(input_len), "output_len": int(output_len), "runs": rows}  # fmt: skip

@@ -3,8 +3,24 @@ DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1
 
-log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
-warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$(printable "$*")"; }
+warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$(printable "$*")" >&2; }
+# Text a node or a program sent back (docker's, ip's or nvidia-smi's errors, a log's last lines, an image's
+# env), as it may reach the operator's terminal: each control character but tab and newline (ESC, CR, BEL,
+# DEL, and the C1 controls as UTF-8 writes them) becomes ?, so none of it can move the cursor, retitle the
+# window or write the clipboard (OSC 52). The words given, or stdin without words; byte by byte in any locale.
+printable() {
+  local LC_ALL=C
+  local text
+  if (($#)); then
+    text=$*
+  else
+    text=$(tr -d '\000' && echo x) # the x keeps the trailing newlines
+    text=${text%x}
+  fi
+  text=${text//[$'\x01'-$'\x08'$'\x0b'-$'\x1f'$'\x7f']/?}
+  printf '%s' "${text//$'\xc2'[$'\x80'-$'\x9f']/?}"
+}
 is_local() { [[ -z ${TARGET[$1]} ]]; }
 # A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
 safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }

@@ -224,7 +224,8 @@ fail() {
   FAILED_NODE=$1
   shift
   trap - ERR
-  printf '%s [sparkc] FAILED in phase %s on node %s: %s\n' "$(date +%H:%M:%S)" "$PHASE" "$FAILED_NODE" "$*" >&2
+  printf '%s [sparkc] FAILED in phase %s on node %s: %s\n' "$(date +%H:%M:%S)" "$PHASE" "$FAILED_NODE" \
+    "$(printable "$*")" >&2
   if ((DRY_RUN)); then
     exit 1
   fi
@@ -237,7 +238,7 @@ fail() {
   [[ -z $LAUNCHED_AT ]] || record_launch failed
   if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
     printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
-    tail -n 30 "$dir/$FAILED_NODE.log" >&2
+    tail -n 30 "$dir/$FAILED_NODE.log" | printable >&2
     printf -- '---\n' >&2
   fi
   printf 'Logs and container states of every node: %s\n' "$dir" >&2

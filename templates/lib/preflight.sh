@@ -519,12 +519,12 @@ preflight_table() {
     done
     local cells=()
     for i in "${columns[@]}"; do
-      cells+=("${PF_NOTES[$node,$i]:--}")
+      cells+=("$(printable "${PF_NOTES[$node,$i]:--}")")
     done
     # shellcheck disable=SC2059
     printf "$format" "$node" "${cells[@]}" "$result"
   done
   for i in "${!PF_PROBLEMS[@]}"; do
-    printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "${PF_PROBLEMS[i]}"
+    printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "$(printable "${PF_PROBLEMS[i]}")"
   done
 }

@@ -40,14 +40,14 @@ status_main() {
       continue
     fi
     state=$(container_state "$node")
-    printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "$state"
+    printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "$(printable "$state")"
     [[ $state == running ]] || healthy=0
   done
   if [[ $BACKEND == ray ]]; then
     if out=$(ray_check 2>&1); then
-      printf '%s\n' "${out##*$'\n'}"
+      printf '%s\n' "$(printable "${out##*$'\n'}")"
     else
-      printf 'Ray NOT READY: %s\n' "${out##*$'\n'}"
+      printf 'Ray NOT READY: %s\n' "$(printable "${out##*$'\n'}")"
       healthy=0
     fi
   fi
@@ -84,16 +84,23 @@ status_all() {
   declare -A where=() states=() endpoint=()
   for node in "${NODES[@]}"; do
     if ! out=$(on_node "$node" docker ps -a --filter label=sparkc.deployment --format "$STATUS_ALL_FORMAT" 2>&1); then
-      warn "$node: cannot list its containers: $(tr '\n' ' ' <<<"$out")"
+      warn "$node: cannot list its containers: ${out//$'\n'/ }"
       rc=1
       continue
     fi
     while read -r name state host port; do
       [[ -n $name ]] || continue
-      name=$(safe_word "$name") host=$(safe_word "$host")  # labels are anyone's text
+      name=$(safe_word "$name") state=$(safe_word "$state")  # labels are anyone's text
       [[ -n ${where[$name]+x} ]] || order+=("$name")
       where[$name]+="${where[$name]:+ }$node" states[$name]+="${states[$name]:+ }$state"
-      [[ $host == - || $port == - ]] || endpoint[$name]="http://$host:$port"
+      # Probed only where the host is a host name or an address and the port 1-65535 in ASCII digits:
+      # a label such as 8009/[1-1000000] must not become a million URLs (curl -g reads no [] either).
+      if [[ -n $host && $host != *[!A-Za-z0-9.:-]* && $port =~ ^[0123456789]{1,5}$ ]] \
+        && ((10#$port >= 1 && 10#$port <= 65535)); then
+        endpoint[$name]="http://$host:$((10#$port))"
+      elif [[ $host != - || $port != - ]]; then
+        endpoint[$name]="?"  # a label sparkc did not write
+      fi
     done <<<"$out"
   done
   printf '%-24s %-10s %-28s %s\n' DEPLOYMENT STATE NODES ENDPOINT
@@ -101,8 +108,8 @@ status_all() {
     # One state where every node agrees (running, exited, created), else each state seen: running,exited.
     state=$(tr ' ' '\n' <<<"${states[$name]}" | sort -u | paste -sd, -)
     health=""
-    if [[ -n ${endpoint[$name]-} ]]; then
-      if curl -fsS --max-time 5 -o /dev/null "${endpoint[$name]}/health" 2>/dev/null; then
+    if [[ ${endpoint[$name]-?} != "?" ]]; then
+      if curl -gfsS --max-time 5 -o /dev/null "${endpoint[$name]}/health" 2>/dev/null; then
         health=" healthy"
       else
         health=" not answering"

@@ -6,6 +6,7 @@ in UTF-8 is eaten by the character before it. A value ending in such a character
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -42,3 +43,38 @@ def test_no_value_runs_in_a_legacy_multibyte_locale(
         subprocess.run(["bash", str(build / script), *args], env=env, capture_output=True, timeout=60)
         assert not canary.exists(), f"{script} {' '.join(args)} ran the value under {locale}"
     assert fake.calls() == []
+
+
+@pytest.mark.parametrize("locale", LEGACY_LOCALES)
+def test_every_script_runs_in_a_legacy_multibyte_locale(
+    locale: str, locale_path: str, fake_path: str, tmp_path: Path
+) -> None:
+    """Not only safe but working: each script finds its folder and its library and answers --help, and
+    the launcher's dry run prints what it would run, as under UTF-8. The build folder's name ends in a
+    byte that starts a character in these character sets, then a newline."""
+    result = compile_text(spec_text(example(NATIVE)), "spec.yaml", render_files=False)
+    assert result.ok and result.plan is not None, result.diagnostics
+    build = Path(os.fsdecode(bytes(tmp_path) + b"/build\x8f\nx\n"))
+    emit(render(result.plan), build)
+    fake = FakeCluster(tmp_path / "fake")
+    env = {k: v for k, v in os.environ.items() if k not in ("FAKE_NODE", "LANG") and not k.startswith("LC_")}
+    env.update(PATH=fake_path, FAKE_STATE=str(fake.state), LOCPATH=locale_path)
+
+    def run(locale: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["bash", str(build / script), *args], env={**env, "LC_ALL": locale}, capture_output=True, timeout=60
+        )
+        return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(errors="replace"), "")
+
+    for script in SCRIPTS:
+        shown = run(locale, script, "--help")
+        assert shown.returncode == 0 and shown.stdout.startswith("Usage:"), f"{script} --help under {locale}"
+    dry, reference = (run(name, "launch-cluster.sh", "--dry-run") for name in (locale, "C.UTF-8"))
+    assert dry.returncode == reference.returncode == 0
+    assert _untimed(dry.stdout) == _untimed(reference.stdout) and "docker run" in dry.stdout
+
+
+def _untimed(text: str) -> list[str]:
+    """The lines without their clock time and durations."""
+    lines = [line.split(" ", 1)[-1] if line[:2].isdigit() else line for line in text.splitlines()]
+    return [re.sub(r"\bin [0-9]+s\b", "in Ns", line) for line in lines]

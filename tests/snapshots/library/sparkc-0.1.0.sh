@@ -9,8 +9,24 @@ DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1
 
-log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$*"; }
-warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+log() { printf '%s [sparkc] %s\n' "$(date +%H:%M:%S)" "$(printable "$*")"; }
+warn() { printf '%s [sparkc] WARNING: %s\n' "$(date +%H:%M:%S)" "$(printable "$*")" >&2; }
+# Text a node or a program sent back (docker's, ip's or nvidia-smi's errors, a log's last lines, an image's
+# env), as it may reach the operator's terminal: each control character but tab and newline (ESC, CR, BEL,
+# DEL, and the C1 controls as UTF-8 writes them) becomes ?, so none of it can move the cursor, retitle the
+# window or write the clipboard (OSC 52). The words given, or stdin without words; byte by byte in any locale.
+printable() {
+  local LC_ALL=C
+  local text
+  if (($#)); then
+    text=$*
+  else
+    text=$(tr -d '\000' && echo x) # the x keeps the trailing newlines
+    text=${text%x}
+  fi
+  text=${text//[$'\x01'-$'\x08'$'\x0b'-$'\x1f'$'\x7f']/?}
+  printf '%s' "${text//$'\xc2'[$'\x80'-$'\x9f']/?}"
+}
 is_local() { [[ -z ${TARGET[$1]} ]]; }
 # A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
 safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }
@@ -1182,13 +1198,13 @@ preflight_table() {
     done
     local cells=()
     for i in "${columns[@]}"; do
-      cells+=("${PF_NOTES[$node,$i]:--}")
+      cells+=("$(printable "${PF_NOTES[$node,$i]:--}")")
     done
     # shellcheck disable=SC2059
     printf "$format" "$node" "${cells[@]}" "$result"
   done
   for i in "${!PF_PROBLEMS[@]}"; do
-    printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "${PF_PROBLEMS[i]}"
+    printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "$(printable "${PF_PROBLEMS[i]}")"
   done
 }
 
@@ -1917,7 +1933,8 @@ fail() {
   FAILED_NODE=$1
   shift
   trap - ERR
-  printf '%s [sparkc] FAILED in phase %s on node %s: %s\n' "$(date +%H:%M:%S)" "$PHASE" "$FAILED_NODE" "$*" >&2
+  printf '%s [sparkc] FAILED in phase %s on node %s: %s\n' "$(date +%H:%M:%S)" "$PHASE" "$FAILED_NODE" \
+    "$(printable "$*")" >&2
   if ((DRY_RUN)); then
     exit 1
   fi
@@ -1930,7 +1947,7 @@ fail() {
   [[ -z $LAUNCHED_AT ]] || record_launch failed
   if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
     printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
-    tail -n 30 "$dir/$FAILED_NODE.log" >&2
+    tail -n 30 "$dir/$FAILED_NODE.log" | printable >&2
     printf -- '---\n' >&2
   fi
   printf 'Logs and container states of every node: %s\n' "$dir" >&2
@@ -2956,14 +2973,14 @@ status_main() {
       continue
     fi
     state=$(container_state "$node")
-    printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "$state"
+    printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "$(printable "$state")"
     [[ $state == running ]] || healthy=0
   done
   if [[ $BACKEND == ray ]]; then
     if out=$(ray_check 2>&1); then
-      printf '%s\n' "${out##*$'\n'}"
+      printf '%s\n' "$(printable "${out##*$'\n'}")"
     else
-      printf 'Ray NOT READY: %s\n' "${out##*$'\n'}"
+      printf 'Ray NOT READY: %s\n' "$(printable "${out##*$'\n'}")"
       healthy=0
     fi
   fi
@@ -3000,16 +3017,23 @@ status_all() {
   declare -A where=() states=() endpoint=()
   for node in "${NODES[@]}"; do
     if ! out=$(on_node "$node" docker ps -a --filter label=sparkc.deployment --format "$STATUS_ALL_FORMAT" 2>&1); then
-      warn "$node: cannot list its containers: $(tr '\n' ' ' <<<"$out")"
+      warn "$node: cannot list its containers: ${out//$'\n'/ }"
       rc=1
       continue
     fi
     while read -r name state host port; do
       [[ -n $name ]] || continue
-      name=$(safe_word "$name") host=$(safe_word "$host")  # labels are anyone's text
+      name=$(safe_word "$name") state=$(safe_word "$state")  # labels are anyone's text
       [[ -n ${where[$name]+x} ]] || order+=("$name")
       where[$name]+="${where[$name]:+ }$node" states[$name]+="${states[$name]:+ }$state"
-      [[ $host == - || $port == - ]] || endpoint[$name]="http://$host:$port"
+      # Probed only where the host is a host name or an address and the port 1-65535 in ASCII digits:
+      # a label such as 8009/[1-1000000] must not become a million URLs (curl -g reads no [] either).
+      if [[ -n $host && $host != *[!A-Za-z0-9.:-]* && $port =~ ^[0123456789]{1,5}$ ]] \
+        && ((10#$port >= 1 && 10#$port <= 65535)); then
+        endpoint[$name]="http://$host:$((10#$port))"
+      elif [[ $host != - || $port != - ]]; then
+        endpoint[$name]="?"  # a label sparkc did not write
+      fi
     done <<<"$out"
   done
   printf '%-24s %-10s %-28s %s\n' DEPLOYMENT STATE NODES ENDPOINT
@@ -3017,8 +3041,8 @@ status_all() {
     # One state where every node agrees (running, exited, created), else each state seen: running,exited.
     state=$(tr ' ' '\n' <<<"${states[$name]}" | sort -u | paste -sd, -)
     health=""
-    if [[ -n ${endpoint[$name]-} ]]; then
-      if curl -fsS --max-time 5 -o /dev/null "${endpoint[$name]}/health" 2>/dev/null; then
+    if [[ ${endpoint[$name]-?} != "?" ]]; then
+      if curl -gfsS --max-time 5 -o /dev/null "${endpoint[$name]}/health" 2>/dev/null; then
         health=" healthy"
       else
         health=" not answering"
@@ -3695,6 +3719,7 @@ Arguments: DIR DEPLOYMENT SPEC_SHA256 IMAGE_ID INPUT_LEN OUTPUT_LEN CONCURRENCY.
 """
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -3710,16 +3735,38 @@ COLUMNS = (
 )
 
 
+# A run'\''s result is a few KiB (more with each request'\''s figures); what the benchmark container wrote is read
+# no further than this, and JSON it cannot parse (too deep, not an object) is a failed run, not a traceback.
+MAX_RESULT_BYTES = 16 << 20
+
+
 def read(path):
     """The run'\''s result: vLLM writes one JSON document, SGLang appends one JSON line per run (the last counts)."""
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        lines = [line for line in f.read().splitlines() if line.strip()]
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read(MAX_RESULT_BYTES + 1)
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(text) > MAX_RESULT_BYTES or not lines:
+        return None
+    for candidate in ("\n".join(lines), lines[-1]):
+        try:
+            result = json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+        return result if isinstance(result, dict) else None
+    return None
+
+
+def number(value):
+    """A figure as a float; None for what is not a finite number (10**400 too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
     try:
-        return json.loads("\n".join(lines))
-    except ValueError:
-        return json.loads(lines[-1]) if lines else None
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def write_anew(path, text):
@@ -3746,8 +3793,7 @@ def main(argv):
         result = read(os.path.join(folder, f"concurrency-{level}.json"))
         row = {"concurrency": int(level), "ok": result is not None}
         for _, key, _ in COLUMNS[1:]:
-            value = (result or {}).get(key)
-            row[key] = float(value) if isinstance(value, (int, float)) else None
+            row[key] = number((result or {}).get(key))
         rows.append(row)
     summary = {"deployment": deployment, "spec_sha256": spec_sha256, "image_id": image_id,
                "input_len": int(input_len), "output_len": int(output_len), "runs": rows}  # fmt: skip
@@ -3852,7 +3898,7 @@ bench_main() {
       failed=1
     elif ((status)); then
       warn "concurrency $level: the benchmark failed (exit $status); the end of its output:"
-      tail -n 5 "$dir/concurrency-$level.log" >&2
+      tail -n 5 "$dir/concurrency-$level.log" | printable >&2
       failed=1
     else
       log "[$i/${#levels[@]}] concurrency $level done in $((SECONDS - started))s"

@@ -12,6 +12,13 @@
 set +xv
 unset BASH_ENV ENV
 set -Eeuo pipefail
+# Byte by byte where the caller's character set is not UTF-8 (Shift_JIS, GBK, Big5, Latin-1): there an
+# ASCII byte such as 0x5C (backslash) can be the second half of a character, and under Shift_JIS bash's
+# patterns miss spaces and newlines. The C locale reads the rest of this script and every value as bytes;
+# the script's own messages are ASCII, and what nodes send passes through as the bytes it is.
+SPARKC_UTF8=$'\xe6\xa9\x9f'  # one character in UTF-8, two or three in any other character set
+((${#SPARKC_UTF8} == 1)) || LC_ALL=C
+unset SPARKC_UTF8
 
 readonly DEPLOYMENT=llama33-70b
 readonly HEAD=spark-a
@@ -60,7 +67,7 @@ readonly SERVICE_FOLDER=/etc/sparkc/deployments/llama33-70b
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=ff2c456e8be79a4668f861c04b10ab44a3c012f2f7f5d917b0d487f455f6a3f9
+readonly SPARKC_LIB_SHA256=06ff9dbbe05a9c7b3a46def6799ff27a931e87bc34b6eacdab5a6fa096f06810
 SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
