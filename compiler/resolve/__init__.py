@@ -19,6 +19,7 @@ from compiler.resolve.rules import mounts as rules_mounts
 from compiler.resolve.rules import mpi as rules_mpi
 from compiler.resolve.rules import ssh as rules_ssh
 from compiler.resolve.rules import topology as rules_topology
+from compiler.resolve.rules import transport as rules_transport
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
 from compiler.spec.profiles import Profile
@@ -27,6 +28,7 @@ from compiler.spec.typed import Spec
 RULES = (
     rules_cluster.RULES
     + rules_topology.RULES
+    + rules_transport.RULES
     + rules_ssh.RULES
     + rules_engine.RULES
     + rules_model.RULES

@@ -37,8 +37,14 @@ def sim_spec(
                     options[i + 1] for i, o in enumerate(options) if o == "-o" and "BatchMode" not in options[i + 1]
                 ],
             },
+            # No RDMA device unless a test gives the nodes some (and then drops transport): NCCL over sockets,
+            # which several nodes must say.
             "cluster.nodes": [
-                {"name": n.name, "ssh": n.mgmt_ip, "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "hcas": []}}
+                {
+                    "name": n.name,
+                    "ssh": n.mgmt_ip,
+                    "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "transport": "sockets"},
+                }
                 for n in cluster.nodes[:nodes]
             ],
             "container.secrets": DELETE,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from compiler.diagnostics import Diagnostic, error, warning
 from compiler.resolve.context import Deployment
 from compiler.resolve.env import switchless
-from compiler.spec.typed import Backend, Topology
+from compiler.spec.typed import Backend, FabricTransport, Topology
 
 # A DGX Spark's CX-7 card has two ports: a full mesh without a switch has at most three nodes.
 MESH_NODES = 3
@@ -68,7 +68,8 @@ def switchless_rdma(d: Deployment) -> Iterator[Diagnostic]:
     if not switchless(d.topology) or not d.multi:
         return
     for node in d.spec.cluster.nodes:
-        if not node.fabric.hcas:
+        # Without transport: sockets, a node without RDMA devices is an error (rules.transport).
+        if not node.fabric.hcas and node.fabric.transport is FabricTransport.SOCKETS:
             yield warning(
                 node.fabric.at("hcas"),
                 f"no RDMA devices on {node.name}: in a {d.topology} NCCL's sockets go over the control netdev, "
