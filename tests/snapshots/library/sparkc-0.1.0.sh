@@ -508,6 +508,7 @@ check_mounts() {
 }
 
 check_fabric() {
+  [ -n "$a_netdev" ] || return 0 # one node without a fabric: nothing cabled to check
   if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
     printf "%s\n" "$out" | sed "s/^/netdev_addr /"
     ip -o link show dev "$a_netdev" 2>/dev/null | sed "s/^/netdev_link /"
@@ -708,6 +709,7 @@ judge_reached() {
 judge_fabric() {
   local node=$1 netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]} addrs link mtu state cidr
   local here=""
+  [[ -n $netdev ]] || { pf_note "$node" fabric "none (one node)"; return 0; }
   is_local "$node" && here="; and run launch-cluster.sh on the head node, $HEAD"
   if [[ -n ${PF[$node,netdev_error]+x} ]]; then
     pf_problem "$node" "network interface $netdev does not exist on $node ($(pf_first "$node" netdev_error))." \
