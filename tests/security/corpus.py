@@ -248,7 +248,8 @@ FIELDS: Final[tuple[Field, ...]] = (
         lambda v: [word(f"{v}:/var/cache/sparkc")],
         wrap=lambda p: f"/srv/cache/{p}",
     ),
-    Field("shm_size", ("container", "shm_size"), _set("container.shm_size"), lambda v: [word(v)]),
+    # Ignored (--ipc host): a size docker reads reaches no command.
+    Field("shm_size", ("container", "shm_size"), _set("container.shm_size"), lambda v: []),
     Field("container.env.key", ("container", "env"), lambda v: {"container.env": {v: "x"}}, lambda v: [env(v, "x")]),
     Field(
         "container.env.value",
