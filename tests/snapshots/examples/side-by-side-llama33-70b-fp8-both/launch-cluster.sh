@@ -186,7 +186,6 @@ readonly PROBE_RUN_SHARED=(
   --ulimit memlock=-1
   --ulimit nofile=1048576
   --ulimit stack=67108864
-  --shm-size 17179869184
   -v /home/aurora/models/Llama-3.3-70B-Instruct-FP8:/home/aurora/models/Llama-3.3-70B-Instruct-FP8:ro
   -v /var/cache/sparkc/vllm_vllm-openai_v0.32.0:/var/cache/sparkc
   -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
@@ -254,7 +253,6 @@ readonly DOCKER_RUN_SHARED=(
   --ulimit memlock=-1
   --ulimit nofile=1048576
   --ulimit stack=67108864
-  --shm-size 17179869184
   -v /home/aurora/models/Llama-3.3-70B-Instruct-FP8:/home/aurora/models/Llama-3.3-70B-Instruct-FP8:ro
   -v /var/cache/sparkc/vllm_vllm-openai_v0.32.0:/var/cache/sparkc
   -e CUDA_CACHE_PATH=/var/cache/sparkc/cuda
