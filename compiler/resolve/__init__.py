@@ -14,6 +14,7 @@ from compiler.resolve.context import derive
 from compiler.resolve.rules import cluster as rules_cluster
 from compiler.resolve.rules import engine as rules_engine
 from compiler.resolve.rules import hooks as rules_hooks
+from compiler.resolve.rules import lengths as rules_lengths
 from compiler.resolve.rules import model as rules_model
 from compiler.resolve.rules import mounts as rules_mounts
 from compiler.resolve.rules import mpi as rules_mpi
@@ -32,6 +33,7 @@ RULES = (
     + rules_ssh.RULES
     + rules_engine.RULES
     + rules_model.RULES
+    + rules_lengths.RULES
     + rules_mounts.RULES
     + rules_hooks.RULES
     + rules_mpi.RULES
