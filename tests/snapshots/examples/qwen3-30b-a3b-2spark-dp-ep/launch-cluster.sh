@@ -9,6 +9,9 @@
 # BASH_ENV file that runs set -x): a trace would print the secrets. BASH_ENV was read before this line;
 # unset, it is not read again by the shells this script starts.
 set +xv
+# A bash script: another shell (`sh SCRIPT` runs dash on Ubuntu) would stop at the first line below that only
+# bash reads, with a message that does not say so. This test is POSIX: every shell reads it.
+if [ -z "${BASH_VERSION:-}" ]; then echo "$0 is a bash script and another shell ran it: run it with bash (bash $0)" >&2; exit 2; fi
 unset BASH_ENV ENV
 set -Eeuo pipefail
 
@@ -347,7 +350,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=354707986b4a906a549331b553f705d8d378f9cbd7f745a776a3ea4f07257d03
+readonly SPARKC_LIB_SHA256=9e5073b5e468a2591689c73adbe0bbe1b63829bae4fee39bb3fc3bf2c816aa13
 SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
