@@ -85,7 +85,7 @@ def compile_text(
     if plan is None or has_errors(located):
         return CompileResult(document, located)
     if cluster is not None:
-        plan = replace(plan, cluster_file=cluster.path, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
+        plan = replace(plan, cluster_file=cluster.recorded, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
     scripts = render_scripts(plan) if render_files else {}
     # shellcheck runs while the page and the manifest are rendered.
     checking = start_lint(scripts, None if lint_cache else LintCache(None), plan=plan) if lint else None

@@ -116,6 +116,12 @@ class NodePlan:
     budget: MemoryBudget | None = None  # None only in plans built by hand
     ports: tuple[HeadPort, ...] = ()  # the fixed ports the deployment listens on at this node
     fabric_addresses: tuple[tuple[str, str], ...] = ()  # fabric.addresses: (netdev, IPv4), checked at preflight
+    cabled: bool = True  # False: one node without a fabric, on loopback; its link is not checked
+
+    @property
+    def checked_netdev(self) -> str:
+        """The fabric netdev the preflight checks; "" where there is none."""
+        return self.netdev if self.cabled else ""
 
     @property
     def control_netdev(self) -> str:

@@ -46,7 +46,7 @@ def test_cluster_file_gives_the_same_plan_as_the_inline_section(tmp_path: Path) 
     cluster_text = (tmp_path / "cluster.yaml").read_bytes()
 
     assert manifest["cluster_file"] == {
-        "path": str(tmp_path / "cluster.yaml"),
+        "path": "../cluster.yaml",  # as the spec names it, relative to the spec's folder
         "sha256": hashlib.sha256(cluster_text).hexdigest(),
     }
     assert manifest["spec"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -159,3 +159,19 @@ def test_the_schema_editors_read_accepts_the_file_form_and_every_example() -> No
     assert list(validator.iter_errors({**with_file, "cluster": {"file": ""}}))
     for path in sorted(EXAMPLES.glob("*.yaml")):
         assert not list(validator.iter_errors(example(path.stem))), path.name
+
+
+def test_check_of_a_spec_with_a_cluster_file_does_not_depend_on_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _split(tmp_path, reference="./../specs/../cluster.yaml")
+    out = tmp_path / "build"
+    runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(cli, ["compile", "specs/model.yaml", "-o", str(out)]).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["cluster_file"]["path"] == "../cluster.yaml"
+    for folder, spelled in ((tmp_path / "specs", "model.yaml"), (Path("/"), str(path))):
+        monkeypatch.chdir(folder)
+        check = runner.invoke(cli, ["compile", spelled, "-o", str(out), "--check"])
+        assert check.exit_code == 0, check.output

@@ -105,7 +105,8 @@ def test_sglangs_tp_abbreviation_in_engine_args_still_counts_as_the_managed_flag
 
 
 def test_an_unknown_release_is_checked_against_the_newest_table_with_a_warning() -> None:
-    errors, warnings, _ = diagnostics("sglang-qwen3-30b-2spark", ["--enable-metrics"])  # lmsysorg/sglang:spark
+    spark = {"container.image": "lmsysorg/sglang:spark"}  # an old tag that names no release
+    errors, warnings, _ = diagnostics("sglang-qwen3-30b-2spark", ["--enable-metrics"], **spark)
     assert errors == []
     assert warnings == [
         "sparkc cannot tell which SGLang release the image lmsysorg/sglang:spark holds: engine.args are checked "

@@ -35,9 +35,11 @@ def test_starter_spec_for_n_nodes_compiles_and_marks_what_to_change(tmp_path: Pa
     out = tmp_path / "spec.yaml"
     result = CliRunner().invoke(cli, ["init", "--nodes", str(nodes), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert _compiled(out) == [f"192.168.100.{10 + i}" for i in range(nodes)]
+    # One node alone needs no fabric: it talks to itself over loopback.
+    fabric = ["127.0.0.1"] if nodes == 1 else [f"192.168.100.{10 + i}" for i in range(nodes)]
+    assert _compiled(out) == fabric
     text = out.read_text()
-    assert text.count("ip: 192.168.100.1") == nodes and "path: /models/CHANGE-ME" in text
+    assert text.count("ip: 192.168.100.1") == (nodes if nodes > 1 else 0) and "path: /models/CHANGE-ME" in text
     assert all(CHANGE in line for line in text.splitlines() if line.strip().startswith(("ip:", "image:", "path:")))
 
 
@@ -95,3 +97,15 @@ def test_never_overwrites_and_refuses_what_is_not_discover_output(tmp_path: Path
     assert result.exit_code == 2 and "no such file" in result.output
     result = CliRunner().invoke(cli, ["init", "--name", "Bad Name", "-o", str(tmp_path / "n.yaml")])
     assert result.exit_code == 2 and "would not validate" in result.output and not (tmp_path / "n.yaml").exists()
+
+
+@pytest.mark.parametrize(("nodes", "layout"), [(3, (1, 3)), (4, (4, 1)), (6, (2, 3))])
+def test_a_node_count_no_model_divides_gets_pipeline_parallel(tmp_path: Path, nodes: int, layout: tuple) -> None:
+    """Tensor parallel must divide the model's attention heads, nearly always a power of two: TP=3 fits
+    almost nothing, so three nodes start as TP=1 x PP=3."""
+    out = tmp_path / "spec.yaml"
+    assert CliRunner().invoke(cli, ["init", "--nodes", str(nodes), "-o", str(out)]).exit_code == 0
+    result = compile_text(out.read_text().replace("/models/CHANGE-ME", "/models/m"), str(out), render_files=False)
+    assert result.ok and result.plan is not None, [d.message for d in result.diagnostics]
+    engine = {s.name: s.value for s in result.plan.settings}
+    assert (int(engine["tensor_parallel"]), int(engine["pipeline_parallel"])) == layout

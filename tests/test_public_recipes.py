@@ -76,8 +76,9 @@ def test_the_compiled_command_is_the_recipes_own(name: str) -> None:
     recipe = YAML(typ="safe").load(text)
     imported = import_recipe(text, name)
     assert imported.errors == ()
-    # What the operator writes where import left a PLACEHOLDER (the nodes, the weights' path): compile refuses those.
-    spec_text = imported.spec_text.replace("PLACEHOLDER", "filled-in")
+    # What the operator writes where import left a PLACEHOLDER (the nodes, their RDMA devices, the weights' path):
+    # compile refuses those.
+    spec_text = imported.spec_text.replace("- PLACEHOLDER\n", "- rocep1s0f1\n").replace("PLACEHOLDER", "filled-in")
     result = compile_text(spec_text, "spec.yaml", render_files=False)
     assert result.ok, diagnostics_text(result)
     given: Any = YAML(typ="safe").load(spec_text)

@@ -86,13 +86,16 @@ def test_every_fabric_setting_is_per_node() -> None:
     assert flag_value(worker, "--node-ip-address") == "10.0.0.2" and flag_value(worker, "--address") == "10.0.0.1:6379"
 
 
-def test_gid_index_only_where_pinned_and_no_hcas_means_sockets() -> None:
-    spec = with_changes(BASE, {"cluster.nodes.1.env": {"NCCL_IB_GID_INDEX": 3}, "cluster.nodes.0.fabric.hcas": []})
-    plan = plan_of(spec)
+# NCCL over sockets on purpose: no RDMA devices, and the spec says so.
+SOCKETS = (("hcas", DELETE), ("transport", "sockets"))
+
+
+def test_gid_index_only_where_pinned_and_sockets_only_on_purpose() -> None:
+    plan = plan_of(with_changes(BASE, {"cluster.nodes.1.env": {"NCCL_IB_GID_INDEX": 3}}))
     assert "NCCL_IB_GID_INDEX" not in node_env(plan, "a") and node_env(plan, "b")["NCCL_IB_GID_INDEX"] == "3"
-    assert node_env(plan, "a")["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in node_env(plan, "a")
-    assert any("same transport" in m for m in messages(spec, Severity.WARNING))
-    assert "--device" not in docker_run_words(node_plan(plan, "a"))
+    sockets = plan_of(with_changes(BASE, {f"cluster.nodes.{i}.fabric.{k}": v for i in (0, 1) for k, v in SOCKETS}))
+    assert node_env(sockets, "a")["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in node_env(sockets, "a")
+    assert "--device" not in docker_run_words(node_plan(sockets, "a"))
 
 
 def test_sources_say_where_values_came_from() -> None:
@@ -265,7 +268,7 @@ def test_nccl_check_defaults_and_expectations() -> None:
     assert [n.nccl_transport for n in native.nodes] == ["IB", "IB"]
     off = plan_of(with_changes(BASE, {"launch.nccl_check": False}))
     assert not off.nccl_check and "NCCL_DEBUG" not in node_env(off, "a")
-    no_rdma = with_changes(BASE, {f"cluster.nodes.{i}.fabric.hcas": [] for i in (0, 1)})
+    no_rdma = with_changes(BASE, {f"cluster.nodes.{i}.fabric.{k}": v for i in (0, 1) for k, v in SOCKETS})
     assert not plan_of(no_rdma).nccl_check
     pinned = plan_of(with_changes(BASE, {"engine.env": {"NCCL_DEBUG": "WARN"}}))
     assert node_env(pinned, "a")["NCCL_DEBUG"] == "WARN"  # the spec wins; the launcher then says it cannot check

@@ -63,7 +63,7 @@ def test_the_pair_compiles_into_one_folder_per_deployment(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("name", [BIG, SMALL])
 def test_the_pair_matches_its_snapshot(name: str, snapshot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)  # the files record the cluster file by its path from the spec: relative, as here
+    monkeypatch.chdir(ROOT)  # the files record the cluster file as the spec names it, from any folder
     path = PAIR.relative_to(ROOT) / name
     result = compile_spec(path.read_text(), str(path), beside=Beside(spec_dir=path.parent))
     assert result.ok and result.plan, diagnostics_text(result, str(path))

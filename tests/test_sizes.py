@@ -39,12 +39,16 @@ def test_sizes_docker_refuses_are_refused(text: str) -> None:
     assert size_bytes(text) is None
 
 
-def test_shm_size_reaches_docker_as_bytes_whatever_the_spelling() -> None:
+def test_shm_size_is_inert_beside_ipc_host_so_it_is_dropped_with_a_warning() -> None:
+    """docker mounts the host's /dev/shm into a container with --ipc host and ignores --shm-size."""
     for spelling in ("16g", "16GB", "16 GiB", 17179869184, "17179869184"):
         result = compile_spec(with_changes(example("solo-qwen3-32b"), {"container.shm_size": spelling}))
-        assert result.ok, result.diagnostics
-        assert result.plan is not None
-        assert flag_value(docker_run_words(result.plan.nodes[0]), "--shm-size") == "17179869184"
+        assert result.ok and result.plan is not None, result.diagnostics
+        words = docker_run_words(result.plan.nodes[0])
+        assert flag_value(words, "--ipc") == "host" and "--shm-size" not in words
+        (warning,) = [d for d in result.diagnostics if d.path == ("container", "shm_size")]
+        assert warning.severity.value == "warning" and "--ipc host" in warning.message
+        assert "remove it" in warning.message
 
 
 def test_bad_size_is_refused_with_docker_rule() -> None:

@@ -100,6 +100,7 @@ _specs_argument = click.argument("specs", nargs=-1, required=True, type=click.Pa
     "--check", is_flag=True, help="Write nothing; exit 1 and list the differences if OUT is not what SPEC compiles to."
 )
 @click.option("--no-cache", is_flag=True, help="Shellcheck every script afresh, not trusting earlier clean results.")
+@click.option("--force", is_flag=True, help="Write OUT even where it holds another deployment's compile, replacing it.")
 @_strict_option
 @_format_option
 @_profiles_option
@@ -108,6 +109,7 @@ def compile_command(
     out_dir: Path,
     check: bool,
     no_cache: bool,
+    force: bool,
     strict: bool,
     fmt: str,
     profiles_dir: Path | None,
@@ -139,7 +141,7 @@ def compile_command(
             out = out_dir / result.plan.name if together else out_dir
             if together:  # OUT/NAME is a folder sparkc makes: a link there would take the deployment elsewhere
                 check_inside(out_dir, f"{result.plan.name}/manifest.json")
-            document, ok = _write_or_check(spec, out, check, fmt, result, inputs)
+            document, ok = _write_or_check(spec, out, check, fmt, result, inputs, force)
             documents.append(document)
             differ = differ or not ok
     except OutputFolderError as exc:
@@ -198,10 +200,18 @@ def _json_report(result: CompileResult) -> list[dict[str, object]]:
 
 
 def _write_or_check(
-    spec: Path, out_dir: Path, check: bool, fmt: str, result: CompileResult, inputs: tuple[Path, ...]
+    spec: Path,
+    out_dir: Path,
+    check: bool,
+    fmt: str,
+    result: CompileResult,
+    inputs: tuple[Path, ...],
+    force: bool = False,
 ) -> tuple[dict[str, object], bool]:
-    """Write OUT (or compare it, --check); returns the JSON document and whether OUT was up to date."""
+    """Write OUT (or compare it, --check); returns the JSON document and whether OUT was up to date.
+    Another deployment's compile in OUT is replaced only with --force."""
     from compiler.output.emit import compare, emit
+    from compiler.output.folder_guard import check_same_deployment
 
     if check:
         from compiler.output.check_report import as_text, explain
@@ -224,6 +234,8 @@ def _write_or_check(
         else:
             click.echo(f"{out_dir} is up to date with {spec}")
         return document, not explained
+    if not force and result.plan is not None:
+        check_same_deployment(out_dir, result.plan.name)
     try:
         done = emit(result.files, out_dir, spare=inputs)
     except OSError as exc:  # a name too long, a file in the way, no permission: the folder, not the spec

@@ -202,7 +202,7 @@ class Vllm:
                 "VLLM_HOST_IP",
                 node.control_ip,
                 Source.DERIVED,
-                f"this node's {'control' if node.control else 'fabric'} IP; vLLM otherwise picks the default-route NIC",
+                f"this node's {_plane(node)}; vLLM otherwise picks the default-route NIC",
             ),
             Setting(
                 "VLLM_ENGINE_READY_TIMEOUT_S",
@@ -217,3 +217,7 @@ class Vllm:
 
 
 VLLM = Vllm()
+
+
+def _plane(node: Node) -> str:
+    return "control IP" if node.control else "fabric IP" if node.cabled else "loopback IP (one node without a fabric)"

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+import re
 import signal
 import stat
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from compiler.user_files import UnreadableFile, read_bytes
 
 LOCK = ".sparkc.lock"
 PATCHES = "patches"  # the folder a hooks patch folder is copied to (compiler.plan.PATCHES_DIR)
@@ -94,6 +98,27 @@ def check_out_dir(out_dir: Path, names: Iterable[str], spare: tuple[Path, ...]) 
 
 
 _OWN_FOLDER = "sparkc writes its files into a folder of their own; choose one with -o, for example -o build"
+
+
+def check_same_deployment(out_dir: Path, name: str) -> None:
+    """Refuse an OUT that holds another deployment's compile (its manifest.json names another): writing there
+    would replace that deployment's scripts, among them the stop-cluster.sh of containers that may be running.
+    A recompile of the same deployment, or a folder without a manifest, passes."""
+    try:
+        manifest = json.loads(read_bytes(out_dir / "manifest.json", 64 * 1024 * 1024, follow_symlinks=False))
+    except (UnreadableFile, ValueError, RecursionError):
+        return
+    plan = manifest.get("plan") if isinstance(manifest, dict) else None
+    other = plan.get("name") if isinstance(plan, dict) else None
+    if not isinstance(other, str) or other == name:
+        return
+    shown = f"'{other}'" if re.fullmatch(r"[a-z][a-z0-9-]{0,62}", other) else "another deployment"
+    raise OutputFolderError(
+        f"{out_dir} holds the compile of deployment {shown}, not '{name}': writing here would replace its scripts, "
+        f"and with them the stop-cluster.sh and status.sh of its containers, which may be running. Choose another "
+        f"folder (-o {out_dir / name}), or stop that deployment first ({out_dir}/stop-cluster.sh) and pass --force "
+        "to replace it"
+    )
 
 
 def same_file(fd: int, path: Path) -> bool:

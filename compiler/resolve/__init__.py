@@ -15,11 +15,13 @@ from compiler.resolve.rules import cluster as rules_cluster
 from compiler.resolve.rules import engine as rules_engine
 from compiler.resolve.rules import hooks as rules_hooks
 from compiler.resolve.rules import host_paths as rules_host_paths
+from compiler.resolve.rules import lengths as rules_lengths
 from compiler.resolve.rules import model as rules_model
 from compiler.resolve.rules import mounts as rules_mounts
 from compiler.resolve.rules import mpi as rules_mpi
 from compiler.resolve.rules import ssh as rules_ssh
 from compiler.resolve.rules import topology as rules_topology
+from compiler.resolve.rules import transport as rules_transport
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
 from compiler.spec.profiles import Profile
@@ -28,9 +30,11 @@ from compiler.spec.typed import Spec
 RULES = (
     rules_cluster.RULES
     + rules_topology.RULES
+    + rules_transport.RULES
     + rules_ssh.RULES
     + rules_engine.RULES
     + rules_model.RULES
+    + rules_lengths.RULES
     + rules_mounts.RULES
     + rules_host_paths.RULES
     + rules_hooks.RULES

@@ -155,6 +155,7 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         budget=budget,
         ports=ports,
         fabric_addresses=tuple(node.fabric.addresses.items()),
+        cabled=node.cabled,
     )
 
 

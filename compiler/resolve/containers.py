@@ -22,7 +22,6 @@ from compiler.plan import (
 from compiler.resolve.cache import cache_mount
 from compiler.resolve.context import Deployment
 from compiler.resolve.hooks import patches_mount, with_hooks
-from compiler.sizes import size_bytes
 from compiler.spec.profiles import ArgsStyle
 from compiler.spec.typed import Backend, EntrypointMode, Node
 
@@ -117,10 +116,7 @@ def _options(d: Deployment, node: Node, env: tuple[Setting, ...]) -> list[Words]
         groups.append(("--cap-add", "IPC_LOCK"))
     ulimits = {**DEFAULT_ULIMITS, **container.ulimits}
     groups += [("--ulimit", f"{limit}={value}") for limit, value in sorted(ulimits.items()) if value is not None]
-    shm_bytes = size_bytes(container.shm_size) if container.shm_size is not None else None
-    if shm_bytes is not None:
-        # Bytes, whatever the spelling: docker reads them alike, and the manifest shows what it got.
-        groups.append(("--shm-size", str(shm_bytes)))
+    # No --shm-size: beside --ipc host the container's /dev/shm is the host's and docker ignores it (a rule says so).
     groups += model_mounts(d)
     groups += [("-v", f"{m.host}:{m.container}" + (":ro" if m.readonly else "")) for m in container.mounts]
     groups += cache_mount(d)

@@ -94,9 +94,7 @@ def _fabric(d: Deployment, node: Node) -> tuple[Setting, ...]:
             Setting("NCCL_IB_DISABLE", "0", Source.DERIVED, "the node lists RDMA devices"),
         ]
     else:
-        settings.append(
-            Setting("NCCL_IB_DISABLE", "1", Source.DERIVED, "the node lists no RDMA devices: NCCL uses sockets")
-        )
+        settings.append(Setting("NCCL_IB_DISABLE", "1", Source.DERIVED, _why_no_rdma(node)))
     launch = d.spec.launch
     settings += [
         Setting("MASTER_ADDR", d.head.control_ip, Source.DERIVED, f"the head's {plane_ip(d.head)}"),
@@ -111,6 +109,14 @@ def _fabric(d: Deployment, node: Node) -> tuple[Setting, ...]:
     return tuple(settings)
 
 
+def _why_no_rdma(node: Node) -> str:
+    if not node.cabled:
+        return "one node without a fabric: nothing crosses a network"
+    if node.fabric.is_given("transport"):
+        return "fabric.transport: sockets (NCCL over TCP on purpose)"
+    return "the node lists no RDMA devices: NCCL uses sockets"
+
+
 def switchless(topology: Topology) -> bool:
     """Mesh and ring: each CX-7 address reaches one neighbour, so only the control plane reaches every node."""
     return topology in (Topology.MESH, Topology.RING)
@@ -123,6 +129,8 @@ def split_planes(node: Node) -> bool:
 
 def plane_ip(node: Node) -> str:
     """What the node's control-plane address is, for the why of a setting."""
+    if not node.cabled:
+        return "loopback address (one node without a fabric)"
     return "control IP (cluster.nodes[].control.ip)" if node.control else "fabric IP"
 
 
@@ -136,7 +144,7 @@ def interfaces(node: Node, topology: Topology) -> tuple[Setting, ...]:
     if switchless(topology) and node.control is not None:
         return _switchless_interfaces(node, node.control.netdev, topology)
     if not split_planes(node):
-        why = "this node's fabric netdev (cluster.nodes[].fabric.netdev)"
+        why = "this node's fabric netdev (cluster.nodes[].fabric.netdev)" if node.cabled else "loopback: one node alone"
         return tuple(Setting(name, fabric.netdev, Source.DERIVED, why) for name in IFNAME_VARS)
     control = (
         "this node's control netdev (cluster.nodes[].control.netdev)"

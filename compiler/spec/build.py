@@ -21,6 +21,7 @@ from compiler.spec.typed import (
     EngineKind,
     EntrypointMode,
     Fabric,
+    FabricTransport,
     HfCache,
     Hooks,
     HostHooks,
@@ -91,6 +92,10 @@ class _Given:
         return frozenset(node) if isinstance(node, dict) else frozenset()
 
 
+# A single node without a fabric talks to itself: every address the engine and NCCL are given is loopback.
+LOOPBACK = {"ip": "127.0.0.1", "netdev": "lo", "hcas": [], "addresses": {}, "transport": "sockets"}
+
+
 def _env(values: dict[str, Any]) -> dict[str, str]:
     return {name: env_text(value) for name, value in values.items()}
 
@@ -100,7 +105,7 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
     nodes = []
     for i, node in enumerate(cluster["nodes"]):
         path = ("cluster", "nodes", i)
-        fabric, control = node["fabric"], node.get("control")
+        fabric, control = node.get("fabric", LOOPBACK), node.get("control")
         nodes.append(
             Node(
                 path,
@@ -116,6 +121,7 @@ def _cluster(cluster: dict[str, Any], g: _Given) -> Cluster:
                     netdevs=tuple(fabric.get("netdevs", [fabric["netdev"]])),
                     hcas=tuple(fabric["hcas"]),
                     addresses=dict(fabric["addresses"]),
+                    transport=FabricTransport(fabric["transport"]),
                 ),
                 control=ControlPlane((*path, "control"), g.keys(*path, "control"), control["netdev"], control["ip"])
                 if control

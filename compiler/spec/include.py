@@ -25,9 +25,10 @@ NODES = "nodes"
 
 @dataclass(frozen=True)
 class ClusterFile:
-    path: str  # as shown to the user and recorded in the manifest: the spec's folder joined with what it says
+    path: str  # as shown to the user in diagnostics: the spec's folder joined with what it says
     sha256: str
     document: Document  # data: {cluster: {...}} with the positions of the cluster file
+    recorded: str  # as the generated files name it: what the spec says, normalized (the same from any folder)
 
 
 def wants_file(data: object) -> bool:
@@ -72,7 +73,8 @@ def include(spec: Document) -> tuple[ClusterFile | None, list[Diagnostic]]:
     if problems:
         return None, problems
     spec.data["cluster"] = document.data["cluster"]
-    return ClusterFile(shown, hashlib.sha256(text.encode("utf-8")).hexdigest(), document), []
+    sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return ClusterFile(shown, sha256, document, os.path.normpath(name)), []
 
 
 def _select(spec: Document, wanted: object, cluster: CommentedMap) -> list[Diagnostic]:

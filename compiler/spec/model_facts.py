@@ -22,6 +22,19 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a model's config: a few KB
 # The keys of a model's config.json that count its multi-token-prediction layers, as vLLM's
 # SpeculativeConfig.hf_config_override reads them (its n_predict) for the models whose MTP it maps.
 MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
+# Where a config.json says how long a sequence the model takes, as vLLM derives its max_model_len (the least
+# of those present, times the RoPE scaling factor) and SGLang its context_length.
+POSITION_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 
 
 @dataclass(frozen=True)
@@ -31,7 +44,10 @@ class ModelFacts:
     source: str  # where weights_bytes came from, for the message
     # The model's MTP layers as its config.json counts them (MTP_LAYER_KEYS); 0: it has none; None: unread.
     mtp_layers: int | None = None
-    config: str = ""  # the config.json read for mtp_layers
+    config: str = ""  # the config.json read for mtp_layers or max_positions
+    # The longest sequence the model's config.json allows at most: the largest of POSITION_KEYS times the RoPE
+    # scaling factor, at or above what the engines derive (they take the least); None: unread.
+    max_positions: int | None = None
 
 
 NO_FACTS = ModelFacts(None, None, "")
@@ -46,21 +62,46 @@ def read_model_facts(spec: Spec) -> ModelFacts:
     draft = None
     if model.draft is not None and model.draft.path is not None:
         draft = _total_size(Path(model.draft.path) / INDEX)
+    config = _config(Path(folder) / CONFIG)
     mtp = None
-    if model.draft is not None and model.draft.method is DraftMethod.MTP:
-        mtp = _mtp_layers(Path(folder) / CONFIG)
+    if config is not None and model.draft is not None and model.draft.method is DraftMethod.MTP:
+        mtp = _mtp_layers(config)
     source = f"{folder}/{INDEX}" if weights is not None else ""
-    return ModelFacts(weights, draft, source, mtp, f"{folder}/{CONFIG}" if mtp is not None else "")
+    positions = _max_positions(config) if config is not None else None
+    read = f"{folder}/{CONFIG}" if config is not None else ""
+    return ModelFacts(weights, draft, source, mtp, read, positions)
 
 
-def _mtp_layers(path: Path) -> int | None:
-    """The MTP layers a config.json counts (at its top or in its text_config), 0 for none; None: unreadable."""
+def _config(path: Path) -> dict[str, object] | None:
+    """The model's config.json as a mapping; None where it is absent, unreadable or not one."""
     try:
         data = read_json(path, MAX_CONFIG_BYTES)
     except UnreadableFile:
         return None
-    if not isinstance(data, dict):
-        return None
+    return data if isinstance(data, dict) else None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _max_positions(data: dict[str, object]) -> int | None:
+    """An upper bound of the sequence length the engines derive from the config (at its top or text_config)."""
+    for config in (data.get("text_config"), data):
+        if not isinstance(config, dict):
+            continue
+        found = [n for key in POSITION_KEYS if (n := _count(config.get(key))) is not None]
+        if not found:
+            continue
+        rope = config.get("rope_scaling") or config.get("rope_parameters")
+        factor = rope.get("factor") if isinstance(rope, dict) else None
+        scale = factor if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1 else 1
+        return int(max(found) * scale)
+    return None
+
+
+def _mtp_layers(data: dict[str, object]) -> int:
+    """The MTP layers a config.json counts (at its top or in its text_config), 0 for none."""
     for config in (data, data.get("text_config")):
         if not isinstance(config, dict):
             continue

@@ -112,7 +112,7 @@ def _message(err: ValidationError) -> str:
         return str(err.message)
     if err.validator == "required":
         missing = err.message.split("'")[1] if "'" in err.message else err.message
-        return f"missing required key '{missing}'"
+        return f"missing required key '{missing}'" + (f": {custom}" if custom else "")
     if err.validator == "enum":
         values = list(err.validator_value)
         choices = ", ".join(repr(c) for c in values)

@@ -42,6 +42,13 @@ class EntrypointMode(StrEnum):
     KEEP = "keep"
 
 
+class FabricTransport(StrEnum):
+    """How NCCL crosses the fabric (cluster.nodes[].fabric.transport)."""
+
+    RDMA = "rdma"  # RoCE through the RDMA devices hcas lists
+    SOCKETS = "sockets"  # TCP on the fabric netdev, on purpose
+
+
 class Topology(StrEnum):
     DIRECT = "direct"
     SWITCH = "switch"
@@ -80,6 +87,7 @@ class Fabric(Section):
     netdevs: tuple[str, ...]  # the data interfaces: fabric.netdevs, else netdev alone
     hcas: tuple[str, ...]
     addresses: dict[str, str]  # netdev -> IPv4 address: the fabric netdevs other than `netdev`
+    transport: FabricTransport = FabricTransport.RDMA
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,11 @@ class Node(Section):
     @property
     def control_ip(self) -> str:  # rendezvous, Gloo, Ray and the engine's host address
         return (self.control or self.fabric).ip
+
+    @property
+    def cabled(self) -> bool:
+        """The spec gives the node a fabric; a single node may go without (LOOPBACK stands in)."""
+        return self.is_given("fabric")
 
 
 @dataclass(frozen=True)

@@ -631,8 +631,14 @@ def _spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: list[
     in_defaults = isinstance(recipe.get("defaults"), dict) and "tensor_parallel" in recipe["defaults"]
     count = _count(recipe.get("min_nodes"), fields, in_defaults, warnings)
     spec = CommentedMap(sparkc=1, name=_name(str(recipe.get("name") or folder)))
-    spec["cluster"] = CommentedMap(nodes=[_node(i) for i in range(count)])
+    hcas = _recipe_hcas(recipe.get("env")) if count > 1 else None
+    spec["cluster"] = CommentedMap(nodes=[_node(i, count > 1, hcas) for i in range(count)])
     spec["container"] = _container(recipe, fields, warnings)
+    env = spec["container"].get("env")
+    if hcas and env is not None:  # now each node's fabric.hcas, from which sparkc writes NCCL_IB_HCA
+        env.pop("NCCL_IB_HCA", None)
+        if not env:
+            del spec["container"]["env"]
     spec["model"] = CommentedMap(path=f"/{PLACEHOLDER}/models/{folder}")
     spec["model"].yaml_add_eol_comment(
         printable(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node"), "path"
@@ -720,15 +726,33 @@ def _count(min_nodes: Any, fields: dict[str, Any], from_defaults: bool, warnings
     return min(count, MAX_NODES)
 
 
-def _node(index: int) -> CommentedMap:
-    """A node the recipe does not describe: every address is a marked placeholder to replace."""
+def _node(index: int, several: bool, hcas: list[str] | None) -> CommentedMap:
+    """A node the recipe does not describe: every address is a marked placeholder to replace. Of several
+    nodes, each lists its RDMA devices: the recipe's NCCL_IB_HCA, else a placeholder (sockets are a choice)."""
     name = f"spark-{chr(ord('a') + index)}"
     node = CommentedMap(name=name)
     if index:
         node["ssh"] = f"{PLACEHOLDER}-{name}"
     node["fabric"] = CommentedMap(ip=f"192.168.100.{10 + index}", netdev="enp1s0f1np1")
     node.yaml_add_eol_comment(f"{PLACEHOLDER}: this node's CX-7 address and netdev", "fabric")
+    if several:
+        node["fabric"]["hcas"] = list(hcas or [PLACEHOLDER])
+        why = "the recipe's NCCL_IB_HCA" if hcas else f"{PLACEHOLDER}: its CX-7 port's RDMA devices (ibdev2netdev)"
+        node["fabric"].yaml_add_eol_comment(f"{why}; or transport: sockets for NCCL over TCP", "hcas")
     return node
+
+
+def _recipe_hcas(env: Any) -> list[str] | None:
+    """The RDMA devices a recipe's NCCL_IB_HCA names (=a,b:1 as hcas: [=a, b:1]); None where it names none
+    that a spec can list (absent, or `^` excluding devices rather than naming them)."""
+    value = env.get("NCCL_IB_HCA") if isinstance(env, dict) else None
+    if not isinstance(value, str):
+        return None
+    exact = value.startswith("=")
+    names = [n.strip() for n in value.removeprefix("=").split(",")]
+    if not names or not all(re.fullmatch(r"[A-Za-z0-9_]+(:[0-9]+)?", n) for n in names):
+        return None
+    return [f"={names[0]}", *names[1:]] if exact else names
 
 
 def _env(raw: Any, warnings: _Notes) -> tuple[CommentedMap, list[str]]:

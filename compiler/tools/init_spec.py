@@ -120,18 +120,10 @@ def starter(name: str, nodes: list[StarterNode], settings: dict[str, Any], sourc
                 if switchless
                 else []
             ),
-            "      fabric:  # the ConnectX-7 port every NCCL, Ray and engine address uses",
-            f"        ip: {_scalar(n.ip)}" + (f"{mark} fabric address" if mark else ""),
-            f"        netdev: {_scalar(n.netdev)}" + (f"{mark} cabled netdev (ibdev2netdev shows it)" if mark else ""),
-            f"        hcas: [{', '.join(_scalar(h) for h in n.hcas)}]" + ("  # both twins of the port" if mark else ""),
-            *([f"        netdevs: [{', '.join(_scalar(d) for d in n.netdevs)}]"] if n.netdevs else []),
-            *(
-                [f"        addresses: {{{', '.join(f'{_scalar(k)}: {_scalar(v)}' for k, v in n.addresses)}}}"]
-                if n.addresses
-                else []
-            ),
+            *(_fabric(n, mark) if source or len(nodes) > 1 else [SOLO_FABRIC]),
             f"      gpus: {n.gpus}",
         ]
+    tp, pp = layout(total)
     lines += [
         "container:",
         f"  image: nvcr.io/nvidia/vllm:26.05-py3  {CHANGE} the engine image (the same on every node)",
@@ -140,7 +132,7 @@ def starter(name: str, nodes: list[StarterNode], settings: dict[str, Any], sourc
         "engine:",
         "  kind: vllm  # or sglang",
         *(["  backend: native  # vLLM's own multi-node mode; ray needs an image with Ray"] if len(nodes) > 1 else []),
-        f"  tensor_parallel: {total}  # x pipeline_parallel must equal the GPUs of all nodes ({total})",
+        *layout_lines(tp, pp, total),
         "  port: 8000",
         "  # max_model_len: 32768",
         "  # gpu_memory_utilization: 0.8  # a fraction of the 128 GB a Spark shares with its OS",
@@ -148,3 +140,48 @@ def starter(name: str, nodes: list[StarterNode], settings: dict[str, Any], sourc
         "  timeout: 3600  # the whole start; a first start on GB10 can take long",
     ]
     return "\n".join(lines) + "\n"
+
+
+# One node alone talks to itself: it needs no fabric until it joins others.
+SOLO_FABRIC = "      # no fabric: one node alone needs none (add fabric: {ip, netdev, hcas} when it joins others)"
+
+
+def _fabric(n: StarterNode, mark: str) -> list[str]:
+    """The node's fabric lines; RDMA devices discover did not find are a placeholder to fill (or sockets)."""
+    if n.hcas:
+        listed = ", ".join(_scalar(h) for h in n.hcas)
+        hcas = f"        hcas: [{listed}]" + ("  # both twins of the port" if mark else "")
+    else:
+        hcas = (
+            f"        hcas: [PLACEHOLDER]  {CHANGE} discover found no RDMA device: list the cabled port's "
+            "(ibdev2netdev), or write transport: sockets on every node for NCCL over TCP"
+        )
+    return [
+        "      fabric:  # the ConnectX-7 port every NCCL, Ray and engine address uses",
+        f"        ip: {_scalar(n.ip)}" + (f"{mark} fabric address" if mark else ""),
+        f"        netdev: {_scalar(n.netdev)}" + (f"{mark} cabled netdev (ibdev2netdev shows it)" if mark else ""),
+        hcas,
+        *([f"        netdevs: [{', '.join(_scalar(d) for d in n.netdevs)}]"] if n.netdevs else []),
+        *(
+            [f"        addresses: {{{', '.join(f'{_scalar(k)}: {_scalar(v)}' for k, v in n.addresses)}}}"]
+            if n.addresses
+            else []
+        ),
+    ]
+
+
+def layout(gpus: int) -> tuple[int, int]:
+    """Tensor x pipeline parallel for `gpus`: tensor parallel must divide the model's attention heads, which are
+    nearly always a power of two, so it takes the largest power of two in `gpus` and pipeline parallel the rest."""
+    tp = gpus & -gpus
+    return tp, gpus // tp
+
+
+def layout_lines(tp: int, pp: int, gpus: int) -> list[str]:
+    rule = f"x pipeline_parallel must equal the GPUs of all nodes ({gpus})"
+    if pp == 1:
+        return [f"  tensor_parallel: {tp}  # {rule}"]
+    return [
+        f"  tensor_parallel: {tp}  # {rule}; tensor_parallel must divide the model's attention heads,",
+        f"  pipeline_parallel: {pp}  # nearly always a power of two: {gpus} GPUs run as {tp} x {pp} (layers split)",
+    ]

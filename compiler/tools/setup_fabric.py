@@ -78,6 +78,8 @@ def fabric_plan(
     used = _spec_addresses(spec)
     nodes = []
     for node in sorted(spec.cluster.nodes, key=lambda n: n.name != head):
+        if not node.cabled:
+            continue  # one node alone: no fabric to set up
         links, found = _links(node, topology, prefix, used)
         problems += found
         target = (f"{ssh.user}@{node.ssh}" if ssh.user else node.ssh) if node.ssh else ""

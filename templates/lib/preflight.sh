@@ -132,6 +132,7 @@ judge_reached() {
 judge_fabric() {
   local node=$1 netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]} addrs link mtu state cidr
   local here=""
+  [[ -n $netdev ]] || { pf_note "$node" fabric "none (one node)"; return 0; }
   is_local "$node" && here="; and run launch-cluster.sh on the head node, $HEAD"
   if [[ -n ${PF[$node,netdev_error]+x} ]]; then
     pf_problem "$node" "network interface $netdev does not exist on $node ($(pf_first "$node" netdev_error))." \

@@ -36,8 +36,14 @@ def sim_spec(
                 # name a known-hosts file or turn host-key checking down.
                 "options": ["LogLevel=ERROR"],
             },
+            # No RDMA device unless a test gives the nodes some (and then drops transport): NCCL over sockets,
+            # which several nodes must say.
             "cluster.nodes": [
-                {"name": n.name, "ssh": n.mgmt_ip, "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "hcas": []}}
+                {
+                    "name": n.name,
+                    "ssh": n.mgmt_ip,
+                    "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "transport": "sockets"},
+                }
                 for n in cluster.nodes[:nodes]
             ],
             "container.secrets": DELETE,

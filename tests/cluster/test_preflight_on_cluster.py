@@ -17,6 +17,7 @@ from tests.cluster.deployment import Deploy, Deployment
 from tests.cluster.test_launch_on_cluster import assert_failed
 from tests.simcluster import SimCluster
 from tests.simcluster.images import VLLM_IMAGE
+from tests.specs import DELETE
 
 pytestmark = pytest.mark.cluster
 
@@ -41,6 +42,7 @@ def rdma_deployment(deploy: Deploy, name: str, changes: dict[str, object] | None
         {
             "container.image": VLLM_IMAGE,
             **{f"cluster.nodes.{i}.fabric.hcas": list(HCAS) for i in range(2)},
+            **{f"cluster.nodes.{i}.fabric.transport": DELETE for i in range(2)},
             **(changes or {}),
         },
     )

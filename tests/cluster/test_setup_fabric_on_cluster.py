@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import cli
+from compiler.resolve.rules.cluster import roce_name
 from tests.simcluster import Node, SimCluster
 from tests.specs import dump, example
 
@@ -83,6 +84,8 @@ def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, 
     three_twin_ip = ipaddress.IPv4Address(three.fabric_ip) + 256
     spec["cluster"]["nodes"][1]["fabric"]["addresses"] = {two_twin: two_twin_ip}
     spec["cluster"]["nodes"][2]["fabric"]["hcas"] = ["rocep1s0f0", "roceP2p1s0f0"]
+    for node in spec["cluster"]["nodes"][:2]:  # RDMA on every node (NCCL uses one transport): their own port's
+        node["fabric"]["hcas"] = [roce_name(node["fabric"]["netdev"])]
     spec["engine"].update(tensor_parallel=1, pipeline_parallel=3)
     (tmp_path / "spec.yaml").write_text(dump(spec))
     made = CliRunner().invoke(cli, ["setup-fabric", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "build")])

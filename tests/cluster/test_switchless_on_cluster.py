@@ -85,7 +85,7 @@ def deployment(
             "name": n.name,
             "ssh": n.mgmt_ip,
             "control": {"netdev": MGMT_IF, "ip": n.mgmt_ip},
-            "fabric": {"ip": n.fabric_ip, "netdev": PORT0, "netdevs": [PORT0, PORT1], "hcas": []},
+            "fabric": {"ip": n.fabric_ip, "netdev": PORT0, "netdevs": [PORT0, PORT1], "transport": "sockets"},
             **({"env": node_env} if node_env else {}),
         }
         for n in cluster.nodes

@@ -30,7 +30,7 @@ def changes(cluster: SimCluster) -> dict[str, Any]:
         "cluster.nodes.1": {
             "name": worker.name,
             "ssh": worker.mgmt_ip,
-            "fabric": {"ip": worker.fabric_ip, "netdev": worker.fabric_netdev, "hcas": []},
+            "fabric": {"ip": worker.fabric_ip, "netdev": worker.fabric_netdev, "transport": "sockets"},
         },
     }
 

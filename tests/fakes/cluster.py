@@ -124,7 +124,7 @@ class FakeCluster:
                 "launch.master_port": free_port(),
                 "launch.timeout": 120,
                 "container.secrets": DELETE,
-                **{f"cluster.nodes.{i}.fabric.ip": f"127.0.0.{i + 1}" for i in nodes},
+                **{f"cluster.nodes.{i}.fabric.ip": f"127.0.0.{i + 1}" for i in nodes if _cabled(spec, i)},
             },
         )
         # Mount sources as local folders: preflight checks that each exists (the fake nodes share this disk).
@@ -140,9 +140,10 @@ class FakeCluster:
         for i, node in enumerate(spec["cluster"]["nodes"]):
             target = "" if i == 0 else f"{user}@{node['ssh']}" if user else node["ssh"]
             self.add_node(node["name"], target, head=i == 0)
-            self.add_netdev(node["name"], node["fabric"]["netdev"], node["fabric"]["ip"])
+            if "fabric" in node:  # one node alone may have none
+                self.add_netdev(node["name"], node["fabric"]["netdev"], node["fabric"]["ip"])
             self.add_image(node["name"], image, entrypoint=image_entrypoint(image))
-            for hca in node["fabric"].get("hcas", []):
+            for hca in node.get("fabric", {}).get("hcas", []):
                 self.add_hca(node["name"], hca.lstrip("=").split(":")[0])
         return spec
 
@@ -208,3 +209,7 @@ class FakeCluster:
             for pid in pids.read_text().split():
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(int(pid), signal.SIGKILL)
+
+
+def _cabled(spec: Mapping[str, Any], index: int) -> bool:
+    return "fabric" in spec["cluster"]["nodes"][index]

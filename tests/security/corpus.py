@@ -272,7 +272,8 @@ FIELDS: Final[tuple[Field, ...]] = (
         wrap=lambda p: f"/srv/cache/{p}",
         refused=climbs,
     ),
-    Field("shm_size", ("container", "shm_size"), _set("container.shm_size"), lambda v: [word(v)]),
+    # Ignored (--ipc host): a size docker reads reaches no command.
+    Field("shm_size", ("container", "shm_size"), _set("container.shm_size"), lambda v: []),
     Field("container.env.key", ("container", "env"), lambda v: {"container.env": {v: "x"}}, lambda v: [env(v, "x")]),
     Field(
         "container.env.value",

@@ -58,10 +58,16 @@ def no_placeholders(d: Deployment) -> Iterator[Diagnostic]:
     for path, text, is_name in _given_strings(d.spec.given, ()):
         found = next((p for p in PLACEHOLDERS if p in text), None)
         if found and not is_name:
-            yield error(
-                path,
-                f"'{text}' still holds {found}, {PLACEHOLDER_WHY}: write this deployment's real value",
-            )
+            fix = HCAS_FIX if "hcas" in path else "write this deployment's real value"
+            yield error(path, f"'{text}' still holds {found}, {PLACEHOLDER_WHY}: {fix}")
+
+
+# What a placeholder in fabric.hcas stands for, and the other choice.
+HCAS_FIX = (
+    "write the RDMA devices of this node's cabled CX-7 port, e.g. [rocep1s0f1, roceP2p1s0f1] (sparkc discover, "
+    "or ibdev2netdev on the node, lists them); or remove hcas and write transport: sockets on every node for "
+    "NCCL over TCP, about 100x slower"
+)
 
 
 def bad_scope(text: str) -> str | None:
@@ -304,41 +310,6 @@ def workers_have_ssh(d: Deployment) -> Iterator[Diagnostic]:
             yield error(node.location, "a worker needs an 'ssh' address (its management address)")
 
 
-def rdma_devices(d: Deployment) -> Iterator[Diagnostic]:
-    for node in d.spec.cluster.nodes:
-        yield from _node_rdma(node)
-    with_hcas = [bool(n.fabric.hcas) for n in d.spec.cluster.nodes]
-    if any(with_hcas) and not all(with_hcas):
-        yield warning(
-            ("cluster", "nodes"),
-            "some nodes list RDMA devices and some do not: NCCL must use the same transport on every rank, "
-            "expect a hang or a fallback",
-        )
-
-
-def _node_rdma(node: Node) -> Iterator[Diagnostic]:
-    hcas = node.fabric.hcas
-    if len(hcas) == 1:
-        yield warning(
-            node.fabric.at("hcas"),
-            "only one RDMA device: a CX-7 port shows up as two twins; with one NCCL gets about half the "
-            "bandwidth (list both, e.g. rocep1s0f1 and roceP2p1s0f1)",
-        )
-    expected = roce_name(node.fabric.netdev)
-    names = [h.lstrip("=") for h in hcas]
-    if (
-        names
-        and expected
-        and all(h.startswith("roce") for h in names)
-        and expected not in [h.split(":")[0] for h in names]
-    ):
-        yield warning(
-            node.fabric.at("hcas"),
-            f"netdev {node.fabric.netdev} belongs to RDMA device {expected}, which is not listed "
-            "(check with ibdev2netdev)",
-        )
-
-
 def roce_name(netdev: str) -> str:
     """enp1s0f1np1 -> rocep1s0f1 (how the kernel names a CX-7 port's RDMA device after its PCI
     address); "" when the name is not of that shape."""
@@ -457,6 +428,5 @@ RULES = (
     fabric_map,
     control_planes,
     workers_have_ssh,
-    rdma_devices,
     layout,
 )

@@ -326,7 +326,8 @@ def image_pinned(d: Deployment) -> Iterator[Diagnostic]:
     image = d.spec.container.image
     name = image.split("@", 1)[0]
     tag = name.rpartition(":")[2] if ":" in name.rpartition("/")[2] else ""
-    if "@" not in image and tag in ("", "latest"):
+    # latest-cu130 (NVIDIA's SGLang playbook) floats as latest does.
+    if "@" not in image and (tag in ("", "latest") or tag.startswith("latest-")):
         yield warning(
             d.spec.container.at("image"),
             f"{image} names no fixed release: nodes pulled at different times run different builds; pin a tag "

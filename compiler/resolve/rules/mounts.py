@@ -1,4 +1,4 @@
-"""Rules about container.mounts. They only report."""
+"""Rules about container.mounts and what else the containers see of the host's files. They only report."""
 
 from __future__ import annotations
 
@@ -48,4 +48,16 @@ def shadowed_cache_mounts(d: Deployment) -> Iterator[Diagnostic]:
             )
 
 
-RULES = (shadowed_cache_mounts,)
+def inert_shm_size(d: Deployment) -> Iterator[Diagnostic]:
+    """The containers share the host's IPC namespace (--ipc host: NCCL's and the engines' shared memory between
+    processes); docker then mounts the host's /dev/shm and ignores --shm-size, so sparkc passes none."""
+    container = d.spec.container
+    if container.shm_size is not None:
+        yield warning(
+            container.at("shm_size"),
+            "does nothing: sparkc runs every container with --ipc host, so /dev/shm is the host's own and docker "
+            "ignores --shm-size; remove it (the host's /dev/shm is half its memory by default: df -h /dev/shm)",
+        )
+
+
+RULES = (shadowed_cache_mounts, inert_shm_size)

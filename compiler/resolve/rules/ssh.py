@@ -11,6 +11,7 @@ the operator's own ~/.ssh/config, which ssh reads on the head as well.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterator
 
@@ -89,4 +90,30 @@ def ssh_options(d: Deployment) -> Iterator[Diagnostic]:
             yield error(ssh.at("options", i), problem)
 
 
-RULES = (ssh_options,)
+def ssh_hosts(d: Deployment) -> Iterator[Diagnostic]:
+    """A node's ssh address is a host name or an IP address: OpenSSH takes the port from -p (cluster.ssh.port),
+    and `ssh spark-b:22` looks up a host named "spark-b:22"."""
+    for node in d.spec.cluster.nodes:
+        host = node.ssh
+        if host is None or ":" not in host:
+            continue
+        name, _, port = host.rpartition(":")
+        if host.count(":") == 1:
+            fix = f"write ssh: {name}" + (f" and the port as cluster.ssh.port: {port}" if port.isdigit() else "")
+            yield error(
+                node.at("ssh"),
+                f"'{host}' puts a port in the host: ssh would look for a host named so; {fix} (a port that differs "
+                "per node goes in the head's ~/.ssh/config, under that node's Host)",
+            )
+        elif not _ipv6(host):
+            yield error(node.at("ssh"), f"'{host}' is not an IPv6 address nor a host name: write the node's address")
+
+
+def _ipv6(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text).version == 6
+    except ValueError:
+        return False
+
+
+RULES = (ssh_options, ssh_hosts)

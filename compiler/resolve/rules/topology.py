@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, error, warning
 from compiler.resolve.context import Deployment
 from compiler.resolve.env import switchless
-from compiler.spec.typed import Backend, Topology
+from compiler.spec.typed import Backend, FabricTransport, Topology
 
 # A DGX Spark's CX-7 card has two ports: a full mesh without a switch has at most three nodes.
 MESH_NODES = 3
@@ -68,7 +69,8 @@ def switchless_rdma(d: Deployment) -> Iterator[Diagnostic]:
     if not switchless(d.topology) or not d.multi:
         return
     for node in d.spec.cluster.nodes:
-        if not node.fabric.hcas:
+        # Without transport: sockets, a node without RDMA devices is an error (rules.transport).
+        if not node.fabric.hcas and node.fabric.transport is FabricTransport.SOCKETS:
             yield warning(
                 node.fabric.at("hcas"),
                 f"no RDMA devices on {node.name}: in a {d.topology} NCCL's sockets go over the control netdev, "
@@ -86,4 +88,34 @@ def link_prefix(d: Deployment) -> Iterator[Diagnostic]:
         )
 
 
-RULES = (node_count, switchless_control, ring_order, switchless_rdma, link_prefix)
+def direct_subnet(d: Deployment) -> Iterator[Diagnostic]:
+    """Two nodes on one cable have no router between them: each end reaches the other only on its own subnet
+    (the /24 NVIDIA's playbooks and setup-fabric use)."""
+    nodes = d.spec.cluster.nodes
+    if d.topology is not Topology.DIRECT or len(nodes) != 2 or not all(n.cabled for n in nodes):
+        return
+    first, second = nodes
+    nets = [_subnet(n.fabric.ip) for n in nodes]
+    if None in nets or nets[0] == nets[1]:
+        return
+    yield warning(
+        second.fabric.at("ip"),
+        f"{second.name}'s {second.fabric.ip} and {first.name}'s {first.fabric.ip} are on different /{DIRECT_PREFIX} "
+        "subnets, and a direct cable has no router between them: neither end reaches the other (NCCL and the "
+        f"rendezvous fail) unless their prefix is shorter; put both on {nets[0]}"
+        + ("" if d.spec.cluster.topology else " (or, where a switch routes between them, write topology: switch)"),
+    )
+
+
+# The subnet of a direct cable's two ends, as NVIDIA's playbooks and setup-fabric's default address them.
+DIRECT_PREFIX = 24
+
+
+def _subnet(text: str) -> ipaddress.IPv4Network | None:
+    try:
+        return ipaddress.IPv4Network(f"{ipaddress.IPv4Address(text)}/{DIRECT_PREFIX}", strict=False)
+    except ValueError:
+        return None
+
+
+RULES = (node_count, switchless_control, ring_order, switchless_rdma, link_prefix, direct_subnet)

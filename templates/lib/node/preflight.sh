@@ -49,6 +49,7 @@ check_mounts() {
 }
 
 check_fabric() {
+  [ -n "$a_netdev" ] || return 0 # one node without a fabric: nothing cabled to check
   if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
     printf "%s\n" "$out" | sed "s/^/netdev_addr /"
     ip -o link show dev "$a_netdev" 2>/dev/null | sed "s/^/netdev_link /"

@@ -204,14 +204,24 @@ dry_print() {
   printf '\n'
 }
 
-# docker's view of a container: running, exited, ... or "missing".
-# By the status: for a missing container docker still prints an (empty) line.
+# docker's view of a container: running, exited, ... or "missing"; where docker cannot say (its daemon
+# down), why, not "missing": the container may well be there. By the status: for a missing container
+# docker still prints an (empty) line. Its error is read apart (a second call, on failure only), so that
+# what ssh prints on stderr never mixes into the state.
 container_state() {
-  local state
+  local state why
   if state=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>/dev/null); then
     printf '%s\n' "$state"
-  else
+    return 0
+  fi
+  why=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>&1 >/dev/null) || true
+  if [[ $why == *"No such object"* || $why == *"No such container"* ]]; then
     echo missing
+  elif [[ $why == *"Cannot connect to the Docker daemon"* ]]; then
+    echo "UNKNOWN: docker is not running on $1 (sudo systemctl start docker)"
+  else
+    why=${why//[[:cntrl:]]/ }
+    echo "UNKNOWN: docker did not answer on $1: ${why:0:200}"
   fi
 }
 
@@ -611,6 +621,7 @@ check_mounts() {
 }
 
 check_fabric() {
+  [ -n "$a_netdev" ] || return 0 # one node without a fabric: nothing cabled to check
   if out=$(ip -o addr show dev "$a_netdev" 2>&1); then
     printf "%s\n" "$out" | sed "s/^/netdev_addr /"
     ip -o link show dev "$a_netdev" 2>/dev/null | sed "s/^/netdev_link /"
@@ -811,6 +822,7 @@ judge_reached() {
 judge_fabric() {
   local node=$1 netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]} addrs link mtu state cidr
   local here=""
+  [[ -n $netdev ]] || { pf_note "$node" fabric "none (one node)"; return 0; }
   is_local "$node" && here="; and run launch-cluster.sh on the head node, $HEAD"
   if [[ -n ${PF[$node,netdev_error]+x} ]]; then
     pf_problem "$node" "network interface $netdev does not exist on $node ($(pf_first "$node" netdev_error))." \
