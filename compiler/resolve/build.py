@@ -115,6 +115,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         bench=bench_plan(d),
         engine_files=engine_files(d),
         mpi_ssh_port=d.spec.launch.mpi_ssh_port if d.backend is Backend.MPI else 0,
+        mpi_sshd_from_hooks=d.backend is Backend.MPI and d.hooks_install_sshd,
     )
 
 
@@ -165,8 +166,9 @@ def _url_host(host: str) -> str:
 
 def _nccl_transport(d: Deployment, node: Node, rank: int) -> Transport:
     """What NCCL must report in this node's container log. Ray forwards every worker's output to the
-    engine on the head, so the head speaks for all."""
-    if d.backend is Backend.RAY:
+    engine on the head, and so does mpirun (the ranks it starts over ssh write to its own output, in the
+    head's container; the other containers' logs hold sshd's only): there the head speaks for all."""
+    if d.backend in (Backend.RAY, Backend.MPI):
         if rank > 0:
             return Transport.UNCHECKED
         return Transport.IB if all(n.fabric.hcas for n in d.nodes) else Transport.SOCKET

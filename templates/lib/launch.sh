@@ -298,9 +298,11 @@ preflight() {
     done
     check_profile
     ((RAY_REQUIRED)) && run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version
+    if [[ $BACKEND == mpi ]]; then image_sshd_argv && run_on "$HEAD" "${ARGV[@]}"; fi
     phase_done
     return 0
   fi
+  [[ $BACKEND != mpi ]] || image_sshd_start
   if ((RAY_REQUIRED)); then
     # Meanwhile, on the head: is Ray in the image? (never pulled here: a missing image is reported below)
     ray_out=$(mktemp)
@@ -312,6 +314,7 @@ preflight() {
   fi
   if ! preflight_checks; then
     [[ -z $ray_pid ]] || { wait "$ray_pid" || true; rm -f "$ray_out"; }
+    image_sshd_forget
     for ((i = 1; i < ${#PF_PROBLEMS[@]}; i++)); do
       warn "also on ${PF_PROBLEM_NODES[i]}: ${PF_PROBLEMS[i]}"
     done
@@ -334,7 +337,58 @@ preflight() {
       "it: use engine.backend native, or an image with Ray"
     log "image has ${out##*$'\n'}"
   fi
+  [[ $BACKEND != mpi ]] || image_sshd_judge
   phase_done
+}
+
+# backend mpi: mpirun starts the ranks on the other nodes over ssh into their containers, whose main process
+# is sshd. Is OpenSSH in the image? A throwaway container on the head answers (never pulled here: a missing
+# image is reported by the node checks) while the node checks run.
+# Each program as "NAME PATH", or "NAME -" where the image lacks it (sshd: where mpi-sshd.sh looks for it).
+# shellcheck disable=SC2016  # for the container's sh
+readonly IMAGE_SSHD_SCRIPT='for p in sshd ssh-keygen ssh; do
+  w=$(command -v "$p") || w=""
+  [ -n "$w" ] || [ ! -x "/usr/sbin/$p" ] || w=/usr/sbin/$p
+  echo "$p ${w:--}"
+done'
+image_sshd_argv() {
+  ARGV=(docker run --rm --pull never --network none --entrypoint sh "$IMAGE" -c "$IMAGE_SSHD_SCRIPT")
+}
+IMAGE_SSHD_PID="" IMAGE_SSHD_OUT=""
+image_sshd_start() {
+  image_sshd_argv
+  IMAGE_SSHD_OUT=$(mktemp)
+  (
+    trap - ERR
+    "${ARGV[@]}"
+  ) >"$IMAGE_SSHD_OUT" 2>&1 </dev/null &
+  IMAGE_SSHD_PID=$!
+}
+image_sshd_forget() {
+  [[ -n $IMAGE_SSHD_PID ]] || return 0
+  wait "$IMAGE_SSHD_PID" || true
+  rm -f "$IMAGE_SSHD_OUT"
+  IMAGE_SSHD_PID=""
+}
+image_sshd_judge() {
+  local status=0 out missing
+  wait "$IMAGE_SSHD_PID" || status=$?
+  out=$(cat "$IMAGE_SSHD_OUT")
+  rm -f "$IMAGE_SSHD_OUT"
+  IMAGE_SSHD_PID=""
+  ((status == 0)) || fail "$HEAD" "could not look for sshd in image $IMAGE: ${out##*$'\n'}"
+  missing=$(awk '$2 == "-" { printf "%s ", $1 }' <<<"$out")
+  missing=${missing% }
+  if [[ -z $missing ]]; then
+    log "image has $(awk '$1 == "sshd" { print $2 }' <<<"$out") for mpirun"
+  elif ((MPI_SSHD_FROM_HOOKS)); then
+    log "image has no $missing: container.hooks.pre_engine installs OpenSSH before sshd starts in each container"
+  else
+    fail "$HEAD" "image $IMAGE has no OpenSSH ($missing missing): mpirun starts the ranks on the other nodes over" \
+      "ssh into their containers, whose sshd would not start. Install it first: a container.hooks.pre_engine" \
+      "command such as 'apt-get update && apt-get install -y openssh-server' (as NVIDIA's two-Spark playbook" \
+      "does; the nodes then need the package mirror), or an image built FROM $IMAGE with openssh-server installed"
+  fi
 }
 
 # --preflight-only: the checks and a table, node by node; nothing is started.

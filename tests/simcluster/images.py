@@ -55,7 +55,15 @@ VLLM_IMAGE = "sparkc-sim/vllm:test"
 NORAY_IMAGE = "sparkc-sim/vllm-noray:test"
 HELLOHAL_IMAGE = "sparkc-sim/hellohal:test"
 TRTLLM_IMAGE = "sparkc-sim/trtllm:test"
-IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE, TRTLLM_IMAGE)
+# The TensorRT-LLM image as NVIDIA's two-Spark playbook uses it: built FROM it with openssh-server installed.
+TRTLLM_SSHD_IMAGE = "sparkc-sim/trtllm-sshd:test"
+IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE, TRTLLM_IMAGE, TRTLLM_SSHD_IMAGE)
+# The NCCL release each variant carries (as `ncclGetVersion` would report it; the stand-in reads it from
+# /etc/sparkc-sim/nccl-version, a test from the image's label): older than 2.30.7 ignores
+# NCCL_IB_SUBNET_AWARE_ROUTING.
+NCCL_RELEASES = {"vllm": "2.30.7", "vllm-noray": "2.27.7", "hellohal": "2.27.7", "trtllm": "2.27.7"}
+NCCL_LABEL = "org.sparkc.sim.nccl"
+SSHD = "usr/sbin/sshd"  # OpenSSH's server in the base layer; the TensorRT-LLM image lacks it
 
 Log = Callable[[str], None]
 
@@ -258,6 +266,7 @@ def _arch() -> str:
 
 
 def _image(tag: str, layers: tuple[Layer, ...], entrypoint: list[str] | None, label: str, history: list[str]) -> Image:
+    labels = {"org.sparkc.sim.variant": label, NCCL_LABEL: NCCL_RELEASES[label]}
     config = {
         "architecture": _arch(),
         "os": "linux",
@@ -272,7 +281,7 @@ def _image(tag: str, layers: tuple[Layer, ...], entrypoint: list[str] | None, la
             "Entrypoint": entrypoint,
             "Cmd": None,
             "WorkingDir": "/",
-            "Labels": {"org.sparkc.sim.variant": label},
+            "Labels": labels,
         },
         "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
         "history": [{"created": CREATED, "created_by": h} for h in history],
@@ -294,6 +303,10 @@ def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> d
     )
     for tag, variant in variants:
         files = shims.variant_files(variant, str(venv), python_home)
+        files["etc/sparkc-sim/nccl-version"] = (0o644, NCCL_RELEASES[variant] + "\n")
+        if variant == "trtllm":
+            # A whiteout: the layer deletes the base's sshd, as an image built without openssh-server lacks it.
+            files[str(Path(SSHD).parent / f".wh.{Path(SSHD).name}")] = (0o644, "")
         layer = _tar_files(files)
         entrypoint = ["/app/entrypoint.sh"] if variant == "hellohal" else None
         out[tag] = _image(
@@ -303,7 +316,46 @@ def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> d
             variant,
             [f"debootstrap --variant=minbase {SUITE}", f"sparkc-sim shims ({variant})"],
         )
+    out[TRTLLM_SSHD_IMAGE] = _with_sshd(out[TRTLLM_IMAGE], base, cache)
     return out
+
+
+def _with_sshd(image: Image, base: Layer, cache: Path) -> Image:
+    """FROM the image, RUN apt-get install openssh-server: one more layer holding sshd (taken from the base
+    layer, where debootstrap installed the package; the nodes have no mirror to install from)."""
+    binary = _sshd_binary(base, cache)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo(SSHD)
+        info.mode, info.size, info.mtime = 0o755, len(binary), FIXED_MTIME
+        tar.addfile(info, io.BytesIO(binary))
+    raw = buf.getvalue()
+    layer = Layer("sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), data=raw)
+    config = json.loads(image.config)
+    config["rootfs"]["diff_ids"].append(layer.diff_id)
+    config["history"].append({"created": CREATED, "created_by": "RUN apt-get install -y openssh-server"})
+    raw_config = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+    return Image(TRTLLM_SSHD_IMAGE, (*image.layers, layer), raw_config)
+
+
+def _sshd_binary(base: Layer, cache: Path) -> bytes:
+    """The base layer's sshd, read once from its tar and kept beside it."""
+    kept = cache / f"sshd-{base.hex[:16]}"
+    if kept.exists():
+        return kept.read_bytes()
+    with base.open() as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
+        for member in tar:
+            if member.name.lstrip("./") == SSHD and member.isfile():
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                data = extracted.read()
+                break
+        else:
+            raise RuntimeError(f"no {SSHD} in the base layer: openssh-server must be among BASE_PACKAGES")
+    tmp = kept.with_name(kept.name + f".{os.getpid()}")
+    tmp.write_bytes(data)
+    tmp.rename(kept)
+    return data
 
 
 def swapped_image(image: Image, marker: str) -> Image:
