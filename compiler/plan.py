@@ -152,6 +152,9 @@ class ProfileCheck:
     # bake another value (adapt sets them all, bypass does not run the entrypoint)
     env_defaults: tuple[str, ...]
     fatal: bool  # keep/adapt rely on the profile: a mismatch stops the launch; bypass only warns
+    # sha256 of the entrypoint's file (its first word) as the profile was written from it; "" not recorded
+    entrypoint_sha256: str = ""
+    entrypoint_path: str = ""
 
 
 # Where a hooks patch folder goes: beside the scripts in the output folder, and inside every container.

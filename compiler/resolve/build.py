@@ -196,4 +196,7 @@ def _profile_check(d: Deployment) -> ProfileCheck:
         entrypoint_json=json.dumps(list(profile.entrypoint or ()), separators=(",", ":")) if pinned else "",
         env_defaults=tuple(f"{c.env}={c.default}" for _, c in profile.controls) if mode is EntrypointMode.KEEP else (),
         fatal=mode in (EntrypointMode.KEEP, EntrypointMode.ADAPT),
+        # Only where the entrypoint runs: bypass does not depend on what it does.
+        entrypoint_sha256=profile.entrypoint_sha256 if pinned and mode is not EntrypointMode.BYPASS else "",
+        entrypoint_path=(profile.entrypoint or ("",))[0] if pinned and mode is not EntrypointMode.BYPASS else "",
     )

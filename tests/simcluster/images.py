@@ -358,9 +358,10 @@ def _sshd_binary(base: Layer, cache: Path) -> bytes:
     return data
 
 
-def swapped_image(image: Image, marker: str) -> Image:
-    """Same tag, same behaviour, one extra layer: a different image ID (DOMAIN: F14)."""
-    extra = _tar_files({"etc/sparkc-sim/rebuild": (0o644, marker + "\n")})
+def swapped_image(image: Image, marker: str, files: dict[str, tuple[int, str]] | None = None) -> Image:
+    """Same tag, one extra layer: a different image ID (DOMAIN: F14); `files` ({path: (mode, content)})
+    replaced in it change its behaviour too (an entrypoint that reads other variables)."""
+    extra = _tar_files({"etc/sparkc-sim/rebuild": (0o644, marker + "\n"), **(files or {})})
     config = json.loads(image.config)
     config["rootfs"]["diff_ids"].append(extra.diff_id)
     config["history"].append({"created": CREATED, "created_by": f"sparkc-sim rebuild {marker}"})
