@@ -96,3 +96,18 @@ def test_an_image_without_sshd_stops_at_preflight_naming_the_fix(deploy: Deploy,
     # What preflight spares the operator: the container itself exits at once.
     run = sim_cluster.docker("spark1", "run", "--rm", "--entrypoint", "sh", TRTLLM_IMAGE, "-c", "command -v sshd")
     assert run.returncode != 0 and not run.stdout.strip(), run.stdout
+
+
+def test_a_hook_that_installs_sshd_gets_past_preflight_and_runs_in_every_container(
+    deploy: Deploy, sim_cluster: SimCluster
+) -> None:
+    """NVIDIA's playbook installs openssh-server at start: preflight then only notes the image's lack, and the
+    hook runs in every container before sshd. The simulated nodes, like a Spark without a package mirror,
+    cannot install it: the hook fails there and the launch names it."""
+    hook = "apt-get install -y openssh-server"
+    d = deploy(EXAMPLE, "trt-hook", {**changes(sim_cluster, TRTLLM_IMAGE), "container.hooks": {"pre_engine": [hook]}})
+    launch = d.run("launch-cluster.sh", "--no-probe", timeout=180)  # the probe's container runs no hooks
+    assert "image has no sshd: container.hooks.pre_engine installs OpenSSH" in launch.stdout, launch.stdout
+    assert launch.returncode == 1, launch.stdout + launch.stderr
+    shown = " ".join(launch.stderr.split())
+    assert f"hook pre_engine[0] failed with status 100: {hook}" in shown, shown

@@ -304,9 +304,8 @@ def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> d
     for tag, variant in variants:
         files = shims.variant_files(variant, str(venv), python_home)
         files["etc/sparkc-sim/nccl-version"] = (0o644, NCCL_RELEASES[variant] + "\n")
-        if variant == "trtllm":
-            # A whiteout: the layer deletes the base's sshd, as an image built without openssh-server lacks it.
-            files[str(Path(SSHD).parent / f".wh.{Path(SSHD).name}")] = (0o644, "")
+        if variant == "trtllm":  # built without openssh-server, as NGC's TensorRT-LLM image can be
+            files.update(_openssh_server(base, cache).removed())
         layer = _tar_files(files)
         entrypoint = ["/app/entrypoint.sh"] if variant == "hellohal" else None
         out[tag] = _image(
@@ -321,14 +320,15 @@ def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> d
 
 
 def _with_sshd(image: Image, base: Layer, cache: Path) -> Image:
-    """FROM the image, RUN apt-get install openssh-server: one more layer holding sshd (taken from the base
-    layer, where debootstrap installed the package; the nodes have no mirror to install from)."""
-    binary = _sshd_binary(base, cache)
+    """FROM the image, RUN apt-get install openssh-server: one more layer holding sshd and dpkg's record of the
+    package (taken from the base layer, where debootstrap installed it; the nodes have no mirror)."""
+    package = _openssh_server(base, cache)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        info = tarfile.TarInfo(SSHD)
-        info.mode, info.size, info.mtime = 0o755, len(binary), FIXED_MTIME
-        tar.addfile(info, io.BytesIO(binary))
+        for path, mode, data in ((SSHD, 0o755, package.sshd), (DPKG_STATUS, 0o644, package.status.encode())):
+            info = tarfile.TarInfo(path)
+            info.mode, info.size, info.mtime = mode, len(data), FIXED_MTIME
+            tar.addfile(info, io.BytesIO(data))
     raw = buf.getvalue()
     layer = Layer("sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), data=raw)
     config = json.loads(image.config)
@@ -338,24 +338,57 @@ def _with_sshd(image: Image, base: Layer, cache: Path) -> Image:
     return Image(TRTLLM_SSHD_IMAGE, (*image.layers, layer), raw_config)
 
 
-def _sshd_binary(base: Layer, cache: Path) -> bytes:
-    """The base layer's sshd, read once from its tar and kept beside it."""
-    kept = cache / f"sshd-{base.hex[:16]}"
-    if kept.exists():
-        return kept.read_bytes()
-    with base.open() as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
-        for member in tar:
-            if member.name.lstrip("./") == SSHD and member.isfile():
-                extracted = tar.extractfile(member)
-                assert extracted is not None
-                data = extracted.read()
-                break
-        else:
+DPKG_STATUS = "var/lib/dpkg/status"
+DPKG_INFO = "var/lib/dpkg/info/"
+
+
+@dataclass(frozen=True)
+class OpensshServer:
+    """What the base layer holds of the openssh-server package."""
+
+    sshd: bytes
+    status: str  # dpkg's status file, the package in it
+    info: tuple[str, ...]  # dpkg's files about the package (openssh-server.list, .postinst, ...)
+
+    def removed(self) -> dict[str, tuple[int, str]]:
+        """A layer's files that make the package absent, as in an image built without it: whiteouts for sshd
+        and dpkg's files of the package, and dpkg's status without its entry (apt then has it to install)."""
+        entries = [e for e in self.status.split("\n\n") if "Package: openssh-server\n" not in e + "\n"]
+        files = {DPKG_STATUS: (0o644, "\n\n".join(entries))}
+        for path in (SSHD, *self.info):
+            files[str(Path(path).parent / f".wh.{Path(path).name}")] = (0o644, "")
+        return files
+
+
+def _openssh_server(base: Layer, cache: Path) -> OpensshServer:
+    """Read once from the base layer's tar and kept beside it."""
+    kept = cache / f"openssh-server-{base.hex[:16]}"
+    if not (kept / "info.json").exists():
+        found: dict[str, bytes] = {}
+        info: list[str] = []
+        with base.open() as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
+            for member in tar:
+                name = member.name.removeprefix("./")
+                if name.startswith(DPKG_INFO + "openssh-server."):
+                    info.append(name)
+                if name in (SSHD, DPKG_STATUS) and member.isfile():
+                    extracted = tar.extractfile(member)
+                    assert extracted is not None
+                    found[name] = extracted.read()
+        if set(found) != {SSHD, DPKG_STATUS}:
             raise RuntimeError(f"no {SSHD} in the base layer: openssh-server must be among BASE_PACKAGES")
-    tmp = kept.with_name(kept.name + f".{os.getpid()}")
-    tmp.write_bytes(data)
-    tmp.rename(kept)
-    return data
+        work = kept.with_name(kept.name + f".{os.getpid()}")
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "sshd").write_bytes(found[SSHD])
+        (work / "status").write_bytes(found[DPKG_STATUS])
+        (work / "info.json").write_text(json.dumps(sorted(info)))
+        shutil.rmtree(kept, ignore_errors=True)
+        work.rename(kept)
+    return OpensshServer(
+        (kept / "sshd").read_bytes(),
+        (kept / "status").read_text(encoding="utf-8"),
+        tuple(json.loads((kept / "info.json").read_text())),
+    )
 
 
 def swapped_image(image: Image, marker: str, files: dict[str, tuple[int, str]] | None = None) -> Image:
