@@ -30,7 +30,7 @@ class Transport(StrEnum):
 
     IB = "IB"
     SOCKET = "Socket"
-    UNCHECKED = ""  # nothing is logged there (Ray workers: the head's log speaks for them)
+    UNCHECKED = ""  # nothing is logged there (Ray workers, mpirun's remote ranks: the head's log speaks for them)
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,9 @@ class ProfileCheck:
     # bake another value (adapt sets them all, bypass does not run the entrypoint)
     env_defaults: tuple[str, ...]
     fatal: bool  # keep/adapt rely on the profile: a mismatch stops the launch; bypass only warns
+    # sha256 of the entrypoint's file (its first word) as the profile was written from it; "" not recorded
+    entrypoint_sha256: str = ""
+    entrypoint_path: str = ""
 
 
 # Where a hooks patch folder goes: beside the scripts in the output folder, and inside every container.
@@ -323,6 +326,7 @@ class Plan:
     # then covers both files, so the scripts notice a changed cluster file).
     engine_files: tuple[tuple[str, str], ...] = ()  # the engine's own files in the build folder: (path, text)
     mpi_ssh_port: int = 0  # backend mpi: sshd's port in every container; else 0
+    mpi_sshd_from_hooks: bool = False  # backend mpi: a pre_engine hook installs sshd (preflight only notes its absence)
     cluster_file: str = ""
     cluster_file_sha256: str = ""
     spec_file_sha256: str = ""

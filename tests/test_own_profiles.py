@@ -146,3 +146,28 @@ def test_explain_prints_an_own_profiles_text_with_its_control_characters_escaped
     assert not any(c in result.output for c in "\x1b\x07\r\x00"), repr(result.output)
     assert "our \\x1b]0;title\\x07 build" in result.output and "clears \\x1b[2J\\r\\x00" in result.output
     assert "\\x1b[31mred" in result.output
+
+
+SUM = "0123456789abcdef" * 4
+
+
+def test_drafted_profile_records_the_entrypoints_sha256_and_the_launcher_checks_it(tmp_path: Path) -> None:
+    from compiler.tools.profile_draft import draft
+
+    facts = parse_inspect(json.dumps(INSPECT), "registry.example/team/vllm:7")
+    text = draft(facts, SUM)
+    assert f"entrypoint_sha256: {SUM}  # of /app/entrypoint.sh; a change stops the launch" in text
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "team.yaml").write_text(text.replace("auto: bypass", "auto: adapt"))
+    (profile,) = load_user_profiles(tmp_path / "profiles")
+    assert profile.entrypoint_sha256 == SUM
+    runner = CliRunner()
+    for mode, recorded in (("adapt", SUM), ("keep", SUM), ("bypass", "")):
+        out = tmp_path / f"out-{mode}"
+        spec = write_spec(tmp_path, "registry.example/team/vllm:7", **{"container.entrypoint": mode})
+        result = runner.invoke(cli, ["compile", str(spec), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        launcher = (out / "launch-cluster.sh").read_text()
+        assert f"readonly ENTRYPOINT_SHA256={recorded or chr(39) * 2}\n" in launcher, mode
+    # Without docker's image at hand the draft says how to record it.
+    assert "# entrypoint_sha256: run sparkc profile registry.example/team/vllm:7 where docker has" in draft(facts)

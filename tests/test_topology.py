@@ -168,3 +168,59 @@ def test_a_mesh_refuses_an_nccl_that_ignores_subnet_aware_routing(fake: FakeClus
     new = fake.run("launch-cluster.sh", "--yes")
     assert "ignores NCCL_IB_SUBNET_AWARE_ROUTING" not in new.stderr, new.stderr
     assert "probe transport IB, bus bandwidth 21.5 GB/s, NCCL 2.30.10" in new.stdout, new.stdout + new.stderr
+
+
+@pytest.mark.parametrize(
+    ("image", "shown"),
+    [
+        ("nvcr.io/nvidia/vllm:26.05-py3", "ships NCCL older than 2.30.7"),  # NCCL 2.30.7 did not exist yet
+        ("nvcr.io/nvidia/vllm:26.03-py3", "ships NCCL 2.29.7"),  # NVIDIA's release notes name it
+    ],
+)
+@pytest.mark.parametrize("spec", [MESH, RING], ids=["mesh", "ring"])
+def test_a_mesh_or_ring_on_an_image_whose_nccl_ignores_subnet_routing_is_refused_at_compile(
+    spec: dict[str, Any], image: str, shown: str
+) -> None:
+    result = compile_spec(with_changes(spec, {"container.image": image}))
+    errors = _errors(result)
+    assert len(errors) == 1, diagnostics_text(result)
+    assert errors[0].startswith(f"spec.yaml:{_image_line(result)}: container.image: {image} {shown}"), errors[0]
+    assert "which ignores NCCL_IB_SUBNET_AWARE_ROUTING (read from NCCL 2.30.7 on)" in errors[0]
+    assert errors[0].endswith("Use an image with NCCL 2.30.7 or later")
+
+
+def _image_line(result: CompileResult) -> str:
+    """line:col of container.image in the compiled text."""
+    return next(f"{d.line}:{d.column}" for d in result.diagnostics if d.path[:2] == ("container", "image"))
+
+
+def test_an_unknown_nccl_release_warns_and_a_recorded_one_passes(tmp_path: Any) -> None:
+    from compiler.pipeline import Beside
+    from compiler.spec.profiles import load_user_profiles
+
+    unknown = compile_spec(with_changes(MESH, {"container.image": "nvcr.io/nvidia/vllm:26.10-py3"}))
+    assert unknown.ok, diagnostics_text(unknown)
+    warnings = [d.message for d in unknown.diagnostics if d.severity is Severity.WARNING]
+    assert any("the NCCL release in nvcr.io/nvidia/vllm:26.10-py3 is not known" in w for w in warnings), warnings
+    # An operator's profile that records the image's NCCL settles it at compile time, either way.
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    for release, ok in (("2.30.7", True), ("2.30.4", False)):
+        (folder / "mine.yaml").write_text(
+            "family: mine\nmatch: [example/vllm]\nengine: vllm\nargs: engine-args\nentrypoint: [vllm, serve]\n"
+            f"ray: absent\nauto: keep\nnccl: {{release: '{release}'}}\nsources: [me]\n"
+        )
+        spec = with_changes(MESH, {"container.image": "example/vllm:mine"})
+        result = compile_spec(spec, beside=Beside(profiles=load_user_profiles(folder)))
+        assert result.ok is ok, diagnostics_text(result)
+        assert "NCCL release" not in diagnostics_text(result)
+        assert ok or f"example/vllm:mine ships NCCL {release}, which ignores" in diagnostics_text(result)
+
+
+def test_without_rdma_devices_the_nccl_release_does_not_matter() -> None:
+    """Without RDMA NCCL's sockets take the control netdev; subnet-aware routing picks RDMA devices only."""
+    nodes = [{**n, "fabric": {**n["fabric"], "hcas": []}} for n in MESH["cluster"]["nodes"]]
+    result = compile_spec(
+        with_changes(MESH, {"container.image": "nvcr.io/nvidia/vllm:26.05-py3", "cluster.nodes": nodes})
+    )
+    assert result.ok and "NCCL_IB_SUBNET_AWARE_ROUTING" not in diagnostics_text(result), diagnostics_text(result)

@@ -188,3 +188,43 @@ def test_any_options_read_back_from_the_file_as_written() -> None:
     odd = {"on": 1, "2": [1, "a: b"], "key with: colon": {"nested": None, "v": "two words"}, "ünï": "'\"$`", "x_y": {}}
     result = compiled({"engine.llm_api_options": odd, "engine.gpu_memory_utilization": DELETE})
     assert YAML(typ="safe").load(result.files["trtllm/extra-llm-api-options.yaml"]) == odd
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_cuda_tools_are_set_as_nvidias_playbook_sets_them(nodes: int) -> None:
+    changes = (
+        {} if nodes == 2 else {"cluster.nodes": example(EXAMPLE)["cluster"]["nodes"][:1], "engine.tensor_parallel": 1}
+    )
+    plan = compiled(changes).plan
+    for node in plan.nodes:
+        env = node_env(plan, node.name)
+        assert env["TRITON_PTXAS_PATH"] == "/usr/local/cuda/bin/ptxas"
+        assert env["CPATH"] == "/usr/local/cuda/include"
+
+
+def test_open_mpi_5_gets_its_daemons_interface_beside_open_mpi_4s() -> None:
+    plan = compiled().plan
+    for node in plan.nodes:
+        env = node_env(plan, node.name)
+        assert env["PRTE_MCA_oob_tcp_if_include"] == env["OMPI_MCA_oob_tcp_if_include"] == "enp1s0f1np1"
+
+
+def test_only_the_heads_log_is_read_for_nccl_lines_under_mpirun() -> None:
+    """mpirun writes every rank's output to its own, in the head's container; the others log sshd only."""
+    plan = compiled().plan
+    assert [str(n.nccl_transport) for n in plan.nodes] == ["IB", ""]
+
+
+@pytest.mark.parametrize(
+    ("hook", "installs"),
+    [
+        ("apt-get update && apt-get install -y --no-install-recommends openssh-server", True),
+        ("apk add openssh", True),
+        ("apt-get install -y openssh-client", False),  # the client only: no sshd
+        ("echo openssh-server", False),
+    ],
+)
+def test_a_hook_that_installs_sshd_is_noted_for_the_launchers_image_check(hook: str, installs: bool) -> None:
+    result = compiled({"container.hooks": {"pre_engine": [hook]}})
+    assert result.plan.mpi_sshd_from_hooks is installs
+    assert f"readonly MPI_SSHD_FROM_HOOKS={int(installs)}" in result.files["launch-cluster.sh"]

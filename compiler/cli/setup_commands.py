@@ -197,9 +197,28 @@ def profile_command(image: str, inspect_file: TextIO | None) -> None:
         text = run.stdout
     source = "docker image inspect" if inspect_file is None else printable(inspect_file.name)
     try:
-        click.echo(draft(parse_inspect(text, image, source)), nl=False)
+        facts = parse_inspect(text, image, source)
     except InspectError as exc:
         raise UsageProblem(f"the inspect output of {image}: {exc}") from None
+    digest = "" if inspect_file is not None else _entrypoint_sha256(image, facts.entrypoint)
+    click.echo(draft(facts, digest), nl=False)
+
+
+def _entrypoint_sha256(image: str, entrypoint: tuple[str, ...]) -> str:
+    """sha256 of the entrypoint's file (an absolute path) in the image, by a throwaway container; "" when it
+    cannot be read (a command found on PATH, no sha256sum in the image): the draft then says how to add it."""
+    import re
+    import subprocess
+
+    if not entrypoint or not entrypoint[0].startswith("/"):
+        return ""
+    argv = ["docker", "run", "--rm", "--pull", "never", "--network", "none", "--entrypoint", "sha256sum"]
+    try:
+        run = subprocess.run([*argv, image, entrypoint[0]], capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    match = re.match(r"([0-9a-f]{64})\s", run.stdout)
+    return match.group(1) if run.returncode == 0 and match else ""
 
 
 @click.command("import")

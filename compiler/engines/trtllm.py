@@ -138,8 +138,13 @@ class Trtllm:
         return ((f"{FILES_DIR}/{OPTIONS_FILE}", header + yaml_text(self.llm_api_options(d))),)
 
     def node_env(self, d: Deployment, node: Node) -> tuple[Setting, ...]:
+        playbook = "as NVIDIA's DGX Spark playbook sets it for TensorRT-LLM"
+        toolkit = (
+            Setting("TRITON_PTXAS_PATH", "/usr/local/cuda/bin/ptxas", Source.DEFAULT, f"the CUDA ptxas; {playbook}"),
+            Setting("CPATH", "/usr/local/cuda/include", Source.DEFAULT, f"the CUDA headers for JIT builds; {playbook}"),
+        )
         if d.backend is not Backend.MPI:
-            return ()
+            return toolkit
         why = "mpirun runs as root in the container; Open MPI refuses root without both"
         # mpirun hands its own OMPI_MCA_* settings to the daemons it starts on the other nodes: each must name
         # every node's interfaces (Open MPI skips a name a node lacks), or a node cabled otherwise finds none.
@@ -147,16 +152,15 @@ class Trtllm:
         control = ",".join(sorted({(other.control or other.fabric).netdev for other in d.nodes}))
         carried = "mpirun passes its value to every node's Open MPI daemon: every node's"
         plane = "control" if node.control else "fabric"
+        oob = f"Open MPI's own channel between its daemons; {carried} {plane} netdevs"
         return (
+            *toolkit,
             Setting("OMPI_ALLOW_RUN_AS_ROOT", "1", Source.DERIVED, why),
             Setting("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", Source.DERIVED, why),
             Setting("OMPI_MCA_btl_tcp_if_include", data, Source.DERIVED, f"{carried} data netdevs"),
-            Setting(
-                "OMPI_MCA_oob_tcp_if_include",
-                control,
-                Source.DERIVED,
-                f"Open MPI's own channel between its daemons; {carried} {plane} netdevs",
-            ),
+            Setting("OMPI_MCA_oob_tcp_if_include", control, Source.DERIVED, f"{oob} (Open MPI 4)"),
+            # Open MPI 5 starts its daemons through PRRTE, which reads its own name for the same setting.
+            Setting("PRTE_MCA_oob_tcp_if_include", control, Source.DERIVED, f"{oob} (Open MPI 5, PRRTE)"),
         )
 
 

@@ -115,6 +115,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         bench=bench_plan(d),
         engine_files=engine_files(d),
         mpi_ssh_port=d.spec.launch.mpi_ssh_port if d.backend is Backend.MPI else 0,
+        mpi_sshd_from_hooks=d.backend is Backend.MPI and d.hooks_install_sshd,
     )
 
 
@@ -166,8 +167,9 @@ def _url_host(host: str) -> str:
 
 def _nccl_transport(d: Deployment, node: Node, rank: int) -> Transport:
     """What NCCL must report in this node's container log. Ray forwards every worker's output to the
-    engine on the head, so the head speaks for all."""
-    if d.backend is Backend.RAY:
+    engine on the head, and so does mpirun (the ranks it starts over ssh write to its own output, in the
+    head's container; the other containers' logs hold sshd's only): there the head speaks for all."""
+    if d.backend in (Backend.RAY, Backend.MPI):
         if rank > 0:
             return Transport.UNCHECKED
         return Transport.IB if all(n.fabric.hcas for n in d.nodes) else Transport.SOCKET
@@ -198,4 +200,7 @@ def _profile_check(d: Deployment) -> ProfileCheck:
         entrypoint_json=json.dumps(list(profile.entrypoint or ()), separators=(",", ":")) if pinned else "",
         env_defaults=tuple(f"{c.env}={c.default}" for _, c in profile.controls) if mode is EntrypointMode.KEEP else (),
         fatal=mode in (EntrypointMode.KEEP, EntrypointMode.ADAPT),
+        # Only where the entrypoint runs: bypass does not depend on what it does.
+        entrypoint_sha256=profile.entrypoint_sha256 if pinned and mode is not EntrypointMode.BYPASS else "",
+        entrypoint_path=(profile.entrypoint or ("",))[0] if pinned and mode is not EntrypointMode.BYPASS else "",
     )

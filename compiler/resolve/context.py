@@ -15,13 +15,18 @@ from compiler.engines.flag_table import FlagTable, table_for
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
-from compiler.spec.profiles import Profile, RayPresence, find_profile, ray_presence
+from compiler.spec.profiles import NcclRelease, Profile, RayPresence, find_profile, nccl_release, ray_presence
 from compiler.spec.typed import Backend, EngineKind, Node, Spec, Topology
 
 # Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
 ENGINE_TIMEOUT_MARGIN = 60
 # A package manager installing Ray: `pip install ray`, `pip3 install -U "ray[default]"`, `uv pip install ray==2.49`.
 INSTALLS_RAY = re.compile(r"\b(pip3?|uv|conda|mamba)\b[^;&|]*\binstall\b[^;&|]*(?<![\w-])['\"]?ray(?![\w-])")
+
+# A package manager installing OpenSSH's server: `apt-get install -y openssh-server`, `apk add openssh`.
+INSTALLS_SSHD = re.compile(
+    r"\b(apt-get|apt|dnf|yum|microdnf|apk|zypper|dpkg)\b[^;&|]*\s(install|add|-i)\b[^;&|]*\bopenssh(-server)?(?![A-Za-z-])"
+)
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,21 @@ class Deployment:
         return ray_presence(self.profile, self.spec.container.image) if self.profile else RayPresence.CHECK
 
     @property
+    def nccl(self) -> NcclRelease | None:
+        """The NCCL the image ships, as its profile knows it for this tag; None when unknown."""
+        return nccl_release(self.profile, self.spec.container.image) if self.profile else None
+
+    @property
     def hooks_install_ray(self) -> bool:
         """A pre_engine hook installs Ray (NVIDIA's playbook does, for images without it)."""
         hooks = self.spec.container.hooks
         return hooks is not None and any(INSTALLS_RAY.search(command) for command in hooks.pre_engine)
+
+    @property
+    def hooks_install_sshd(self) -> bool:
+        """A pre_engine hook installs OpenSSH's server (NVIDIA's two-Spark playbook does, before mpirun)."""
+        hooks = self.spec.container.hooks
+        return hooks is not None and any(INSTALLS_SSHD.search(command) for command in hooks.pre_engine)
 
     @property
     def engine_timeout(self) -> int:

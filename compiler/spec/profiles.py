@@ -59,6 +59,10 @@ class Profile:
     origin: str = ""  # the file of an operator's own profile; "" for a built-in one
     version_from_tag: str | None = None  # a regular expression whose one group is the engine's version
     ray_absent_from: tuple[int, ...] | None = None  # with ray: check, the first release without Ray
+    entrypoint_sha256: str = ""  # the entrypoint file's sha256 the profile was written from; "" not recorded
+    nccl_release: str = ""  # the NCCL every tag ships; "" unknown
+    nccl_by_tag: tuple[tuple[str, str], ...] = ()  # (the tag's release, the NCCL it ships)
+    nccl_older_than: tuple[str, str] | None = None  # (tag, NCCL): a tag before it ships an older NCCL
 
     def engine_version(self, image: str) -> str | None:
         """The engine's release the image holds, where its tag says it."""
@@ -124,6 +128,7 @@ def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str
         errors.append(f"{filename}:{line}:{column}: {display_path(path, data)}: {problem}")
     if errors:
         return None, errors
+    nccl = data.get("nccl", {})
     return (
         Profile(
             id=stem,
@@ -139,6 +144,10 @@ def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str
             notes=tuple(data.get("notes", ())),
             version_from_tag=data.get("engine_version", {}).get("from_tag"),
             ray_absent_from=_version(data["ray_absent_from"]) if "ray_absent_from" in data else None,
+            entrypoint_sha256=data.get("entrypoint_sha256", ""),
+            nccl_release=nccl.get("release", ""),
+            nccl_by_tag=tuple(sorted(nccl.get("by_tag", {}).items())),
+            nccl_older_than=(older["tag"], older["release"]) if (older := nccl.get("older_than")) else None,
         ),
         [],
     )
@@ -186,13 +195,49 @@ def ray_presence(profile: Profile, image: str) -> RayPresence:
     Ray answers `absent` for tags that name it or a later one (26.05-py3); other tags stay `check`."""
     if profile.ray is not RayPresence.CHECK or profile.ray_absent_from is None:
         return profile.ray
-    name = image.split("@", 1)[0]
-    tag = name.rpartition(":")[2] if ":" in name.rpartition("/")[2] else ""
-    match = re.match(r"([0-9]+(?:\.[0-9]+)*)(?:[-_.]|$)", tag)
-    if match is None:
+    release = tag_release(image)
+    if release is None:
         return RayPresence.CHECK
     # Older releases may or may not have it: the launcher still checks.
-    return RayPresence.ABSENT if _version(match.group(1)) >= profile.ray_absent_from else RayPresence.CHECK
+    return RayPresence.ABSENT if _version(release) >= profile.ray_absent_from else RayPresence.CHECK
+
+
+def tag_release(image: str) -> str | None:
+    """The dotted number a tag starts with (`26.05` for `26.05-py3`), or None."""
+    match = re.match(r"([0-9]+(?:\.[0-9]+)*)(?:[-_.]|$)", image_tag(image))
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class NcclRelease:
+    """What a profile knows of the NCCL an image ships: that release, or (older) one before it."""
+
+    release: str
+    older: bool = False
+
+    def below(self, wanted: str) -> bool:
+        """Whether this NCCL is older than `wanted` (2.30.7)."""
+        have = _version(self.release)
+        return have <= _version(wanted) if self.older else have < _version(wanted)
+
+    def __str__(self) -> str:
+        return f"older than {self.release}" if self.older else self.release
+
+
+def nccl_release(profile: Profile, image: str) -> NcclRelease | None:
+    """The NCCL the image ships, as its profile knows it for this tag; None when unknown."""
+    if profile.nccl_release:
+        return NcclRelease(profile.nccl_release)
+    release = tag_release(image)
+    if release is None:
+        return None
+    known = dict(profile.nccl_by_tag)
+    if release in known:
+        return NcclRelease(known[release])
+    older = profile.nccl_older_than
+    if older is not None and _version(release) < _version(older[0]):
+        return NcclRelease(older[1], older=True)
+    return None
 
 
 def repository(image: str) -> str:

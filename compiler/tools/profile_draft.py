@@ -78,8 +78,9 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
-def draft(facts: ImageFacts) -> str:
-    """The profile as YAML text with review comments; valid against schemas/profile.schema.json."""
+def draft(facts: ImageFacts, entrypoint_sha256: str = "") -> str:
+    """The profile as YAML text with review comments; valid against schemas/profile.schema.json.
+    `entrypoint_sha256`: the entrypoint file's, read from the image (the launcher compares it)."""
     repo = repository(facts.image)
     words = " ".join((*facts.entrypoint, *facts.cmd, *facts.labels.values(), repo)).lower()
     engine = "sglang" if "sglang" in words else "vllm"
@@ -97,6 +98,14 @@ def draft(facts: ImageFacts) -> str:
     ]
     if facts.entrypoint:
         out.append(f"entrypoint: {_yaml(list(facts.entrypoint))}  # as docker reports it; checked at launch")
+        if entrypoint_sha256:
+            out.append(
+                f"entrypoint_sha256: {entrypoint_sha256}  # of {_flat(facts.entrypoint[0])}; a change stops the launch"
+            )
+        elif facts.entrypoint[0].startswith("/"):
+            out.append(
+                f"# entrypoint_sha256: run sparkc profile {_flat(facts.image)} where docker has the image to record it"
+            )
     else:
         out.append("# entrypoint: the image has none, so none is pinned")
     out.append(f"args: {args}  # REVIEW: {why}")

@@ -301,9 +301,11 @@ preflight() {
     done
     check_profile
     ((RAY_REQUIRED)) && run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version
+    if [[ $BACKEND == mpi ]]; then image_sshd_argv && run_on "$HEAD" "${ARGV[@]}"; fi
     phase_done
     return 0
   fi
+  [[ $BACKEND != mpi ]] || image_sshd_start
   if ((RAY_REQUIRED)); then
     # Meanwhile, on the head: is Ray in the image? (never pulled here: a missing image is reported below)
     ray_out=$(mktemp)
@@ -315,6 +317,7 @@ preflight() {
   fi
   if ! preflight_checks; then
     [[ -z $ray_pid ]] || { wait "$ray_pid" || true; rm -f "$ray_out"; }
+    image_sshd_forget
     for ((i = 1; i < ${#PF_PROBLEMS[@]}; i++)); do
       warn "also on ${PF_PROBLEM_NODES[i]}: ${PF_PROBLEMS[i]}"
     done
@@ -337,7 +340,58 @@ preflight() {
       "it: use engine.backend native, or an image with Ray"
     log "image has ${out##*$'\n'}"
   fi
+  [[ $BACKEND != mpi ]] || image_sshd_judge
   phase_done
+}
+
+# backend mpi: mpirun starts the ranks on the other nodes over ssh into their containers, whose main process
+# is sshd. Is OpenSSH in the image? A throwaway container on the head answers (never pulled here: a missing
+# image is reported by the node checks) while the node checks run.
+# Each program as "NAME PATH", or "NAME -" where the image lacks it (sshd: where mpi-sshd.sh looks for it).
+# shellcheck disable=SC2016  # for the container's sh
+readonly IMAGE_SSHD_SCRIPT='for p in sshd ssh-keygen ssh; do
+  w=$(command -v "$p") || w=""
+  [ -n "$w" ] || [ ! -x "/usr/sbin/$p" ] || w=/usr/sbin/$p
+  echo "$p ${w:--}"
+done'
+image_sshd_argv() {
+  ARGV=(docker run --rm --pull never --network none --entrypoint sh "$IMAGE" -c "$IMAGE_SSHD_SCRIPT")
+}
+IMAGE_SSHD_PID="" IMAGE_SSHD_OUT=""
+image_sshd_start() {
+  image_sshd_argv
+  IMAGE_SSHD_OUT=$(mktemp)
+  (
+    trap - ERR
+    "${ARGV[@]}"
+  ) >"$IMAGE_SSHD_OUT" 2>&1 </dev/null &
+  IMAGE_SSHD_PID=$!
+}
+image_sshd_forget() {
+  [[ -n $IMAGE_SSHD_PID ]] || return 0
+  wait "$IMAGE_SSHD_PID" || true
+  rm -f "$IMAGE_SSHD_OUT"
+  IMAGE_SSHD_PID=""
+}
+image_sshd_judge() {
+  local status=0 out missing
+  wait "$IMAGE_SSHD_PID" || status=$?
+  out=$(cat "$IMAGE_SSHD_OUT")
+  rm -f "$IMAGE_SSHD_OUT"
+  IMAGE_SSHD_PID=""
+  ((status == 0)) || fail "$HEAD" "could not look for sshd in image $IMAGE: ${out##*$'\n'}"
+  missing=$(awk '$2 == "-" { printf "%s ", $1 }' <<<"$out")
+  missing=${missing% }
+  if [[ -z $missing ]]; then
+    log "image has $(awk '$1 == "sshd" { print $2 }' <<<"$out") for mpirun"
+  elif ((MPI_SSHD_FROM_HOOKS)); then
+    log "image has no $missing: container.hooks.pre_engine installs OpenSSH before sshd starts in each container"
+  else
+    fail "$HEAD" "image $IMAGE has no OpenSSH ($missing missing): mpirun starts the ranks on the other nodes over" \
+      "ssh into their containers, whose sshd would not start. Install it first: a container.hooks.pre_engine" \
+      "command such as 'apt-get update && apt-get install -y openssh-server' (as NVIDIA's two-Spark playbook" \
+      "does; the nodes then need the package mirror), or an image built FROM $IMAGE with openssh-server installed"
+  fi
 }
 
 # --preflight-only: the checks and a table, node by node; nothing is started.
@@ -353,12 +407,14 @@ preflight_only() {
 
 # The image must still behave as its profile says (entrypoint, variables its entrypoint reads).
 check_profile() {
-  [[ -n $EXPECTED_ENTRYPOINT || ${#PROFILE_ENV_DEFAULTS[@]} -gt 0 ]] || return 0
+  [[ -n $EXPECTED_ENTRYPOINT || ${#PROFILE_ENV_DEFAULTS[@]} -gt 0 || -n $ENTRYPOINT_SHA256 ]] || return 0
   local entry envs expected name line problems=()
   if ((DRY_RUN)); then
     run_on "$HEAD" docker image inspect --format '{{json .Config.Entrypoint}} {{json .Config.Env}}' "$IMAGE"
+    [[ -z $ENTRYPOINT_SHA256 ]] || { entrypoint_sum_argv && run_on "$HEAD" "${ARGV[@]}"; }
     return 0
   fi
+  check_entrypoint_sha256
   entry=$(on_node "$HEAD" docker image inspect --format '{{json .Config.Entrypoint}}' "$IMAGE")
   if [[ -n $EXPECTED_ENTRYPOINT && $entry != "$EXPECTED_ENTRYPOINT" ]]; then
     problems+=("entrypoint is $entry, profile $PROFILE_NAME expects $EXPECTED_ENTRYPOINT")
@@ -378,6 +434,30 @@ check_profile() {
       "in the spec, or update the profile"
   fi
   warn "image $IMAGE differs from profile $PROFILE_NAME: ${problems[*]} (entrypoint is bypassed, so the launch goes on)"
+}
+
+# The entrypoint's file must be the one the profile was written from: a tag such as :latest re-pulled can
+# bring an entrypoint that reads other variables (another port, another model path), which docker's
+# metadata does not show. Its sha256, in a throwaway container on the head.
+entrypoint_sum_argv() {
+  ARGV=(docker run --rm --pull never --network none --entrypoint sha256sum "$IMAGE" "$ENTRYPOINT_PATH")
+}
+check_entrypoint_sha256() {
+  [[ -n $ENTRYPOINT_SHA256 ]] || return 0
+  local out sum
+  entrypoint_sum_argv
+  out=$(on_node "$HEAD" "${ARGV[@]}" 2>&1) || out="cannot read it: ${out##*$'\n'}"
+  sum=${out%% *}
+  [[ $sum != "$ENTRYPOINT_SHA256" ]] || return 0
+  [[ $sum =~ ^[0-9a-f]{64}$ ]] || sum=$out
+  if ((PROFILE_MISMATCH_FATAL)); then
+    fail "$HEAD" "the entrypoint $ENTRYPOINT_PATH of image $IMAGE changed since profile $PROFILE_NAME was written" \
+      "(sha256 $sum; the profile recorded $ENTRYPOINT_SHA256): it may read other variables, so the port, model" \
+      "path or context length may differ from the plan. Read it (docker run --rm --entrypoint cat $IMAGE" \
+      "$ENTRYPOINT_PATH), draft the profile again (sparkc profile $IMAGE), review it, save it with the new" \
+      "entrypoint_sha256 and compile again; or use container.entrypoint: bypass"
+  fi
+  warn "the entrypoint $ENTRYPOINT_PATH of image $IMAGE differs from profile $PROFILE_NAME's (sha256 $sum)"
 }
 
 # What ran, for the next person to ask: when, from which spec, and each node's image ID (a tag such
@@ -940,6 +1020,12 @@ wait_ready() {
       engine_still_running
       break
     fi
+    if [[ $want == "elsewhere "* ]]; then
+      fail "$HEAD" "the engine answers on port ${want#elsewhere }, not on port $API_PORT where this launch waits for" \
+        "it: the image's entrypoint chose its own port (an image re-pulled under the same tag may read other" \
+        "variables). Read its entrypoint, re-profile the image (sparkc profile $IMAGE) and compile again, or use" \
+        "container.entrypoint: bypass"
+    fi
     if [[ $want != "$stage" ]]; then
       stage=$want
       log "waiting for $want ($((DEADLINE - SECONDS))s left)"
@@ -950,9 +1036,15 @@ wait_ready() {
   phase_done
 }
 
-# What the endpoint still lacks, or "ready" (runs in the background under watch_probe).
+# What the endpoint still lacks, or "ready" (runs in the background under watch_probe); "elsewhere PORT":
+# the engine serves on PORT instead.
 readiness_stage() {
+  local other
   if ! port_in_use "$PROBE_HOST" "$API_PORT"; then
+    if other=$(engine_port_elsewhere) && [[ -n $other ]]; then
+      echo "elsewhere $other"
+      return 0
+    fi
     echo "port $API_PORT"
   elif ! probe_health; then
     echo /health
@@ -963,6 +1055,31 @@ readiness_stage() {
   else
     echo ready
   fi
+}
+
+# The TCP ports the head container's own processes listen on, as hexadecimal numbers: /proc/net/tcp of the
+# host's network (--network host), matched by socket inode with the container's processes (its own pid
+# namespace). Needs only sh, ls, sed and awk in the image, no ss and no root on the host.
+# shellcheck disable=SC2016  # for the container's sh
+readonly LISTEN_PORTS_SH='inodes=$(ls -l /proc/[0-9]*/fd 2>/dev/null | sed -n "s/.*socket:\[\([0-9]*\)\].*/\1/p" | sort -u | tr "\n" " ")
+cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v inodes=" $inodes" "\$4 == \"0A\" && index(inodes, \" \" \$10 \" \") { sub(/.*:/, \"\", \$2); print \$2 }"'
+readonly ELSEWHERE_EVERY=3  # seconds between two looks while the API port stays closed
+
+# A port, other than the one this launch waits on, where the head container's engine answers the API's
+# /v1/models: the engine came up on a port of its own choosing. Looks at most every ELSEWHERE_EVERY seconds.
+engine_port_elsewhere() {
+  local stamp=$SCRATCH/elsewhere.at hex port
+  [[ -s $stamp ]] && ((SECONDS - $(<"$stamp") < ELSEWHERE_EVERY)) && return 0
+  echo "$SECONDS" >"$stamp"
+  for hex in $(on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" sh -c "$LISTEN_PORTS_SH" 2>/dev/null | sort -u); do
+    [[ $hex =~ ^[0-9A-Fa-f]{1,4}$ ]] || continue
+    port=$((16#$hex))
+    ((port != API_PORT)) || continue
+    if api_curl -fsS --max-time 2 "http://$PROBE_URL_HOST:$port/v1/models" 2>/dev/null | grep -q '"data"'; then
+      echo "$port"
+      return 0
+    fi
+  done
 }
 
 # -- phase 7 -----------------------------------------------------------------------------------

@@ -157,6 +157,9 @@ def test_a_launch_becomes_ready_with_bootstrap_on_the_control_plane(
             assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == MGMT_IF
             assert env["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
             assert env["NCCL_IB_SUBNET_PREFIX_LEN"] == str(PREFIX[topology])
+            # The image's NCCL (2.30.7) reads what routes each pair over its own cable; an older one would not.
+            nccl = marker(d, n.name, "SPARKC_STANDIN_NCCL")
+            assert nccl["reads"] == ["NCCL_IB_SUBNET_AWARE_ROUTING", "NCCL_IB_SUBNET_PREFIX_LEN"], nccl
             assert marker(d, n.name, "SPARKC_STANDIN_NCCL_BOOTSTRAP") == {
                 "rank": n.index,
                 "ifname": MGMT_IF,

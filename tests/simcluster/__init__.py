@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .cleanup import cleanup_stale
 from .cluster import PortBlocker, SimCluster, preflight
-from .images import HELLOHAL_IMAGE, IMAGES, NORAY_IMAGE, TRTLLM_IMAGE, VLLM_IMAGE, ensure_images
+from .images import HELLOHAL_IMAGE, IMAGES, NORAY_IMAGE, TRTLLM_IMAGE, TRTLLM_SSHD_IMAGE, VLLM_IMAGE, ensure_images
 from .nodes import ClusterUnavailable, Node, NodeSpec
 from .runtime import VENV, container_mounts, docker_mount_args, sync_runtime
 
@@ -17,6 +17,7 @@ __all__ = [
     "IMAGES",
     "NORAY_IMAGE",
     "TRTLLM_IMAGE",
+    "TRTLLM_SSHD_IMAGE",
     "VENV",
     "VLLM_IMAGE",
     "ClusterUnavailable",

@@ -431,9 +431,17 @@ class SimCluster:
     def break_remove_image(self, node: str | Node, tag: str = images_mod.VLLM_IMAGE) -> None:
         self.docker(node, "rmi", "-f", tag, check=True)
 
-    def break_swap_image(self, node: str | Node, tag: str = images_mod.VLLM_IMAGE, marker: str = "rebuilt") -> str:
-        """Loads a different build under the same tag on ``node``; returns its image ID."""
-        swapped = images_mod.swapped_image(images_mod.ensure_images(self.venv, log=log.info)[tag], marker)
+    def break_swap_image(
+        self,
+        node: str | Node,
+        tag: str = images_mod.VLLM_IMAGE,
+        marker: str = "rebuilt",
+        files: dict[str, tuple[int, str]] | None = None,
+    ) -> str:
+        """Loads a different build under the same tag on ``node`` (with ``files`` replaced in it); returns its
+        image ID. ``load_image`` puts the original back."""
+        built = images_mod.ensure_images(self.venv, log=log.info)[tag]
+        swapped = images_mod.swapped_image(built, marker, files)
         self._docker_load(self.node(node), [swapped])
         return swapped.id
 

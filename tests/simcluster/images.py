@@ -55,7 +55,15 @@ VLLM_IMAGE = "sparkc-sim/vllm:test"
 NORAY_IMAGE = "sparkc-sim/vllm-noray:test"
 HELLOHAL_IMAGE = "sparkc-sim/hellohal:test"
 TRTLLM_IMAGE = "sparkc-sim/trtllm:test"
-IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE, TRTLLM_IMAGE)
+# The TensorRT-LLM image as NVIDIA's two-Spark playbook uses it: built FROM it with openssh-server installed.
+TRTLLM_SSHD_IMAGE = "sparkc-sim/trtllm-sshd:test"
+IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE, TRTLLM_IMAGE, TRTLLM_SSHD_IMAGE)
+# The NCCL release each variant carries (as `ncclGetVersion` would report it; the stand-in reads it from
+# /etc/sparkc-sim/nccl-version, a test from the image's label): older than 2.30.7 ignores
+# NCCL_IB_SUBNET_AWARE_ROUTING.
+NCCL_RELEASES = {"vllm": "2.30.7", "vllm-noray": "2.27.7", "hellohal": "2.27.7", "trtllm": "2.27.7"}
+NCCL_LABEL = "org.sparkc.sim.nccl"
+SSHD = "usr/sbin/sshd"  # OpenSSH's server in the base layer; the TensorRT-LLM image lacks it
 
 Log = Callable[[str], None]
 
@@ -258,6 +266,7 @@ def _arch() -> str:
 
 
 def _image(tag: str, layers: tuple[Layer, ...], entrypoint: list[str] | None, label: str, history: list[str]) -> Image:
+    labels = {"org.sparkc.sim.variant": label, NCCL_LABEL: NCCL_RELEASES[label]}
     config = {
         "architecture": _arch(),
         "os": "linux",
@@ -272,7 +281,7 @@ def _image(tag: str, layers: tuple[Layer, ...], entrypoint: list[str] | None, la
             "Entrypoint": entrypoint,
             "Cmd": None,
             "WorkingDir": "/",
-            "Labels": {"org.sparkc.sim.variant": label},
+            "Labels": labels,
         },
         "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
         "history": [{"created": CREATED, "created_by": h} for h in history],
@@ -294,6 +303,9 @@ def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> d
     )
     for tag, variant in variants:
         files = shims.variant_files(variant, str(venv), python_home)
+        files["etc/sparkc-sim/nccl-version"] = (0o644, NCCL_RELEASES[variant] + "\n")
+        if variant == "trtllm":  # built without openssh-server, as NGC's TensorRT-LLM image can be
+            files.update(_openssh_server(base, cache).removed())
         layer = _tar_files(files)
         entrypoint = ["/app/entrypoint.sh"] if variant == "hellohal" else None
         out[tag] = _image(
@@ -303,12 +315,86 @@ def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> d
             variant,
             [f"debootstrap --variant=minbase {SUITE}", f"sparkc-sim shims ({variant})"],
         )
+    out[TRTLLM_SSHD_IMAGE] = _with_sshd(out[TRTLLM_IMAGE], base, cache)
     return out
 
 
-def swapped_image(image: Image, marker: str) -> Image:
-    """Same tag, same behaviour, one extra layer: a different image ID (DOMAIN: F14)."""
-    extra = _tar_files({"etc/sparkc-sim/rebuild": (0o644, marker + "\n")})
+def _with_sshd(image: Image, base: Layer, cache: Path) -> Image:
+    """FROM the image, RUN apt-get install openssh-server: one more layer holding sshd and dpkg's record of the
+    package (taken from the base layer, where debootstrap installed it; the nodes have no mirror)."""
+    package = _openssh_server(base, cache)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for path, mode, data in ((SSHD, 0o755, package.sshd), (DPKG_STATUS, 0o644, package.status.encode())):
+            info = tarfile.TarInfo(path)
+            info.mode, info.size, info.mtime = mode, len(data), FIXED_MTIME
+            tar.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    layer = Layer("sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), data=raw)
+    config = json.loads(image.config)
+    config["rootfs"]["diff_ids"].append(layer.diff_id)
+    config["history"].append({"created": CREATED, "created_by": "RUN apt-get install -y openssh-server"})
+    raw_config = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+    return Image(TRTLLM_SSHD_IMAGE, (*image.layers, layer), raw_config)
+
+
+DPKG_STATUS = "var/lib/dpkg/status"
+DPKG_INFO = "var/lib/dpkg/info/"
+
+
+@dataclass(frozen=True)
+class OpensshServer:
+    """What the base layer holds of the openssh-server package."""
+
+    sshd: bytes
+    status: str  # dpkg's status file, the package in it
+    info: tuple[str, ...]  # dpkg's files about the package (openssh-server.list, .postinst, ...)
+
+    def removed(self) -> dict[str, tuple[int, str]]:
+        """A layer's files that make the package absent, as in an image built without it: whiteouts for sshd
+        and dpkg's files of the package, and dpkg's status without its entry (apt then has it to install)."""
+        entries = [e for e in self.status.split("\n\n") if "Package: openssh-server\n" not in e + "\n"]
+        files = {DPKG_STATUS: (0o644, "\n\n".join(entries))}
+        for path in (SSHD, *self.info):
+            files[str(Path(path).parent / f".wh.{Path(path).name}")] = (0o644, "")
+        return files
+
+
+def _openssh_server(base: Layer, cache: Path) -> OpensshServer:
+    """Read once from the base layer's tar and kept beside it."""
+    kept = cache / f"openssh-server-{base.hex[:16]}"
+    if not (kept / "info.json").exists():
+        found: dict[str, bytes] = {}
+        info: list[str] = []
+        with base.open() as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
+            for member in tar:
+                name = member.name.removeprefix("./")
+                if name.startswith(DPKG_INFO + "openssh-server."):
+                    info.append(name)
+                if name in (SSHD, DPKG_STATUS) and member.isfile():
+                    extracted = tar.extractfile(member)
+                    assert extracted is not None
+                    found[name] = extracted.read()
+        if set(found) != {SSHD, DPKG_STATUS}:
+            raise RuntimeError(f"no {SSHD} in the base layer: openssh-server must be among BASE_PACKAGES")
+        work = kept.with_name(kept.name + f".{os.getpid()}")
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "sshd").write_bytes(found[SSHD])
+        (work / "status").write_bytes(found[DPKG_STATUS])
+        (work / "info.json").write_text(json.dumps(sorted(info)))
+        shutil.rmtree(kept, ignore_errors=True)
+        work.rename(kept)
+    return OpensshServer(
+        (kept / "sshd").read_bytes(),
+        (kept / "status").read_text(encoding="utf-8"),
+        tuple(json.loads((kept / "info.json").read_text())),
+    )
+
+
+def swapped_image(image: Image, marker: str, files: dict[str, tuple[int, str]] | None = None) -> Image:
+    """Same tag, one extra layer: a different image ID (DOMAIN: F14); `files` ({path: (mode, content)})
+    replaced in it change its behaviour too (an entrypoint that reads other variables)."""
+    extra = _tar_files({"etc/sparkc-sim/rebuild": (0o644, marker + "\n"), **(files or {})})
     config = json.loads(image.config)
     config["rootfs"]["diff_ids"].append(extra.diff_id)
     config["history"].append({"created": CREATED, "created_by": f"sparkc-sim rebuild {marker}"})

@@ -78,6 +78,34 @@ def switchless_rdma(d: Deployment) -> Iterator[Diagnostic]:
             )
 
 
+# NCCL reads NCCL_IB_SUBNET_AWARE_ROUTING from this release on (NVIDIA/nccl, tagged 2026-06-04).
+SUBNET_ROUTING_NCCL = "2.30.7"
+
+
+def subnet_routing_nccl(d: Deployment) -> Iterator[Diagnostic]:
+    """Over RDMA in a mesh or ring, NCCL picks each peer's device by subnet only from 2.30.7 on; an older one
+    ignores the setting and opens connections on ports no cable joins to the peer."""
+    if not switchless(d.topology) or not d.multi or not any(n.fabric.hcas for n in d.spec.cluster.nodes):
+        return
+    image, nccl = d.spec.container.image, d.nccl
+    path = d.spec.container.at("image")
+    need = f"NCCL {SUBNET_ROUTING_NCCL} or later"
+    if nccl is None:
+        yield warning(
+            path,
+            f"the NCCL release in {image} is not known to sparkc: a {d.topology} over RDMA needs {need} (the first "
+            "to read NCCL_IB_SUBNET_AWARE_ROUTING); the launch's fabric probe reads it before the engine starts. "
+            "Record it in the image's profile (nccl.release) to check it here",
+        )
+    elif nccl.below(SUBNET_ROUTING_NCCL):
+        yield error(
+            path,
+            f"{image} ships NCCL {nccl}, which ignores NCCL_IB_SUBNET_AWARE_ROUTING (read from NCCL "
+            f"{SUBNET_ROUTING_NCCL} on): in a {d.topology} NCCL would then open connections on ports no cable joins "
+            f"to the peer. Use an image with {need}",
+        )
+
+
 def link_prefix(d: Deployment) -> Iterator[Diagnostic]:
     cluster = d.spec.cluster
     if cluster.is_given("link_prefix_length") and not switchless(d.topology):
@@ -118,4 +146,4 @@ def _subnet(text: str) -> ipaddress.IPv4Network | None:
         return None
 
 
-RULES = (node_count, switchless_control, ring_order, switchless_rdma, link_prefix, direct_subnet)
+RULES = (node_count, switchless_control, ring_order, switchless_rdma, subnet_routing_nccl, link_prefix, direct_subnet)

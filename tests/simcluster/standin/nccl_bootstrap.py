@@ -27,6 +27,32 @@ from . import log
 from .dist import DistError
 
 SIOCGIFADDR = 0x8915
+# Where the image keeps its NCCL release (tests/simcluster/images.py), as ncclGetVersion would report it.
+NCCL_VERSION_FILE = "/etc/sparkc-sim/nccl-version"
+# The parameters NCCL reads from the environment, by the release that first reads each.
+NCCL_PARAMS_FROM = {"NCCL_IB_SUBNET_AWARE_ROUTING": (2, 30, 7), "NCCL_IB_SUBNET_PREFIX_LEN": (2, 30, 7)}
+
+
+def nccl_release(path: str = NCCL_VERSION_FILE) -> str:
+    """The image's NCCL release; "" where the image does not say."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else 0 for part in text.split("."))
+
+
+def nccl_reads(release: str, env: dict[str, str]) -> dict[str, str]:
+    """The parameters of NCCL_PARAMS_FROM this release reads from `env` (an older one ignores them, silently,
+    as NCCL does with any variable it does not know)."""
+    have = _version(release) if release else ()
+    return {name: env[name] for name, first in NCCL_PARAMS_FROM.items() if name in env and have >= first}
+
+
 RETRY_ERRNOS = (errno.ECONNREFUSED, errno.ETIMEDOUT, errno.EINTR)
 
 
@@ -106,6 +132,13 @@ def bootstrap(rank: int, world: int, timeout_s: float) -> None:
     listener.bind((address, 0))
     listener.listen(world + 1)
     port = listener.getsockname()[1]
+    release = nccl_release()
+    read = nccl_reads(release, dict(os.environ))
+    if release:
+        log.info(f"NCCL INFO NCCL version {release}+cuda13.0")
+    for name, value in sorted(read.items()):
+        log.info(f"NCCL INFO {name} set by environment to {value}")
+    log.marker("SPARKC_STANDIN_NCCL", {"rank": rank, "version": release, "reads": sorted(read)})
     log.info(f"NCCL INFO Bootstrap: Using {ifname}:{address}<{port}>")
     threading.Thread(target=_accept_all, args=(listener,), daemon=True).start()
 

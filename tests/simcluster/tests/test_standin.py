@@ -371,3 +371,27 @@ def test_sglang_needs_experts_that_divide_by_the_expert_parallel_size(tmp_path: 
     res = standin("sglang", "--model-path", str(tmp_path), "--tp-size", "2", "--ep-size", "2")
     assert res.returncode == 1
     assert "num_physical_experts (3) % ep_size (2) != 0" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("release", "reads"),
+    [
+        ("2.27.7", []),  # NGC 26.05's kind: the variables are ignored, without a word
+        ("2.30.4", []),
+        ("2.30.7", ["NCCL_IB_SUBNET_AWARE_ROUTING", "NCCL_IB_SUBNET_PREFIX_LEN"]),
+        ("2.30.10", ["NCCL_IB_SUBNET_AWARE_ROUTING", "NCCL_IB_SUBNET_PREFIX_LEN"]),  # 10 > 7 as numbers
+        ("", []),
+    ],
+)
+def test_the_standins_nccl_reads_subnet_routing_from_2_30_7_on(release: str, reads: list[str]) -> None:
+    from tests.simcluster.standin.nccl_bootstrap import nccl_reads
+
+    env = {"NCCL_IB_SUBNET_AWARE_ROUTING": "1", "NCCL_IB_SUBNET_PREFIX_LEN": "30", "NCCL_DEBUG": "INFO"}
+    assert sorted(nccl_reads(release, env)) == reads
+
+
+def test_each_image_carries_its_nccl_release_and_only_the_trtllm_one_lacks_sshd() -> None:
+    for variant, release in images.NCCL_RELEASES.items():
+        assert variant in shims.VARIANTS and release.count(".") == 2
+    assert images.NCCL_RELEASES["vllm"] == "2.30.7"  # the mesh and ring tests run on it
+    assert images.TRTLLM_SSHD_IMAGE in images.IMAGES
