@@ -115,6 +115,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         bench=bench_plan(d),
         engine_files=engine_files(d),
         mpi_ssh_port=d.spec.launch.mpi_ssh_port if d.backend is Backend.MPI else 0,
+        start_gate=d.engine.start_gate(d),
     )
 
 
