@@ -75,7 +75,7 @@ def test_the_gate_goes_into_the_launcher_for_vllm_only() -> None:
                                                   ({}, False)])  # fmt: skip
 def test_a_fraction_no_idle_spark_can_start_is_warned_about(changes: dict[str, Any], ceiling: bool) -> None:
     result = _compiled("llama33-70b-2spark-native", changes)
-    found = [w for w in _warnings(result) if "leaves room for at most 0.83" in w]
+    found = [w for w in _warnings(result) if "has room for at most 0.83: set engine.gpu_memory_utilization" in w]
     assert bool(found) is ceiling, _warnings(result)
 
 

@@ -212,7 +212,6 @@ def start_gate_fits(d: Deployment) -> Iterator[Diagnostic]:
     if gate is None:
         return
     engine = d.spec.engine
-    given = engine.gpu_memory_utilization is not None or engine.kv_cache_memory is not None
     where = engine.at("gpu_memory_utilization") if engine.gpu_memory_utilization is not None else engine.location
     for node in d.spec.cluster.nodes:
         if node.gpus != 1:
@@ -220,13 +219,13 @@ def start_gate_fits(d: Deployment) -> Iterator[Diagnostic]:
         free = (node.memory_gb - OS_RESERVE_GB) * 1e9 - gate.overhead
         ceiling = math.floor(free / (node.memory_gb * 1e9) * 100) / 100
         if float(gate.fraction) > ceiling:
-            fix = "lower it" if given else "set engine.gpu_memory_utilization"
             yield warning(
                 where,
-                f"{gate.engine} starts only if {gate.source} {gate.fraction} of {node.name}'s memory is free once "
-                f"its own init took about {gigabytes(gate.overhead)}; an idle node of {node.memory_gb:g} GB "
-                f"({OS_RESERVE_GB} GB held by the OS) leaves room for at most {ceiling:.2f}: {fix} (the launch's "
-                "preflight measures each node and stops where it does not fit)",
+                f"{gate.engine} refuses to start unless {gate.fraction} of {node.name}'s memory ({gate.source}) is "
+                f"free once its own init took about {gigabytes(gate.overhead)}; an idle {node.memory_gb:g} GB node "
+                f"({OS_RESERVE_GB} GB held by the OS) has room for at most {ceiling:.2f}: set "
+                f"engine.gpu_memory_utilization to {ceiling:.2f} or less (the launch's preflight measures each node "
+                "and stops where it does not fit)",
             )
             return
 
