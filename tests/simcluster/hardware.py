@@ -1,5 +1,6 @@
-"""What the nodes' hardware looks like to sparkc's preflight: GPUs (a fake `nvidia-smi`) and RDMA
-devices (a fake sysfs tree). Both live in the node's private /run, so each node has its own.
+"""What the nodes' hardware looks like to sparkc's preflight and the engines: GPUs (a fake `nvidia-smi`), RDMA
+devices (a fake sysfs tree) and memory (a /proc/meminfo). All live in the node's private /run, so each node has
+its own.
 
 The launcher's preflight reads RDMA devices from `$SPARKC_PREFLIGHT_ROOT/sys/class/infiniband` and
 `$SPARKC_PREFLIGHT_ROOT/dev/infiniband`; every ssh session and `exec` on a node gets that variable
