@@ -77,6 +77,28 @@ class MemoryBudget:
 
 
 @dataclass(frozen=True)
+class StartGate:
+    """What the engine demands of a node's free memory as it starts, on unified memory (a Spark): at least
+    `fraction` of the node's total memory free once its own init has taken `overhead` bytes, or it refuses."""
+
+    fraction: str  # as the engine reads it (0.85)
+    overhead: int  # bytes the engine's own init takes before it measures
+    engine: str  # the engine's name, for messages
+    setting: str  # the spec field that sets the fraction, dotted
+    source: str  # where the fraction comes from, in words
+
+    @property
+    def ppm(self) -> int:
+        """The fraction in millionths, for the launcher's integer arithmetic."""
+        return round(float(self.fraction) * 1_000_000)
+
+    @property
+    def overhead_kb(self) -> int:
+        """The overhead in KiB, as /proc/meminfo counts."""
+        return self.overhead // 1024
+
+
+@dataclass(frozen=True)
 class PortControl:
     """How `launch-cluster.sh --port` reaches the engine: the word after `flag`, or the value of `variable`
     in `docker run -e`; neither where the image's entrypoint decides the port itself (`fixed` says why)."""
@@ -327,6 +349,7 @@ class Plan:
     engine_files: tuple[tuple[str, str], ...] = ()  # the engine's own files in the build folder: (path, text)
     mpi_ssh_port: int = 0  # backend mpi: sshd's port in every container; else 0
     mpi_sshd_from_hooks: bool = False  # backend mpi: a pre_engine hook installs sshd (preflight only notes its absence)
+    start_gate: StartGate | None = None  # the engine's start check of free memory; None: it has none
     cluster_file: str = ""
     cluster_file_sha256: str = ""
     spec_file_sha256: str = ""

@@ -69,7 +69,7 @@ def test_kv_budget_vllm_bytes_and_sglang_refused() -> None:
     result = compile_spec(with_changes(example("solo-qwen3-32b"), {"engine.kv_cache_memory": "20g"}))
     assert result.plan is not None
     assert flag_value(container_command(result.plan, "spark-a"), "--kv-cache-memory-bytes") == str(20 * 1024**3)
-    assert any("ignores gpu_memory_utilization" in m for m in messages(result, Severity.WARNING))
+    assert any("only sets its start check" in m for m in messages(result, Severity.WARNING))
     sglang = compile_spec(with_changes(example("sglang-qwen3-30b-2spark"), {"engine.kv_cache_memory": "20g"}))
     assert any("SGLang has no absolute KV-cache budget" in m for m in messages(sglang))
 

@@ -78,8 +78,9 @@ def test_labels_say_what_each_container_takes_of_its_node() -> None:
     result = compile_spec((PAIR / BIG).read_text(), str(PAIR / BIG))
     assert result.ok and result.plan
     head, worker = (flat(n.docker_run) for n in result.plan.nodes)
-    # 0.55 of 128 GB per node; the API and the rendezvous on the head only (vLLM's headless rank serves nothing)
-    assert "sparkc.memory-budget=70400000000" in head and "sparkc.memory-budget=70400000000" in worker
+    # 0.45 of 128 GB per node and vLLM's 9 GiB init; the API and the rendezvous on the head only (vLLM's
+    # headless rank serves nothing)
+    assert "sparkc.memory-budget=67263676416" in head and "sparkc.memory-budget=67263676416" in worker
     assert {"sparkc.api-port=8000", "sparkc.ports=29501", "sparkc.endpoint-host=spark-a.local"} <= set(head)
     assert not any(w.startswith(("sparkc.api-port=", "sparkc.ports=")) for w in worker)
 
@@ -91,12 +92,14 @@ def test_a_port_and_memory_clash_is_refused_at_each_spec_naming_the_numbers(tmp_
     small, big = folder / SMALL, folder / BIG
     port = f"{small}:{_line(small, 'port:')}:9: engine.port: port 8000 on spark-a is qwen3-8b's API port"
     assert port in result.output and f"llama33-70b ({BIG})" in result.output
-    numbers = "llama33-70b 70.4 GB (gpu_memory_utilization 0.55 x 128 GB) + qwen3-8b 64.0 GB"
+    numbers = (
+        "llama33-70b 67.3 GB (gpu_memory_utilization 0.45 x 128 GB + 9.7 GB of vLLM's own init) + qwen3-8b 73.7 GB"
+    )
     for path in (big, small):
         at = f"{path}:{_line(path, 'gpu_memory_utilization:')}:27: engine.gpu_memory_utilization: spark-a cannot hold"
         assert at in result.output, result.output
     assert numbers in result.output
-    assert "= 134.4 GB, more than its 128 GB less 10 GB for the OS (118.0 GB)" in result.output
+    assert "= 140.9 GB, more than its 128 GB less 12 GB for the OS (116.0 GB)" in result.output
 
 
 def test_the_same_name_and_two_ray_heads_on_one_node_are_refused(tmp_path: Path) -> None:
@@ -148,7 +151,7 @@ def _beside(fake: FakeCluster, fraction: float) -> tuple[dict[str, Any], dict[st
     return spec, other
 
 
-@pytest.mark.parametrize(("fraction", "fits"), [(0.5, True), (0.6, False)])
+@pytest.mark.parametrize(("fraction", "fits"), [(0.3, True), (0.4, False)])
 def test_preflight_budgets_the_deployments_running_on_the_node(fake: FakeCluster, fraction: float, fits: bool) -> None:
     spec, other = _beside(fake, fraction)
     node = spec["cluster"]["nodes"][0]["name"]
@@ -156,17 +159,17 @@ def test_preflight_budgets_the_deployments_running_on_the_node(fake: FakeCluster
     result = fake.run("launch-cluster.sh", "--preflight-only")
     if fits:
         assert result.returncode == 0, result.stdout + result.stderr
-        assert f"{node}: qwen3-32b (64.0 GB) beside other 51.2 GB: 115.2 GB of 118.0 GB for engines" in result.stdout
+        assert f"{node}: qwen3-32b (48.0 GB) beside other 60.8 GB: 108.9 GB of 116.0 GB for engines" in result.stdout
         return
     assert result.returncode == 1
     assert (
-        f"{node} cannot hold qwen3-32b (76.8 GB) beside what runs there: other 51.2 GB; 128.0 GB in all, more than "
-        "the 118.0 GB it has for engines"
+        f"{node} cannot hold qwen3-32b (60.8 GB) beside what runs there: other 60.8 GB; 121.7 GB in all, more than "
+        "the 116.0 GB it has for engines"
     ) in result.stdout
 
 
 def test_preflight_tells_sparkcs_containers_from_foreign_gpu_processes(fake: FakeCluster) -> None:
-    spec, other = _beside(fake, 0.5)
+    spec, other = _beside(fake, 0.3)
     node = spec["cluster"]["nodes"][0]["name"]
     container_id = "d" * 64
     _running(fake, other, node, container_id)
@@ -205,7 +208,7 @@ class _Health(BaseHTTPRequestHandler):
 
 
 def test_status_all_lists_every_deployment_on_the_nodes(fake: FakeCluster) -> None:
-    spec, other = _beside(fake, 0.5)
+    spec, other = _beside(fake, 0.3)
     node = spec["cluster"]["nodes"][0]["name"]
     _running(fake, other, node, "f" * 64)
     stopped = with_changes(other, {"name": "stopped", "engine.port": other["engine"]["port"] + 1})
@@ -232,6 +235,22 @@ def test_the_budget_of_a_kv_cache_and_of_sglang_without_a_fraction(tmp_path: Pat
     kv = {"engine.gpu_memory_utilization": DELETE, "engine.kv_cache_memory": "20g"}
     result = compile_spec(with_changes(example(f"side-by-side/{BIG}"), kv), str(PAIR / BIG))
     assert result.ok and result.plan
+    budget = result.plan.nodes[0].budget
+    # vLLM's start check: (72 GB over 2 ranks + 20 GiB + 4 GiB for activations) / 128 GB = 0.49, and its own init
+    assert budget is not None and budget.bytes == int(0.49 * 128e9) + 9 * 2**30
+    assert budget.how == (
+        "gpu_memory_utilization (derived from the weights and kv_cache_memory) 0.49 x 128 GB"
+        " + 9.7 GB of vLLM's own init"
+    )
+    trtllm = {
+        **kv,
+        "engine.kind": "trtllm",
+        "engine.backend": "mpi",
+        "container.image": "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc5",
+        "model.name": DELETE,
+    }
+    result = compile_spec(with_changes(example(f"side-by-side/{BIG}"), trtllm), str(PAIR / BIG))
+    assert result.ok and result.plan, diagnostics_text(result)
     budget = result.plan.nodes[0].budget
     assert budget is not None and budget.bytes == 36_000_000_000 + 20 * 2**30  # 72 GB over 2 ranks + 20 GiB
     assert budget.how == "weights 36.0 GB per rank + kv_cache_memory 21.5 GB"

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from compiler.plan import Command, Setting, Words
+from compiler.plan import Command, Setting, StartGate, Words
 from compiler.sizes import size_bytes
+from compiler.spec.model_facts import ModelFacts
 from compiler.spec.typed import Backend, EngineKind, Node, Spec
 
 
@@ -108,6 +109,15 @@ class Engine(Protocol):
 
     def build_files(self, d: Deployment) -> tuple[tuple[str, str], ...]:
         """The engine's own files in the build folder (path under it, text), mounted into the head's container."""
+        ...
+
+    def start_gate(self, d: Deployment) -> StartGate | None:
+        """What the engine demands of a node's free memory as it starts (compiler.engines.memory); None: nothing."""
+        ...
+
+    def kv_fraction(self, spec: Spec, facts: ModelFacts) -> float | None:
+        """The memory fraction to pass beside kv_cache_memory where the spec gives none, so that the engine's
+        start check asks for what the instance needs; None: the engine needs none."""
         ...
 
 

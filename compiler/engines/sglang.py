@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from compiler.engines import Deployment, EngineArgv, common_flags, group_args, host_port
 from compiler.engines.flag_table import spellings
 from compiler.engines.speculative import engine_name
-from compiler.plan import Command, Setting, Words
-from compiler.spec.typed import Backend, EngineKind, Node, Source
+from compiler.plan import Command, Setting, StartGate, Words
+from compiler.spec.model_facts import ModelFacts
+from compiler.spec.typed import Backend, EngineKind, Node, Source, Spec
 
 # The flags sparkc sets, by their full names (never an abbreviation such as `--tp`, which stops working
 # the day SGLang adds another flag starting with it), and the spec field that controls each.
@@ -167,6 +168,12 @@ class Sglang:
 
     def build_files(self, d: Deployment) -> tuple[tuple[str, str], ...]:
         return ()
+
+    def start_gate(self, d: Deployment) -> StartGate | None:
+        return None  # --mem-fraction-static is a share of what is free at start, not of the total
+
+    def kv_fraction(self, spec: Spec, facts: ModelFacts) -> float | None:
+        return None  # no byte budget: a rule refuses kv_cache_memory
 
 
 SGLANG = Sglang()

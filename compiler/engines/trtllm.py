@@ -13,8 +13,9 @@ from typing import Any
 
 from compiler.engines import Deployment, EngineArgv, group_args, kv_cache_bytes
 from compiler.engines.flag_table import spellings
-from compiler.plan import Setting, Words
-from compiler.spec.typed import Backend, EngineKind, Node, Source
+from compiler.plan import Setting, StartGate, Words
+from compiler.spec.model_facts import ModelFacts
+from compiler.spec.typed import Backend, EngineKind, Node, Source, Spec
 
 # The build folder's files for TensorRT-LLM, and where the head's container sees them (read-only).
 FILES_DIR = "trtllm"
@@ -129,6 +130,12 @@ class Trtllm:
         if kv:
             options["kv_cache_config"] = kv
         return options
+
+    def start_gate(self, d: Deployment) -> StartGate | None:
+        return None  # free_gpu_memory_fraction is a share of what is free after the load: it sizes itself
+
+    def kv_fraction(self, spec: Spec, facts: ModelFacts) -> float | None:
+        return None  # kv_cache_config.max_gpu_total_bytes needs no fraction beside it
 
     def build_files(self, d: Deployment) -> tuple[tuple[str, str], ...]:
         header = (

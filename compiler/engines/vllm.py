@@ -14,9 +14,12 @@ from compiler.engines import (
     kv_cache_bytes,
 )
 from compiler.engines.flag_table import spellings
+from compiler.engines.memory import kv_fraction, vllm_gate
 from compiler.engines.speculative import engine_name
-from compiler.plan import Command, Setting, Words
-from compiler.spec.typed import Backend, EngineKind, Node, Source
+from compiler.plan import Command, Setting, StartGate, Words
+from compiler.sizes import size_bytes
+from compiler.spec.model_facts import ModelFacts
+from compiler.spec.typed import Backend, EngineKind, Node, Source, Spec
 
 # The flags sparkc sets, by their long names, and the spec field that controls each.
 MANAGED = {
@@ -214,6 +217,24 @@ class Vllm:
 
     def build_files(self, d: Deployment) -> tuple[tuple[str, str], ...]:
         return ()
+
+    def start_gate(self, d: Deployment) -> StartGate | None:
+        engine = d.spec.engine
+        if engine.gpu_memory_utilization is not None:
+            source = "gpu_memory_utilization"
+        elif engine.kv_cache_memory is not None and d.value("gpu_memory_utilization"):
+            source = "gpu_memory_utilization (derived from the weights and kv_cache_memory)"
+        elif d.value("gpu_memory_utilization"):
+            source = "the image entrypoint's gpu_memory_utilization"
+        else:
+            source = "vLLM's default gpu_memory_utilization"
+        return vllm_gate(d.value("gpu_memory_utilization"), source)
+
+    def kv_fraction(self, spec: Spec, facts: ModelFacts) -> float | None:
+        kv = spec.engine.kv_cache_memory
+        if kv is None or spec.engine.gpu_memory_utilization is not None:
+            return None
+        return kv_fraction(spec, facts, size_bytes(kv) or 0)
 
 
 VLLM = Vllm()

@@ -26,6 +26,7 @@ PARTS = (
     "endpoint.sh",
     "model.sh",
     "preflight.sh",
+    "memory.sh",
     "planes.sh",
     "hooks.sh",
     "probe.sh",

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from compiler.diagnostics import Path
 from compiler.engines import kv_cache_bytes
+from compiler.engines.memory import VLLM_DEFAULT_FRACTION
 from compiler.plan import HeadPort, MemoryBudget
 from compiler.resolve.context import Deployment
 from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, head_ports
 from compiler.sizes import gigabytes
-from compiler.spec.typed import Backend, EngineKind, Node
+from compiler.spec.typed import Backend, EngineKind, Node, Source
 
-# Memory in GB a node keeps for itself before the engine: DGX OS with its desktop, docker, and the
-# engine's CPU-side processes (Python, the CUDA context, Ray, the tokenizer) take about this much of a
-# Spark's 128 GB of unified memory; it is also close to what vLLM's default gpu_memory_utilization of
-# 0.9 leaves over (12.8 GB).
-OS_RESERVE_GB = 10
-# vLLM's CacheConfig.gpu_memory_utilization default: the instance's share of the GPU's whole memory.
-VLLM_DEFAULT_FRACTION = 0.9
+# Memory in GB a node holds for itself before any engine, of its memory_gb (the total an engine's fraction is
+# of): a Spark's total is MemTotal 121.69 GiB, of which an idle headless Spark has 110-111 GiB available
+# (MiaAI-Lab GLM-5.3-Flash-EXL3-2x-DGX-Sparks issue 47), 11.2 GiB or 12 GB held by the OS. What deployments
+# side by side take, their engines' own init included, must fit in the rest; the launcher's preflight then
+# measures what each node really has.
+OS_RESERVE_GB = 12
 # Ray's dashboard agent listens on this port on every node of a Ray cluster (ray start's
 # --dashboard-agent-listen-port default): two Ray deployments on one node would both want it.
 RAY_AGENT_PORT = 52365
@@ -41,14 +41,17 @@ def weights(d: Deployment) -> tuple[float | None, Path, str]:
 
 def memory_budget(d: Deployment, node: Node) -> MemoryBudget:
     """What the engine takes of this node's memory, per GPU times its GPUs. vLLM's gpu_memory_utilization
-    is a per-instance share of the GPU's whole memory (on a Spark, the unified memory_gb), weights included;
-    kv_cache_memory instead gives the KV cache in bytes, to which the weights per rank add. SGLang without
-    a fraction sizes its static memory from the GPU at start: not known here (bytes 0)."""
+    is a per-instance share of the GPU's whole memory (on a Spark, the unified memory_gb), weights included,
+    on top of what its own init took before it measured (compiler.engines.memory); with kv_cache_memory
+    sparkc derives that share from the weights per rank and the KV cache. An engine without a start check
+    takes the weights per rank plus kv_cache_memory. SGLang without a fraction sizes its static memory from
+    the GPU at start: not known here (bytes 0)."""
     engine = d.spec.engine
     room = int((node.memory_gb - OS_RESERVE_GB) * 1e9)
     kv = kv_cache_bytes(d)
     gpus = f" x {node.gpus} GPUs" if node.gpus > 1 else ""
-    if kv:
+    gate = d.engine.start_gate(d)
+    if kv and (gate is None or d.entrypoint.of("gpu_memory_utilization").source is not Source.DERIVED):
         total, _, _ = weights(d)
         if total is None:
             how = "kv_cache_memory plus weights of unknown size (give model.size_gb)"
@@ -60,10 +63,14 @@ def memory_budget(d: Deployment, node: Node) -> MemoryBudget:
     if not given and d.engine.kind is EngineKind.SGLANG:
         how = "SGLang's own mem_fraction_static, chosen at start (set engine.gpu_memory_utilization)"
         return MemoryBudget(0, room, how, "engine.gpu_memory_utilization")
-    fraction = float(given) if given else VLLM_DEFAULT_FRACTION
-    source = "gpu_memory_utilization" if given else "vLLM's default gpu_memory_utilization"
-    how = f"{source} {fraction:g} x {node.memory_gb:g} GB{gpus}"
-    return MemoryBudget(int(node.gpus * fraction * node.memory_gb * 1e9), room, how, "engine.gpu_memory_utilization")
+    fraction = float(gate.fraction) if gate else float(given) if given else VLLM_DEFAULT_FRACTION
+    source = f"{gate.source} {gate.fraction}" if gate else f"gpu_memory_utilization {fraction:g}"
+    overhead = gate.overhead if gate else 0
+    how = f"{source} x {node.memory_gb:g} GB{gpus}"
+    if gate and overhead:
+        how += f" + {gigabytes(overhead)} of {gate.engine}'s own init"
+    setting = "engine.kv_cache_memory" if kv else "engine.gpu_memory_utilization"
+    return MemoryBudget(int(node.gpus * fraction * node.memory_gb * 1e9) + overhead, room, how, setting)
 
 
 def node_ports(d: Deployment, node: Node) -> tuple[HeadPort, ...]:

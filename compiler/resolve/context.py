@@ -156,5 +156,5 @@ def derive(
     profile = find_profile(spec.container.image, profiles)
     names = [n.name for n in spec.cluster.nodes]
     head_index = names.index(spec.cluster.head) if spec.cluster.head in names else 0
-    entrypoint = resolve_entrypoint(spec, profile, engine.default_port)
+    entrypoint = resolve_entrypoint(spec, profile, engine.default_port, engine.kv_fraction(spec, facts))
     return Deployment(spec, engine, profile, entrypoint, head_index, facts, profiles, patches)

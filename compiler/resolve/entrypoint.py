@@ -46,22 +46,26 @@ def decide_mode(spec: Spec, profile: Profile | None) -> EntrypointMode:
     return mode
 
 
-def requested(spec: Spec, default_port: int) -> dict[str, Requested]:
+def requested(spec: Spec, default_port: int, fraction: float | None = None) -> dict[str, Requested]:
+    """What the spec asks for; `fraction`: the memory fraction the engine derives where the spec gives none."""
     engine, model = spec.engine, spec.model
+    utilization = Requested(_text(engine.gpu_memory_utilization), engine.source("gpu_memory_utilization"))
+    if engine.gpu_memory_utilization is None and fraction is not None:
+        utilization = Requested(_text(fraction), Source.DERIVED)
     return {
         "model_path": Requested(model.mount, Source.SPEC),
         "host": Requested(engine.host, engine.source("host")),
         "port": Requested(str(engine.port or default_port), engine.source("port")),
         "max_model_len": Requested(_text(engine.max_model_len), engine.source("max_model_len")),
-        "gpu_memory_utilization": Requested(
-            _text(engine.gpu_memory_utilization), engine.source("gpu_memory_utilization")
-        ),
+        "gpu_memory_utilization": utilization,
     }
 
 
-def resolve_entrypoint(spec: Spec, profile: Profile | None, default_port: int) -> Entrypoint:
+def resolve_entrypoint(
+    spec: Spec, profile: Profile | None, default_port: int, fraction: float | None = None
+) -> Entrypoint:
     mode = decide_mode(spec, profile)
-    wanted = requested(spec, default_port)
+    wanted = requested(spec, default_port, fraction)
     spec_env = {**spec.container.env, **spec.engine.env}
     effective: list[Effective] = []
     adapt_env: list[Setting] = []

@@ -13,7 +13,7 @@ PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
 PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory sparkc)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory beside)
+PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory start_gate beside)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -432,8 +432,9 @@ judge_memory() {
   [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || return 0
   [[ $free =~ ^[0-9]+$ && $cached =~ ^[0-9]+$ ]] || { free=$available cached=0; }
   pf_note "$node" memory "$(human_bytes $((free * 1024)))/$(human_bytes $((total * 1024)))"
-  # GPU and CPU share this memory; the engine's share is a fraction of the whole.
-  if ((available * 10 < total * 8)); then
+  # GPU and CPU share this memory; the engine's share is a fraction of the whole (an engine with a start
+  # check of free memory: judge_start_gate compares with its own fraction).
+  if ((available * 10 < total * 8 && START_GATE_PPM == 0)); then
     pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
       "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
   elif ((free * 10 < total * 8 && !DROP_PAGE_CACHE)); then

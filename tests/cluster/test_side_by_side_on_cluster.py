@@ -30,16 +30,16 @@ def test_two_deployments_side_by_side_and_a_third_refused(deploy: Deploy, sim_cl
     try:
         launched = small.run("launch-cluster.sh")
         assert launched.returncode == 0, launched.stdout + launched.stderr
-        assert f"{head}: small (44.8 GB) beside big 70.4 GB: 115.2 GB of 118.0 GB for engines" in launched.stdout
+        assert f"{head}: small (41.6 GB) beside big 67.2 GB: 108.9 GB of 116.0 GB for engines" in launched.stdout
         assert ask(sim_cluster, 8000, "llama-3.3-70b")["choices"] and ask(sim_cluster, 8001, "qwen3-8b")["choices"]
 
         third = deploy(SMALL, "third", {**ON_SIM, "engine.port": 8002}, nodes=1)
         refused = third.run("launch-cluster.sh")
         said = refused.stdout + refused.stderr
         assert refused.returncode == 1, said
-        assert f"{head} cannot hold third (44.8 GB) beside what runs there: " in said
-        assert "big 70.4 GB" in said and "small 44.8 GB" in said
-        assert "160.0 GB in all, more than the 118.0 GB it has for engines" in said
+        assert f"{head} cannot hold third (41.6 GB) beside what runs there: " in said
+        assert "big 67.2 GB" in said and "small 41.6 GB" in said
+        assert "150.5 GB in all, more than the 116.0 GB it has for engines" in said
         assert "busy" not in said
         assert third.containers_on(head) == []  # refused before anything started
     finally:

@@ -17,6 +17,10 @@ from tests.specs import DELETE, compile_into, example, with_changes
 
 BIN = Path(__file__).resolve().parent / "bin"
 
+# A Spark's /proc/meminfo after boot, no engine running, in kB: MemTotal is the 121.69 GiB that `free` and
+# CUDA report of its 128 GB; about 117 GiB available, little of it page cache.
+GB10_MEMINFO_KB = {"MemTotal": 127_600_000, "MemFree": 121_000_000, "MemAvailable": 122_700_000, "Cached": 1_500_000}
+
 # The entrypoint each image family bakes in, as the fake images report it to `docker image inspect`.
 ENTRYPOINTS = {
     "hellohal2064/": ["/app/entrypoint.sh"],
@@ -47,6 +51,8 @@ class FakeCluster:
     def add_node(self, name: str, target: str = "", head: bool = False) -> None:
         (self.state / "nodes" / name / "containers").mkdir(parents=True, exist_ok=True)
         (self.state / "nodes" / name / "images").mkdir(parents=True, exist_ok=True)
+        if not (self.state / "nodes" / name / "root" / "proc" / "meminfo").exists():
+            self.set_meminfo(name)
         if target:
             (self.state / "targets" / target).write_text(name)
         if head:
@@ -93,6 +99,14 @@ class FakeCluster:
             gid, kind = gids.get(i, ("0000:0000:0000:0000:0000:0000:0000:0000", ""))
             (port / "gids" / str(i)).write_text(gid + "\n")
             (port / "gid_attrs" / "types" / str(i)).write_text(kind + "\n" if kind else "")
+
+    def set_meminfo(self, node: str, **kb: int) -> None:
+        """The node's /proc/meminfo (preflight reads it under SPARKC_PREFLIGHT_ROOT): a GB10's after boot, with
+        the fields given (in kB) instead."""
+        fields = {**GB10_MEMINFO_KB, **kb}
+        proc = self.state / "nodes" / node / "root" / "proc"
+        proc.mkdir(parents=True, exist_ok=True)
+        (proc / "meminfo").write_text("".join(f"{key}:{value:>16} kB\n" for key, value in fields.items()))
 
     def set_gpus(self, node: str, gpus: list[str], processes: list[str] | None = None) -> None:
         (self.state / "nodes" / node / "gpus.json").write_text(json.dumps({"gpus": gpus, "processes": processes or []}))

@@ -475,9 +475,12 @@ class SimCluster:
         """An RDMA device on the node (hardware.py); also makes the node's /dev/infiniband."""
         hardware.set_hca(self.node(node), name, state, ipv4)
 
-    def set_meminfo(self, node: str | Node, total_gb: int, free_gb: int, cached_gb: int) -> None:
-        """What the node's preflight reads as /proc/meminfo (hardware.py); reset_hardware() removes it."""
-        hardware.set_meminfo(self.node(node), total_gb, free_gb, cached_gb)
+    def set_meminfo(
+        self, node: str | Node, total_gb: float, free_gb: float, cached_gb: float, available_gb: float | None = None
+    ) -> None:
+        """The node's /proc/meminfo, for its preflight and its containers' engines (hardware.py);
+        reset_hardware() restores a GB10's after boot."""
+        hardware.set_meminfo(self.node(node), total_gb, free_gb, cached_gb, available_gb)
 
     def reset_hardware(self, node: str | Node) -> None:
         hardware.write_defaults(self.node(node))

@@ -1,5 +1,6 @@
-"""What the nodes' hardware looks like to sparkc's preflight: GPUs (a fake `nvidia-smi`) and RDMA
-devices (a fake sysfs tree). Both live in the node's private /run, so each node has its own.
+"""What the nodes' hardware looks like to sparkc's preflight and the engines: GPUs (a fake `nvidia-smi`), RDMA
+devices (a fake sysfs tree) and memory (a /proc/meminfo). All live in the node's private /run, so each node has
+its own.
 
 The launcher's preflight reads RDMA devices from `$SPARKC_PREFLIGHT_ROOT/sys/class/infiniband` and
 `$SPARKC_PREFLIGHT_ROOT/dev/infiniband`; every ssh session and `exec` on a node gets that variable
@@ -45,14 +46,20 @@ def hw_dir(node: Node) -> Path:
     return node.dir / "run" / "sparkc-sim" / "hw"
 
 
+# A GB10's /proc/meminfo after boot, no engine running, in kB: MemTotal is the 121.69 GiB that `free` and CUDA
+# report of a Spark's 128 GB; about 117 GiB available, little of it page cache.
+GB10_MEMINFO_KB = {"MemTotal": 127_600_000, "MemFree": 121_000_000, "MemAvailable": 122_700_000, "Cached": 1_500_000}
+
+
 def write_defaults(node: Node) -> None:
-    """One idle GB10, no RDMA devices."""
+    """One idle GB10, no RDMA devices, a GB10's memory after boot."""
     d = hw_dir(node)
-    if d.exists():
-        shutil.rmtree(d)
+    for sub in ("sys", "dev"):
+        shutil.rmtree(d / sub, ignore_errors=True)
     (d / "sys" / "class" / "infiniband").mkdir(parents=True)
     (d / "dev").mkdir()
     set_gpus(node, DEFAULT_GPUS)
+    write_meminfo(node, GB10_MEMINFO_KB)
 
 
 def set_gpus(node: Node, names: Sequence[str], processes: Sequence[str] = ()) -> None:
@@ -89,20 +96,31 @@ def set_hca(node: Node, name: str, state: str = "ACTIVE", ipv4: str | None = "",
         (port / "gid_attrs" / "types" / str(i)).write_text(kind + "\n" if kind else "")
 
 
-def set_meminfo(node: Node, total_gb: int, free_gb: int, cached_gb: int) -> None:
-    """What the node's /proc/meminfo says, as the launcher's preflight reads it (MemAvailable: free plus
-    cache, as the kernel roughly counts it). write_defaults removes it: the machine's own then counts."""
-    d = hw_dir(node) / "proc"
-    d.mkdir(parents=True, exist_ok=True)
+def meminfo_path(node: Node) -> Path:
+    """The node's /proc/meminfo as the host sees it. The node's init bind-mounts it over its /proc/meminfo
+    and every container's gets it too (nodefiles.py: the runtime wrapper), so the launcher's preflight and the
+    engine read the same file where the real one is. Written in place: a new file would leave the mounts on
+    the old one."""
+    return hw_dir(node) / "proc" / "meminfo"
+
+
+def write_meminfo(node: Node, kb: dict[str, int]) -> None:
+    path = meminfo_path(node)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "r+" if path.exists() else "w") as fh:
+        fh.write("".join(f"{name}:{value:>16} kB\n" for name, value in kb.items()))
+        fh.truncate()
+
+
+def set_meminfo(
+    node: Node, total_gb: float, free_gb: float, cached_gb: float, available_gb: float | None = None
+) -> None:
+    """What the node's /proc/meminfo says (GiB). MemAvailable: free plus cache, as the kernel roughly counts
+    it, unless given. write_defaults restores a GB10's after boot."""
     kb = 1024 * 1024
-    lines = [
-        ("MemTotal", total_gb),
-        ("MemFree", free_gb),
-        ("MemAvailable", free_gb + cached_gb),
-        ("Buffers", 0),
-        ("Cached", cached_gb),
-    ]
-    (d / "meminfo").write_text("".join(f"{name}:{value * kb:>16} kB\n" for name, value in lines))
+    available = free_gb + cached_gb if available_gb is None else available_gb
+    fields = {"MemTotal": total_gb, "MemFree": free_gb, "MemAvailable": available, "Buffers": 0, "Cached": cached_gb}
+    write_meminfo(node, {name: int(value * kb) for name, value in fields.items()})
 
 
 def remove_hca(node: Node, name: str) -> None:

@@ -34,6 +34,29 @@ except Exception as exc:  # a stand-in must never stop a container the real hook
 """
 
 
+# Every container of a node runs through this runtime: it adds the node's /proc/meminfo (hardware.py) as a
+# read-only bind mount over the container's own, as LXCFS does (runc allows /proc/meminfo for that), then
+# hands over to runc. An engine in the container reads the node's memory where the real one is.
+_RUNTIME_WRAPPER = """#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+source = "{meminfo}"
+for flag in ("--bundle", "-b"):
+    if flag in args[:-1] and os.path.exists(source):
+        config_path = os.path.join(args[args.index(flag) + 1], "config.json")
+        with open(config_path) as fh:
+            config = json.load(fh)
+        mounts = config.setdefault("mounts", [])
+        if not any(m.get("destination") == "/proc/meminfo" for m in mounts):
+            mounts.append({{"destination": "/proc/meminfo", "type": "bind", "source": source,
+                           "options": ["rbind", "ro"]}})
+            with open(config_path, "w") as fh:
+                json.dump(config, fh)
+        break
+os.execv("{runc}", ["runc", *args])
+"""
+
+
 def write_cluster_files(workdir: Path, ssh_key: Path, nodes: Sequence[Node], comment: str) -> None:
     ssh_dir = workdir / "ssh"
     bin_dir = workdir / "bin"
@@ -48,6 +71,10 @@ def write_cluster_files(workdir: Path, ssh_key: Path, nodes: Sequence[Node], com
     hook = bin_dir / "nvidia-container-runtime-hook"
     hook.write_text(_FAKE_NVIDIA_HOOK)
     hook.chmod(0o755)
+    runc = shutil.which("runc") or "/usr/sbin/runc"
+    wrapper = bin_dir / "sparkc-sim-runc"
+    wrapper.write_text(_RUNTIME_WRAPPER.format(meminfo=f"{HW_DIR}/proc/meminfo", runc=runc))
+    wrapper.chmod(0o755)
     # Bind-mounted over /usr/local/sbin (empty on the host) in every node: on the PATH of ssh sessions.
     sbin = workdir / "node-sbin"
     sbin.mkdir(exist_ok=True)

@@ -21,6 +21,10 @@ mkdir -p /run/sshd /run/lock
 # Containers started with --ipc host get this one.
 mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm
 
+# The node's memory as tests set it (hardware.py), where the real one is: the launcher's preflight reads it,
+# and the runtime wrapper mounts it over every container's /proc/meminfo too.
+mount --bind /run/sparkc-sim/hw/proc/meminfo /proc/meminfo
+
 # `ip netns exec` remounted /sys, which hides /sys/fs/cgroup; dockerd needs the hierarchies back.
 mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
 while read -r fstype subdir options; do
@@ -38,9 +42,11 @@ mount --bind "$SIM_CLUSTER_DIR/node-sbin" /usr/local/sbin
 
 /usr/sbin/sshd -f "$SIM_CLUSTER_DIR/ssh/sshd_config" -E "$SIM_NODE_DIR/sshd.log"
 
-# The fake nvidia-container-runtime-hook must be on dockerd's PATH when it starts, for --gpus.
+# The fake nvidia-container-runtime-hook must be on dockerd's PATH when it starts, for --gpus; every
+# container runs through the runtime wrapper (nodefiles.py), which gives it the node's /proc/meminfo.
 PATH="$SIM_CLUSTER_DIR/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   dockerd --data-root "$SIM_NODE_DIR/docker" --host unix:///run/docker.sock \
+  --add-runtime "sparkc-sim=$SIM_CLUSTER_DIR/bin/sparkc-sim-runc" --default-runtime sparkc-sim \
   --pidfile /run/docker.pid >"$SIM_NODE_DIR/dockerd.log" 2>&1 </dev/null &
 
 echo "node $SIM_NODE_NAME: sshd and dockerd started"

@@ -308,7 +308,7 @@ def memory_budget(d: Deployment) -> Iterator[Diagnostic]:
         yield warning(
             d.spec.engine.at("gpu_memory_utilization"),
             f"{fraction} of unified memory leaves too little to the OS, page cache and the CPU side of the "
-            "engine on a Spark (128 GB shared); 0.9 or less is what fits",
+            "engine on a Spark (128 GB shared); vLLM starts there at 0.83 or less",
         )
 
 

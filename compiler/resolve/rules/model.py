@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, error, warning
@@ -146,10 +147,25 @@ def kv_cache_budget(d: Deployment) -> Iterator[Diagnostic]:
             "SGLang has no absolute KV-cache budget in bytes (its --max-total-tokens counts tokens, "
             "--mem-fraction-static is a fraction); set engine.gpu_memory_utilization instead",
         )
+    elif engine.gpu_memory_utilization is not None and d.engine.start_gate(d) is not None:
+        # vLLM: the fix that would have dropped its start check with kv bytes (vllm PR 39852) was closed.
+        yield warning(
+            engine.at("gpu_memory_utilization"),
+            f"{d.engine.name} sizes its KV cache from kv_cache_memory; gpu_memory_utilization then only sets its "
+            "start check (that share of the node's memory must be free once its own init is done), so keep it at "
+            "what the weights per rank and the KV cache need; without it sparkc derives that share",
+        )
     elif engine.gpu_memory_utilization is not None:
         yield warning(
             engine.at("gpu_memory_utilization"),
             f"{d.engine.name} ignores gpu_memory_utilization when kv_cache_memory is set; keep one of them",
+        )
+    elif d.engine.start_gate(d) is not None and not d.value("gpu_memory_utilization"):
+        yield warning(
+            engine.at("kv_cache_memory"),
+            f"{d.engine.name} still checks at start that gpu_memory_utilization (default 0.9) of the node's memory "
+            "is free, which a Spark never has: give model.size_gb (or weights the compiling machine can read) so "
+            "that sparkc derives the share the weights and the KV cache need, or set engine.gpu_memory_utilization",
         )
 
 
@@ -190,4 +206,28 @@ def _does_not_fit(node: Node, what: str, ranks: int, per_rank: float, kv: int, n
     )
 
 
-RULES = (sizes, hf_cache, draft_model, kv_cache_budget, memory_fits)
+def start_gate_fits(d: Deployment) -> Iterator[Diagnostic]:
+    """The engine's start check of free memory against what an idle node of the spec's memory_gb has."""
+    gate = d.engine.start_gate(d)
+    if gate is None:
+        return
+    engine = d.spec.engine
+    where = engine.at("gpu_memory_utilization") if engine.gpu_memory_utilization is not None else engine.location
+    for node in d.spec.cluster.nodes:
+        if node.gpus != 1:
+            continue  # discrete GPUs: their own memory, not the node's
+        free = (node.memory_gb - OS_RESERVE_GB) * 1e9 - gate.overhead
+        ceiling = math.floor(free / (node.memory_gb * 1e9) * 100) / 100
+        if float(gate.fraction) > ceiling:
+            yield warning(
+                where,
+                f"{gate.engine} refuses to start unless {gate.fraction} of {node.name}'s memory ({gate.source}) is "
+                f"free once its own init took about {gigabytes(gate.overhead)}; an idle {node.memory_gb:g} GB node "
+                f"({OS_RESERVE_GB} GB held by the OS) has room for at most {ceiling:.2f}: set "
+                f"engine.gpu_memory_utilization to {ceiling:.2f} or less (the launch's preflight measures each node "
+                "and stops where it does not fit)",
+            )
+            return
+
+
+RULES = (sizes, hf_cache, draft_model, kv_cache_budget, memory_fits, start_gate_fits)

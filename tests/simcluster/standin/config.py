@@ -39,6 +39,9 @@ class EngineConfig:
     # SGLang: attention data parallel and expert parallel inside the tensor-parallel group
     attn_dp: int = 1
     ep: int = 1
+    # vLLM --gpu-memory-utilization (share of the total it checks is free at start), SGLang --mem-fraction-static
+    # (share of what is free at start); None: the engine's own choice
+    memory_fraction: float | None = None
 
     @property
     def world_size(self) -> int:

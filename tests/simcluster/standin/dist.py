@@ -227,12 +227,14 @@ def _sglang_memory_balance(cfg: EngineConfig) -> None:
     """SGLang's model runner compares each rank's free GPU memory with the smallest across the group
     and refuses to start when it is below 0.9x its own (page cache on unified memory makes this
     common on Sparks) unless the check is switched off: SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1 in
-    older releases, SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 in newer ones. The stand-in's free
-    memory comes from SPARKC_STANDIN_FREE_MEMORY_GB (default 100)."""
+    older releases, SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 in newer ones. The free memory is the
+    node's MemAvailable, as SGLang reads it on GB10 (SPARKC_STANDIN_FREE_MEMORY_GB wins where set)."""
     import torch
     import torch.distributed as dist
 
-    local = env_float("SPARKC_STANDIN_FREE_MEMORY_GB", 100.0) or 100.0
+    from .memory import available_gb
+
+    local = available_gb()
     smallest = torch.tensor([local])
     dist.all_reduce(smallest, op=dist.ReduceOp.MIN)
     lowest = float(smallest.item())

@@ -10,7 +10,7 @@ import time
 import traceback
 from types import FrameType
 
-from . import data_parallel, dist, log, model, nccl_bootstrap, server
+from . import data_parallel, dist, log, memory, model, nccl_bootstrap, server
 from .config import EngineConfig, env_float, env_int
 
 FAKE_TRACE = """Traceback (most recent call last):
@@ -79,6 +79,18 @@ def run(cfg: EngineConfig) -> int:
         print(f"ValueError: {exc}", file=sys.stderr, flush=True)
         return 1
 
+    if cfg.engine == "vllm" and cfg.memory_fraction is not None:
+        # Each `vllm serve` (under Ray: the head's; its Ray workers check their own nodes in vLLM) before
+        # anything else starts: Worker.init_device runs request_memory first.
+        try:
+            requested = memory.vllm_request_memory(cfg.memory_fraction)
+        except memory.MemoryError_ as exc:
+            log.error("EngineCore failed to start.")
+            print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+            return 1
+        log.info(f"Requested memory {requested / memory.GIB:.2f} GiB (gpu_memory_utilization={cfg.memory_fraction})")
+    pre_load_gb = memory.available_gb() if cfg.engine == "sglang" else 0.0
+
     if cfg.engine == "vllm" and cfg.dp > 1 and cfg.nnodes == 1:
         return _run_data_parallel(cfg, info, max_len)
 
@@ -100,6 +112,16 @@ def run(cfg: EngineConfig) -> int:
     rank0 = cfg.node_rank == 0
     if not _load(cfg, max_len):
         return 1
+    if cfg.engine == "sglang" and cfg.memory_fraction is not None:
+        try:  # ModelRunner.init_memory_pool, after the weights loaded
+            rest = memory.sglang_memory_pool(
+                pre_load_gb, memory.weights_gb(cfg.model, cfg.world_size), cfg.memory_fraction
+            )
+        except memory.MemoryError_ as exc:
+            log.error(str(exc))
+            print(f"RuntimeError: {exc}", file=sys.stderr, flush=True)
+            return 1
+        log.info(f"KV cache pool: {rest:.2f} GB (mem_fraction_static={cfg.memory_fraction})")
     if cfg.backend != "ray" and cfg.nnodes > 1:
         try:
             dist.loaded_everywhere()

@@ -110,5 +110,6 @@ def main(argv: list[str]) -> int:
         api_key=ns.api_key,
         attn_dp=ns.attn_dp_size,
         ep=ns.ep_size,
+        memory_fraction=ns.mem_fraction_static,
     )
     return engine.run(cfg)

@@ -152,5 +152,6 @@ def main(argv: list[str]) -> int:
         dp_external_lb=ns.data_parallel_external_lb,
         api_server_count=ns.api_server_count,
         expert_parallel=ns.enable_expert_parallel,
+        memory_fraction=ns.gpu_memory_utilization,
     )
     return engine.run(cfg)

@@ -703,7 +703,7 @@ PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
 PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory sparkc)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory beside)
+PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory start_gate beside)
 
 # PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
@@ -1122,8 +1122,9 @@ judge_memory() {
   [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || return 0
   [[ $free =~ ^[0-9]+$ && $cached =~ ^[0-9]+$ ]] || { free=$available cached=0; }
   pf_note "$node" memory "$(human_bytes $((free * 1024)))/$(human_bytes $((total * 1024)))"
-  # GPU and CPU share this memory; the engine's share is a fraction of the whole.
-  if ((available * 10 < total * 8)); then
+  # GPU and CPU share this memory; the engine's share is a fraction of the whole (an engine with a start
+  # check of free memory: judge_start_gate compares with its own fraction).
+  if ((available * 10 < total * 8 && START_GATE_PPM == 0)); then
     pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
       "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
   elif ((free * 10 < total * 8 && !DROP_PAGE_CACHE)); then
@@ -1218,6 +1219,78 @@ preflight_table() {
   for i in "${!PF_PROBLEMS[@]}"; do
     printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "$(printable "${PF_PROBLEMS[i]}")"
   done
+}
+
+# -- memory.sh ---------------------------------------------------------------------------------------
+# -- preflight: the engine's start check of free memory -------------------------------------------------
+# On unified memory (a Spark: one GPU whose memory is the node's RAM) vLLM refuses to start unless
+# START_GATE_PPM millionths of the node's total memory are available once its own init has taken
+# START_GATE_OVERHEAD_KB (the compiler's engine module says why and how much). The node's /proc/meminfo,
+# gathered by check_memory, tells whether that holds now: if not, the launch stops here, with the largest
+# fraction that would start and what frees memory, instead of after the containers started.
+
+# KiB as GiB with one decimal (rounded down), as vLLM prints its own numbers.
+kib_gib() { printf '%d.%d' $(($1 / 1048576)) $(($1 % 1048576 * 10 / 1048576)); }
+
+# A field of the node's /proc/meminfo, in KiB ("" when absent).
+meminfo_kb() { pf "$1" memory | awk -v key="$2:" '$1 == key { print $2; exit }'; }
+
+# What this deployment's own container holds on the node, in KiB: it runs there now and this launch
+# replaces it, so that memory comes back before the engine starts.
+own_budget_kb() {
+  local node=$1 words=() word
+  [[ $(pf_first "$node" container) == "running $DEPLOYMENT "* ]] || { echo 0; return 0; }
+  compiled_run DOCKER_RUN "$node" words
+  for word in "${words[@]}"; do
+    [[ $word == sparkc.memory-budget=* ]] && { echo $((${word#*=} / 1024)); return 0; }
+  done
+  echo 0
+}
+
+# The other sparkc deployments running on the node, as "NAME, NAME".
+running_beside() {
+  local node=$1 id state name names=()
+  while read -r id state name _; do
+    [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] && names+=("$(safe_word "$name")")
+  done <<<"$(pf "$node" sparkc_container)"
+  local IFS=','
+  printf '%s' "${names[*]}" | sed 's/,/, /g'
+}
+
+judge_start_gate() {
+  local node=$1 total available cached need have largest beside fixes=()
+  ((START_GATE_PPM > 0 && GPUS[$node] == 1)) || return 0
+  total=$(meminfo_kb "$node" MemTotal)
+  available=$(meminfo_kb "$node" MemAvailable)
+  if ! [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || ((total == 0)); then
+    pf_warn "$node" "/proc/meminfo gave no MemTotal and MemAvailable: $START_GATE_ENGINE's start check of free" \
+      "memory was not checked"
+    return 0
+  fi
+  available=$((available + $(own_budget_kb "$node")))
+  need=$(((total * START_GATE_PPM + 999999) / 1000000))
+  have=$((available - START_GATE_OVERHEAD_KB))
+  ((have >= need)) && return 0
+  largest=0
+  ((have > 0)) && largest=$((have * 100 / total))
+  if ((largest > 0)); then
+    fixes+=("set engine.gpu_memory_utilization to at most $(printf '0.%02d' "$largest") (the largest fraction that" \
+      "starts there now) and compile again")
+  fi
+  beside=$(running_beside "$node")
+  [[ -z $beside ]] || fixes+=("stop a deployment that runs beside it ($beside: its stop-cluster.sh)")
+  cached=$(meminfo_kb "$node" Cached)
+  if [[ $cached =~ ^[0-9]+$ ]] && ((cached > 1048576 && !DROP_PAGE_CACHE)); then
+    fixes+=("drop the $(kib_gib "$cached") GiB of page cache (launch.drop_page_cache: true)")
+  fi
+  fixes+=("stop other programs that hold memory there (free -g; top -o RES)")
+  local fix
+  fix=$(printf '%s; or ' "${fixes[@]}")
+  pf_problem "$node" "$node has $(kib_gib "$available") of $(kib_gib "$total") GiB of memory available, and" \
+    "$START_GATE_ENGINE would refuse to start: it needs $START_GATE_SOURCE $START_GATE_FRACTION x $(kib_gib "$total")" \
+    "= $(kib_gib "$need") GiB free after its own init takes about $(kib_gib "$START_GATE_OVERHEAD_KB") GiB, which" \
+    "leaves $(kib_gib $((have > 0 ? have : 0))) GiB. Fix: ${fix%; or }"
+  pf_note "$node" memory "$(kib_gib "$available")G avail < $START_GATE_FRACTION"
 }
 
 # -- planes.sh ---------------------------------------------------------------------------------------
