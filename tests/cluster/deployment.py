@@ -15,6 +15,14 @@ from tests.simcluster import SimCluster, container_mounts
 from tests.specs import DELETE, example, with_changes
 
 
+def spec_ssh_options(cluster: SimCluster) -> list[str]:
+    """The harness's ssh options a spec may carry: not BatchMode (sparkc's own), nor the harness's private
+    known_hosts and checking: the scripts check host keys against the user's own known_hosts."""
+    options = cluster.ssh_options
+    skip = ("BatchMode", "StrictHostKeyChecking", "UserKnownHostsFile")
+    return [options[i + 1] for i, o in enumerate(options) if o == "-o" and not options[i + 1].startswith(skip)]
+
+
 def sim_spec(
     cluster: SimCluster,
     example_name: str,
@@ -24,7 +32,6 @@ def sim_spec(
     changes: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An example, adapted to the simulated cluster through spec fields only; then `changes`."""
-    options = cluster.ssh_options
     return with_changes(
         example(example_name),
         {
@@ -33,9 +40,7 @@ def sim_spec(
                 "user": "root",
                 "identity_file": str(cluster.ssh_key),
                 "connect_timeout": 5,
-                "options": [
-                    options[i + 1] for i, o in enumerate(options) if o == "-o" and "BatchMode" not in options[i + 1]
-                ],
+                "options": spec_ssh_options(cluster),
             },
             "cluster.nodes": [
                 {"name": n.name, "ssh": n.mgmt_ip, "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "hcas": []}}

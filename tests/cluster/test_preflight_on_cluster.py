@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.deployment import Deploy, Deployment
+from tests.cluster.deployment import Deploy, Deployment, spec_ssh_options
 from tests.cluster.test_launch_on_cluster import assert_failed
 from tests.simcluster import SimCluster
 from tests.simcluster.images import VLLM_IMAGE
@@ -182,8 +182,7 @@ def test_the_users_own_control_master_setting_is_respected(deploy: Deploy, sim_c
 
 
 def deploy_options(cluster: SimCluster) -> list[str]:
-    options = cluster.ssh_options
-    return [options[i + 1] for i, o in enumerate(options) if o == "-o" and "BatchMode" not in options[i + 1]]
+    return spec_ssh_options(cluster)
 
 
 # -- fail fast: a container that dies ends the launch, naming it, while the others still load --------

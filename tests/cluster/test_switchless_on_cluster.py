@@ -50,6 +50,7 @@ class Clusters:
             cluster.up(images=(VLLM_IMAGE,))
         except ClusterUnavailable as exc:
             unavailable(str(exc))
+        cluster.record_host_keys(cluster.head)  # as the session's cluster: management IPs known on the head
         self.current = cluster
         return cluster
 
