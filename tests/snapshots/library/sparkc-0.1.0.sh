@@ -2451,7 +2451,8 @@ form_ray() {
 # shellcheck disable=SC2016  # expanded by the container's sh
 readonly MPI_SSHD='# backend mpi: every container'\''s main process (sh -c SCRIPT sparkc-mpi-sshd PORT ADDRESS [SECRET...]). It gives
 # the container a key pair (the head'\''s public key is installed in every container by the launcher), the
-# client settings mpirun'\''s ssh uses (PORT, no host key records: containers are new at each launch), writes
+# client settings mpirun'\''s ssh uses (PORT; host keys checked: the launcher records each container'\''s key,
+# made here at its start and read through the launcher'\''s own checked ssh, in the head'\''s known_hosts), writes
 # the container'\''s environment where sshd gives it to every rank mpirun starts here (its own netdev, RDMA
 # devices and paths; secrets left out, mpirun passes them by -x), and runs sshd on ADDRESS:PORT.
 port=$1
@@ -2465,8 +2466,7 @@ fi
 mkdir -p /root/.ssh /run/sshd && chmod 700 /root/.ssh || exit 1
 [ -f /root/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '\'''\'' -C sparkc-mpi -f /root/.ssh/id_ed25519 || exit 1
 [ -f /etc/ssh/sparkc_host_key ] || ssh-keygen -q -t ed25519 -N '\'''\'' -f /etc/ssh/sparkc_host_key || exit 1
-printf '\''Host *\n  Port %s\n  BatchMode yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n'\'' \
-  "$port" >/root/.ssh/config
+printf '\''Host *\n  Port %s\n  BatchMode yes\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n'\'' "$port" >/root/.ssh/config
 skip=" HOME HOSTNAME OLDPWD PWD SHLVL _ $* "
 env | while IFS= read -r line; do
   name=${line%%=*}
@@ -2503,6 +2503,8 @@ form_mpi() {
     for node in "${NODES[@]}"; do
       printf '[%s] docker exec %s cat /root/.ssh/id_ed25519.pub | [%s] docker exec -i %s tee -a /root/.ssh/authorized_keys\n' \
         "$HEAD" "${CONTAINER[$HEAD]}" "$node" "${CONTAINER[$node]}"
+      [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s cat /etc/ssh/sparkc_host_key.pub | [%s] docker exec -i %s tee -a /root/.ssh/known_hosts\n' \
+        "$node" "${CONTAINER[$node]}" "$HEAD" "${CONTAINER[$HEAD]}"
       [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s ssh %s true\n' "$HEAD" "${CONTAINER[$HEAD]}" "${MPI_HOST[$node]}"
     done
     phase_done
@@ -2516,6 +2518,23 @@ form_mpi() {
   for node in "${NODES[@]}"; do
     printf '%s\n' "$key" | on_node "$node" docker exec -i "${CONTAINER[$node]}" sh -c 'cat >>/root/.ssh/authorized_keys' \
       || fail "$node" "could not give ${CONTAINER[$node]} the head container's ssh key for mpirun"
+  done
+  # mpirun's ssh checks host keys: each container's, made at its start and read here over the launcher's own
+  # checked ssh, goes into the head container's known_hosts under the address and port mpirun uses.
+  local hostkey kind blob name
+  for node in "${NODES[@]}"; do
+    [[ $node != "$HEAD" ]] || continue
+    until hostkey=$(on_node "$node" docker exec "${CONTAINER[$node]}" cat /etc/ssh/sparkc_host_key.pub 2>/dev/null) &&
+      read -r kind blob _ <<<"$hostkey" && [[ -n $blob ]]; do
+      watch_check
+      time_left || fail "$node" "${CONTAINER[$node]} made no ssh host key for mpirun within the timeout"
+      sleep 0.3
+    done
+    name=${MPI_HOST[$node],,}
+    ((MPI_SSH_PORT == 22)) || name="[$name]:$MPI_SSH_PORT"
+    printf '%s %s %s\n' "$name" "$kind" "$blob" \
+      | on_node "$HEAD" docker exec -i "${CONTAINER[$HEAD]}" sh -c 'cat >>/root/.ssh/known_hosts' \
+      || fail "$HEAD" "could not record ${CONTAINER[$node]}'s ssh host key in ${CONTAINER[$HEAD]} for mpirun"
   done
   for node in "${NODES[@]}"; do
     [[ $node != "$HEAD" ]] || continue

@@ -107,7 +107,7 @@ readonly BENCH_RESULTS=/sparkc-bench
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=b448bba4f8f000d8769bf7402d139c812e83deb4255b06f5223920fdaadaf0ce
+readonly SPARKC_LIB_SHA256=88af85c31836a5cb890677b867960d78ac90692a6bf0d1dc934d54ba19d57fcb
 SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
