@@ -16,6 +16,8 @@ from pathlib import Path
 from .hardware import FAKE_NVIDIA_SMI, HW_DIR
 from .nodes import Node
 
+HOST_KEY = "ssh_host_ed25519_key"  # in each node's own /run: a key per node, as real hosts have
+
 _FAKE_NVIDIA_HOOK = """#!/usr/bin/env python3
 # sparkc-sim: stands in for NVIDIA's OCI hook. dockerd only enables --gpus when a program of this
 # name is on its PATH; runc feeds it the container state on stdin and needs exit 0. As the real hook
@@ -69,9 +71,6 @@ def write_cluster_files(workdir: Path, ssh_key: Path, nodes: Sequence[Node], com
         lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
         lines += [f"{m.mgmt_ip}\t{m.name}" for m in nodes]
         (n.dir / "hosts").write_text("\n".join(lines) + "\n")
-
-
-HOST_KEY = "ssh_host_ed25519_key"  # in each node's own /run: a key per node, as real hosts have
 
 
 def _sshd_config(ssh_dir: Path) -> str:
