@@ -248,6 +248,22 @@ def test_cli_an_unreachable_host_exits_1_naming_it(fake_ssh: Path) -> None:
     assert [n["name"] for n in json.loads(result.stdout)["cluster"]["nodes"]] == ["spark-a"]
 
 
+def test_cli_a_host_key_it_does_not_know_is_refused_with_the_fix(fake_ssh: Path) -> None:
+    """BatchMode asks nothing: ssh refuses a key nobody recorded, and discover says how to record it checked."""
+    refuse = "#!/bin/sh\necho 'No ED25519 host key is known for {} and you have requested strict checking.' >&2\n"
+    (fake_ssh / "10.0.0.22.run").write_text(
+        refuse.format("10.0.0.22") + "echo 'Host key verification failed.' >&2\nexit 255\n"
+    )
+    (fake_ssh / "10.0.0.22.run").chmod(stat.S_IRWXU)
+    result = CliRunner().invoke(
+        cli, ["discover", "--ssh-user", "aurora", "--port", "2200", "spark-a.local", "10.0.0.22"]
+    )
+    assert result.exit_code == 1
+    said = " ".join(result.stderr.split())
+    assert "error: 10.0.0.22 unreachable: Host key verification failed. (this machine does not know 10.0.0.22's" in said
+    assert "connect once with `ssh -p 2200 aurora@10.0.0.22`, compare the fingerprint with `ssh-keygen -lf" in said
+
+
 @pytest.mark.parametrize("bad", [["-oProxyCommand=x"], ["a;b"], ["--ssh-user", "Root;x", "h"], ["h", "h"]])
 def test_cli_refuses_what_is_not_a_host_or_user(fake_ssh: Path, bad: list[str]) -> None:
     result = CliRunner().invoke(cli, ["discover", *bad])

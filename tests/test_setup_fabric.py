@@ -125,7 +125,11 @@ def test_prefix_and_ssh_settings_reach_the_script(tmp_path: Path) -> None:
     assert code == 0, output
     assert _links(script)["spark-b"] == [("enp1s0f0np0", "192.168.100.11/16"), ("enP2p1s0f0np0", "192.169.0.11/16")]
     assert "  2222\n" in script and "  Compression=yes\n" in script
-    assert "readonly HEAD_KEY=/home/aurora/.ssh/id_ed25519" in script and "BatchMode" not in script
+    assert "readonly HEAD_KEY=/home/aurora/.ssh/id_ed25519" in script
+    # Its own ssh may ask (a host key to confirm, a password); its last check is the launcher's, BatchMode.
+    own = re.search(r"^readonly SSH_OPTS=\((.*?)^\)", script, re.M | re.S)
+    launch = re.search(r"^readonly LAUNCH_SSH_OPTS=\((.*?)^\)", script, re.M | re.S)
+    assert own and "BatchMode" not in own.group(1) and launch and "BatchMode=yes" in launch.group(1)
     # Both twins on one /16: refused, naming the netdev.
     same = with_changes(spec, {"cluster.nodes.1.fabric.addresses": {"enP2p1s0f0np0": "192.168.200.11"}})
     code, output, _ = _script(tmp_path / "same", same, "--prefix-length", "16")

@@ -28,7 +28,9 @@ FILE_PURPOSES = {
     "status.sh": "Shows each node's container, the Ray cluster where there is one, and whether the API answers.",
     "logs.sh": "Gathers every node's container log under `logs/`, or follows the head's.",
     "distribute.sh": "Run on the head: copies the image and the model folder over the fabric to nodes that "
-    "lack them or hold another build.",
+    "lack them or hold another build, from the head to each at once (`--chain` passes the image node to node, "
+    "which needs each node's ssh to the next: setup-fabric does not set that up); host keys are checked under "
+    "each node's ssh name.",
     "fetch-model.sh": "Run on the head: downloads `model.repo` at its revision from the Hugging Face hub inside the "
     "image, resumable, after checking the disk has room (`HF_TOKEN` from the environment).",
     "bench.sh": "Run on the head while the deployment serves: the engine's own serving benchmark at concurrencies "

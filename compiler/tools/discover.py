@@ -110,6 +110,27 @@ def ssh_command(host: str, ssh: SshSettings) -> list[str]:
     return [*words, "--", host, "sh -s"]
 
 
+def host_key_fix(host: str, ssh: SshSettings, errors: str) -> str:
+    """What to do when ssh refused the node's host key (BatchMode asks nothing): '' for other errors. Only a
+    connection whose fingerprint the operator compared records a key; ssh-keyscan would take whatever answers."""
+    login = " ".join(
+        ["ssh", *(["-p", str(ssh.port)] if ssh.port != 22 else []), f"{ssh.user}@{host}" if ssh.user else host]
+    )
+    compare = "compare the fingerprint with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the node"
+    if "HOST IDENTIFICATION HAS CHANGED" in errors:
+        return (
+            f" ({host} answers with another host key than the one recorded here: if the node was reinstalled, "
+            f"remove the old record with `ssh-keygen -R {host}`, connect once with `{login}` and {compare}; "
+            "otherwise something else answers at that address)"
+        )
+    if "Host key verification failed" in errors:
+        return (
+            f" (this machine does not know {host}'s host key yet: connect once with `{login}`, {compare}, answer "
+            "yes, then run discover again)"
+        )
+    return ""
+
+
 @dataclass(frozen=True)
 class Answer:
     returncode: int
@@ -128,7 +149,7 @@ def probe(host: str, ssh: SshSettings) -> NodeFacts | str:
         return f"no answer within {PROBE_TIMEOUT_S} s"
     if done.returncode != 0 and not done.cut and "\nend" not in "\n" + done.stdout:
         reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"ssh exit status {done.returncode}"
-        return reason
+        return reason + host_key_fix(host, ssh, done.stderr)
     facts = parse(host, done.stdout)
     if done.cut:
         facts.warnings.append(f"the node's answer was longer than {MAX_ANSWER_BYTES} bytes; only the first were read")

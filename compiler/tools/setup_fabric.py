@@ -1,9 +1,12 @@
 """`sparkc setup-fabric SPEC -o DIR`: a reviewed setup-fabric.sh that gives every fabric netdev of every
 node (fabric.netdev, the twins, the other cable's port) its address and MTU 9000 (netplan, else
-NetworkManager, else live only) and the head's ssh key on the workers.
+NetworkManager, else live only), replacing what other netplan files said about it, and the head's ssh key
+on the workers; then checks that the head reaches every worker as the launcher will (BatchMode: the
+worker's host key known on the head under the name the launcher uses).
 
-Run by the operator from a machine that reaches every node by its management address (ssh may ask
-for a password: this is the step that installs keys). Idempotent; `--dry-run` changes nothing.
+Run by the operator from a machine that reaches every node by its management address (ssh may ask to
+confirm a host key, or for a login password). On each node it needs root: a root login, or passwordless
+`sudo -n`, checked on every node before anything changes. Idempotent; `--dry-run` changes nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from compiler.diagnostics import Diagnostic, error
 from compiler.output.library import single_quoted
 from compiler.output.render import bash, environment
+from compiler.resolve.build import ssh_options as launch_ssh_options
 from compiler.resolve.env import switchless
 from compiler.resolve.rules.cluster import FABRIC_PREFIX, next_subnet, port_of, roce_name, twin
 from compiler.resources import data_dir
@@ -51,6 +55,7 @@ class FabricPlan:
     head: str
     nodes: tuple[FabricNode, ...]  # head first
     ssh_options: tuple[str, ...]
+    launch_ssh_options: tuple[str, ...]  # what launch-cluster.sh and distribute.sh pass ssh (BatchMode)
     head_key: str  # private key path on the head; its .pub goes to the workers
     prefix: int
     mtu: int = FABRIC_MTU
@@ -89,8 +94,9 @@ def fabric_plan(
     options = ["-o", f"ConnectTimeout={ssh.connect_timeout}", "-p", str(ssh.port)]
     for option in ssh.options:
         options += ["-o", option]
+    launch = tuple(word for group in launch_ssh_options(ssh) for word in group)
     plan = FabricPlan(
-        spec_path, spec_sha256, head, tuple(nodes), tuple(options), ssh.identity_file or DEFAULT_KEY, prefix
+        spec_path, spec_sha256, head, tuple(nodes), tuple(options), launch, ssh.identity_file or DEFAULT_KEY, prefix
     )
     return plan, []
 

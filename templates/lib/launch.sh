@@ -926,6 +926,8 @@ form_mpi() {
     for node in "${NODES[@]}"; do
       printf '[%s] docker exec %s cat /root/.ssh/id_ed25519.pub | [%s] docker exec -i %s tee -a /root/.ssh/authorized_keys\n' \
         "$HEAD" "${CONTAINER[$HEAD]}" "$node" "${CONTAINER[$node]}"
+      [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s cat /etc/ssh/sparkc_host_key.pub | [%s] docker exec -i %s tee -a /root/.ssh/known_hosts\n' \
+        "$node" "${CONTAINER[$node]}" "$HEAD" "${CONTAINER[$HEAD]}"
       [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s ssh %s true\n' "$HEAD" "${CONTAINER[$HEAD]}" "${MPI_HOST[$node]}"
     done
     phase_done
@@ -939,6 +941,23 @@ form_mpi() {
   for node in "${NODES[@]}"; do
     printf '%s\n' "$key" | on_node "$node" docker exec -i "${CONTAINER[$node]}" sh -c 'cat >>/root/.ssh/authorized_keys' \
       || fail "$node" "could not give ${CONTAINER[$node]} the head container's ssh key for mpirun"
+  done
+  # mpirun's ssh checks host keys: each container's, made at its start and read here over the launcher's own
+  # checked ssh, goes into the head container's known_hosts under the address and port mpirun uses.
+  local hostkey kind blob name
+  for node in "${NODES[@]}"; do
+    [[ $node != "$HEAD" ]] || continue
+    until hostkey=$(on_node "$node" docker exec "${CONTAINER[$node]}" cat /etc/ssh/sparkc_host_key.pub 2>/dev/null) &&
+      read -r kind blob _ <<<"$hostkey" && [[ -n $blob ]]; do
+      watch_check
+      time_left || fail "$node" "${CONTAINER[$node]} made no ssh host key for mpirun within the timeout"
+      sleep 0.3
+    done
+    name=${MPI_HOST[$node],,}
+    ((MPI_SSH_PORT == 22)) || name="[$name]:$MPI_SSH_PORT"
+    printf '%s %s %s\n' "$name" "$kind" "$blob" \
+      | on_node "$HEAD" docker exec -i "${CONTAINER[$HEAD]}" sh -c 'cat >>/root/.ssh/known_hosts' \
+      || fail "$HEAD" "could not record ${CONTAINER[$node]}'s ssh host key in ${CONTAINER[$HEAD]} for mpirun"
   done
   for node in "${NODES[@]}"; do
     [[ $node != "$HEAD" ]] || continue

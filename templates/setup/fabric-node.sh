@@ -1,9 +1,14 @@
 # sparkc setup-fabric, node side: give each fabric netdev its address and MTU, persisted the distribution's
 # way (netplan, else NetworkManager), and make the live state match. Plain POSIX sh, sent as the standard
 # input of `sh -s -- MTU DRY_RUN NETDEV ADDRESS/PREFIX [NETDEV ADDRESS/PREFIX ...]` over ssh.
-# Idempotent: what is already right is left alone and said to be.
+# Idempotent: what is already right is left alone and said to be. Each netdev ends with the one address
+# given here: netplan concatenates address lists across its files, so a netdev another file defines (NVIDIA's
+# 40-cx7.yaml, a hand-made one) is taken out of that file, and any other IPv4 address is removed live.
+# Changes run as root: directly when logged in as root, else through `sudo -n` (never a password prompt).
 set -eu
 mtu=$1 dry=$2
+# Where /etc, /run, /lib and /sys are: the root directory on a node; another folder in tests.
+root=${SPARKC_SETUP_ROOT:-}
 shift 2
 host=$(hostname 2>/dev/null || echo node)
 say() { printf '%s: %s\n' "$host" "$*"; }
@@ -27,7 +32,7 @@ each() {
 }
 missing=0
 exists() {
-  if [ ! -e "/sys/class/net/$1" ]; then
+  if [ ! -e "$root/sys/class/net/$1" ]; then
     say "error: no netdev $1 here (ip -br link lists them); fix cluster.nodes[].fabric.netdev or fabric.addresses"
     missing=1
   fi
@@ -35,7 +40,7 @@ exists() {
 each exists "$@"
 [ "$missing" = 0 ] || exit 1
 
-if command -v netplan >/dev/null 2>&1 && [ -d /etc/netplan ]; then
+if command -v netplan >/dev/null 2>&1 && [ -d "$root/etc/netplan" ]; then
   manager=netplan
 elif command -v nmcli >/dev/null 2>&1; then
   manager=nmcli
@@ -44,13 +49,66 @@ else
   say "warning: neither netplan nor nmcli here: the live settings below are lost at the next reboot"
 fi
 
+# Each netplan file other than FILE that defines NETDEV (a mapping key of that name), one a line.
+others_defining() { # NETDEV FILE
+  for other in "$root"/lib/netplan/*.yaml "$root"/etc/netplan/*.yaml "$root"/run/netplan/*.yaml; do
+    [ -f "$other" ] && [ "$other" != "$2" ] || continue
+    if as_root grep -qE "^[[:space:]]+$1:([[:space:]]|\$)" "$other" 2>/dev/null; then printf '%s\n' "$other"; fi
+  done
+}
+
+# A netplan file without NETDEV's definition (the key's line and every line indented deeper), and without
+# an `ethernets:` left empty by that: what the file said about other netdevs stays as it was.
+without_netdev() { # NETDEV FILE
+  as_root cat "$2" | awk -v key="$1" '
+    function indent(line) { match(line, /^ */); return RLENGTH }
+    skip && ($0 ~ /^[[:space:]]*(#.*)?$/ || indent($0) > depth) { next }
+    { skip = 0 }
+    $0 ~ "^ +" key ":([[:space:]]|$)" { skip = 1; depth = indent($0); next }
+    { lines[++n] = $0 }
+    END {
+      for (i = 1; i <= n; i++) {
+        if (lines[i] ~ /^ *ethernets: *$/) {
+          j = i + 1
+          while (j <= n && lines[j] ~ /^[[:space:]]*(#.*)?$/) j++
+          if (j > n || indent(lines[j]) <= indent(lines[i])) continue
+        }
+        print lines[i]
+      }
+    }'
+}
+
+# Take NETDEV out of every other netplan file (a copy of each file as it was is kept beside it, as
+# FILE.sparkc-saved, which netplan does not read).
+take_out() { # NETDEV FILE
+  others=$(others_defining "$1" "$2")
+  [ -n "$others" ] || return 0
+  saved_ifs=$IFS
+  IFS='
+'
+  for other in $others; do
+    changed=1 written=1
+    if [ "$dry" = 1 ]; then
+      say "would take $1 out of $other (netplan would add its addresses to the fabric address); a copy as $other.sparkc-saved"
+      continue
+    fi
+    kept=$(without_netdev "$1" "$other")
+    as_root cp -p "$other" "$other.sparkc-saved"
+    # shellcheck disable=SC2016  # $1 is expanded by the inner sh, on purpose
+    printf '%s\n' "$kept" | as_root sh -c 'cat >"$1"' sh "$other"
+    say "took $1 out of $other (netplan would add its addresses to the fabric address); the file as it was: $other.sparkc-saved"
+  done
+  IFS=$saved_ifs
+}
+
 # One netdev: persist its settings (netplan: the file only, applied once for all), then the live state.
 written=0
 persist() {
   netdev=$1 address=$2
   case $manager in
     netplan)
-      file=/etc/netplan/60-sparkc-fabric-$netdev.yaml
+      file=$root/etc/netplan/60-sparkc-fabric-$netdev.yaml
+      take_out "$netdev" "$file"
       want=$(printf 'network:\n  version: 2\n  ethernets:\n    %s:\n      dhcp4: false\n      addresses: [%s]\n      mtu: %s' \
         "$netdev" "$address" "$mtu")
       have=$(as_root cat "$file" 2>/dev/null || true)
@@ -86,11 +144,18 @@ persist() {
   esac
 }
 
-# The live state, whatever persists it (a firmware reboot has been seen to reset the MTU to 1500).
+# The live state, whatever persists it (a firmware reboot has been seen to reset the MTU to 1500): the MTU,
+# the address, and no other IPv4 address (NCCL and the RDMA GIDs would see two), but the one this ssh
+# session came in on (SSH_CONNECTION's third word), whatever the spec says.
 live() {
   netdev=$1 address=$2
-  live_mtu=$(cat "/sys/class/net/$netdev/mtu")
+  live_mtu=$(cat "$root/sys/class/net/$netdev/mtu")
   [ "$live_mtu" = "$mtu" ] || act ip link set dev "$netdev" mtu "$mtu"
+  for old in $(ip -4 -o addr show dev "$netdev" | awk '$3 == "inet" { print $4 }'); do
+    if [ "$old" != "$address" ] && [ "${old%/*}" != "$(echo "${SSH_CONNECTION:-}" | cut -d' ' -f3)" ]; then
+      act ip addr del "$old" dev "$netdev"
+    fi
+  done
   if ! ip -4 addr show dev "$netdev" | grep -qF "inet $address "; then
     act ip addr add "$address" dev "$netdev"
   fi

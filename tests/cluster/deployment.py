@@ -15,6 +15,14 @@ from tests.simcluster import SimCluster, container_mounts
 from tests.specs import DELETE, example, with_changes
 
 
+def spec_ssh_options(cluster: SimCluster) -> list[str]:
+    """The harness's ssh options a spec may carry: not BatchMode (sparkc's own), nor the harness's private
+    known_hosts and checking: the scripts check host keys against the user's own known_hosts."""
+    options = cluster.ssh_options
+    skip = ("BatchMode", "StrictHostKeyChecking", "UserKnownHostsFile")
+    return [options[i + 1] for i, o in enumerate(options) if o == "-o" and not options[i + 1].startswith(skip)]
+
+
 def sim_spec(
     cluster: SimCluster,
     example_name: str,

@@ -105,6 +105,19 @@ def test_copies_what_a_node_lacks_and_skips_what_matches(
     assert again.returncode == 0 and {e["action"] for e in report(d).values()} == {"skipped"}
 
 
+@contextmanager
+def chain_trusted(cluster: SimCluster) -> Iterator[None]:
+    """What --chain needs and setup-fabric does not set up: spark2 knows spark3's host key by its ssh name
+    (the cluster's key already logs in everywhere). Undone after."""
+    known = cluster.known_hosts("spark2")
+    saved = known.read_bytes() if known.exists() else b""
+    cluster.record_host_keys("spark2", {"spark3": cluster.node("spark3").mgmt_ip})
+    try:
+        yield
+    finally:
+        known.write_bytes(saved)
+
+
 def test_image_goes_down_a_chain_and_replaces_another_build(
     deploy: Deploy, sim_cluster: SimCluster, model_dirs: None
 ) -> None:
@@ -118,9 +131,15 @@ def test_image_goes_down_a_chain_and_replaces_another_build(
     sim_cluster.break_remove_image("spark2", VLLM_IMAGE)
     other = sim_cluster.break_swap_image("spark3", VLLM_IMAGE)  # same tag, another build
     assert other != head_id
-    run = d.run("distribute.sh", "--image-only")
+    # Without the key on spark2, the chain's second hop is refused, and the message says what --chain needs.
+    refused = d.run("distribute.sh", "--image-only", "--chain")
+    assert refused.returncode == 1 and "Host key verification failed" in refused.stderr, refused.stderr
+    assert "with --chain, each node needs the next one's key too" in " ".join(refused.stderr.split())
+    sim_cluster.docker("spark2", "rmi", "-f", VLLM_IMAGE)  # whatever the cut stream left there
+    with chain_trusted(sim_cluster):
+        run = d.run("distribute.sh", "--image-only", "--chain")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "spark3: image " + other.split(":")[1][:12] + " differs: copy" in run.stdout, run.stdout
+    assert "spark3: image " + other.split(":")[1][:12] + " differs: copy" in refused.stdout, refused.stdout
     assert image_ids(sim_cluster, d) == [head_id] * 3
     got = report(d)
     # The head sends one copy: spark2 loads it and passes the same bytes on to spark3.

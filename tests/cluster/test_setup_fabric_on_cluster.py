@@ -2,7 +2,8 @@
 another's missing fabric address, addresses two nodes' second netdev (a twin: one from fabric.addresses,
 one by NVIDIA's next-/24 rule) and puts the head's new ssh key on the workers, a second run changes
 nothing. The nodes have neither netplan nor nmcli, so the live path (`ip`) is what runs; each node gets
-its own ~/.ssh (a bind mount in its mount namespace), undone after."""
+a new, empty ~/.ssh (a bind mount in its mount namespace), undone after, where the head's known_hosts then
+gets every node's host key as the operator's first, checked ssh to each would record it."""
 
 from __future__ import annotations
 
@@ -92,6 +93,8 @@ def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, 
     assert made.exit_code == 0, made.output
     script = str(tmp_path / "build" / "setup-fabric.sh")
     with own_ssh_dirs(sim_cluster, tmp_path) as ssh_dirs, twins(sim_cluster, two, three):
+        known = ssh_dirs[head.name] / "known_hosts"
+        known.write_text("".join(f"{n.mgmt_ip} {sim_cluster.host_key(n)}\n" for n in sim_cluster.nodes))
         sim_cluster.exec(two.name, ["ip", "link", "set", "dev", two.fabric_netdev, "mtu", "1500"], check=True)
         sim_cluster.exec(
             three.name, ["ip", "addr", "del", f"{three.fabric_ip}/24", "dev", three.fabric_netdev], check=True
@@ -112,7 +115,7 @@ def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, 
             assert not _has_address(sim_cluster, three.name, three_twin, str(three_twin_ip))
             assert _mtu(sim_cluster, two.name, two.fabric_netdev) == "1500"
             assert not _has_address(sim_cluster, three.name, three.fabric_netdev, three.fabric_ip)
-            assert not list(ssh_dirs[head.name].iterdir())
+            assert [p.name for p in ssh_dirs[head.name].iterdir()] == ["known_hosts"]  # no key made
 
             run = sim_cluster.exec(head.name, ["bash", script], timeout=120)
             assert run.returncode == 0, run.stdout + run.stderr
@@ -136,3 +139,74 @@ def test_setup_fabric_dry_run_then_repair_then_nothing(sim_cluster: SimCluster, 
             sim_cluster.exec(two.name, ["ip", "link", "set", "dev", two.fabric_netdev, "mtu", "9000"])
             if not _has_address(sim_cluster, three.name, three.fabric_netdev, three.fabric_ip):
                 sim_cluster.exec(three.name, ["ip", "addr", "add", f"{three.fabric_ip}/24", "dev", three.fabric_netdev])
+
+
+NETPLAN_BEFORE = """network:
+  version: 2
+  ethernets:
+    {netdev}:
+      addresses: [192.168.77.2/24]
+      mtu: 9000
+    {other}:   # the card's other port, which setup-fabric does not address here
+      link-local: [ipv4]
+"""
+
+
+def test_setup_fabric_replaces_what_another_netplan_file_says_about_the_netdev(
+    sim_cluster: SimCluster, tmp_path: Path
+) -> None:
+    """Netplan concatenates address lists across files: a netdev NVIDIA's 40-cx7.yaml (or a hand-made file)
+    addresses would keep that address beside the fabric's. The node script takes the netdev out of the other
+    file (keeping the rest of it, and a copy as it was), writes its own, applies once, and drops the old
+    address live. Run in spark2 directly, with netplan's folders under a test root and a netplan that logs."""
+    two = sim_cluster.nodes[1]
+    netdev, address = two.fabric_netdev, f"{two.fabric_ip}/24"
+    other = "enp1s0f0np0" if netdev != "enp1s0f0np0" else "enp1s0f1np1"
+    root, bin_dir = tmp_path / "root", tmp_path / "bin"
+    (root / "etc" / "netplan").mkdir(parents=True)
+    (root / "sys").symlink_to("/sys")
+    bin_dir.mkdir()
+    (bin_dir / "netplan").write_text(f'#!/bin/sh\necho "netplan $*" >>{tmp_path}/netplan.log\n')
+    (bin_dir / "netplan").chmod(0o755)
+    cx7 = root / "etc" / "netplan" / "40-cx7.yaml"
+    before = NETPLAN_BEFORE.format(netdev=netdev, other=other)
+    cx7.write_text(before)
+    script = (Path(__file__).parents[2] / "templates" / "setup" / "fabric-node.sh").read_text()
+    env = {
+        "PATH": f"{bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "SPARKC_SETUP_ROOT": str(root),
+    }
+
+    def run(dry: str) -> str:
+        done = sim_cluster.exec(two.name, ["sh", "-s", "--", "9000", dry, netdev, address], input=script, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def addresses() -> str:
+        return sim_cluster.exec(two.name, ["ip", "-4", "-o", "addr", "show", "dev", netdev], check=True).stdout
+
+    sim_cluster.exec(two.name, ["ip", "addr", "add", "192.168.77.2/24", "dev", netdev], check=True)
+    try:
+        dry = run("1")
+        assert (
+            f"would take {netdev} out of {cx7}" in dry and f"would run: ip addr del 192.168.77.2/24 dev {netdev}" in dry
+        )
+        assert cx7.read_text() == before and not (tmp_path / "netplan.log").exists()
+
+        out = run("0")
+        assert f"took {netdev} out of {cx7}" in out, out
+        kept = cx7.read_text()
+        assert netdev not in kept and f"    {other}:" in kept and "link-local: [ipv4]" in kept, kept
+        assert (root / "etc" / "netplan" / "40-cx7.yaml.sparkc-saved").read_text() == before
+        ours = (root / "etc" / "netplan" / f"60-sparkc-fabric-{netdev}.yaml").read_text()
+        assert f"addresses: [{address}]" in ours
+        assert (tmp_path / "netplan.log").read_text() == "netplan apply\n"
+        assert "192.168.77.2" not in addresses() and f"inet {address}" in addresses()
+
+        again = run("0")
+        assert "took" not in again and "run:" not in again and "nothing to change" in again, again
+        assert (tmp_path / "netplan.log").read_text() == "netplan apply\n"  # nothing to apply the second time
+    finally:
+        sim_cluster.exec(two.name, ["ip", "addr", "del", "192.168.77.2/24", "dev", netdev])
+        if f"inet {address}" not in addresses():
+            sim_cluster.exec(two.name, ["ip", "addr", "add", address, "dev", netdev])

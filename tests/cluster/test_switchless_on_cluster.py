@@ -1,7 +1,8 @@
 """Three and four Sparks without a switch, on the simulated cluster: each CX-7 cable a veth pair that
 reaches only its neighbour, each on its own subnet, plus the management bridge as the 10 GbE control
 plane. A mesh and a ring launch become ready with NCCL's bootstrap on the control plane; bootstrap on a
-cable fails as NCCL does; distribute.sh reaches every node, neighbour or not.
+cable fails as NCCL does; distribute.sh reaches every node, neighbour or not, and on a head that knows no
+host key, setup-fabric then distribute.sh work once the operator has recorded the nodes' keys by name.
 
 One cluster at a time (mesh first, then ring): the module's own, not the session's three-node switch."""
 
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 
 from tests.cluster.deployment import Deployment, sim_spec
+from tests.cluster.test_host_keys_on_cluster import MODEL as HOST_KEY_MODEL
+from tests.cluster.test_host_keys_on_cluster import setup_then_distribute
 from tests.simcluster import ClusterUnavailable, SimCluster, preflight
 from tests.simcluster.cluster import PORT0, PORT1
 from tests.simcluster.fixtures import CLUSTER_NAME, unavailable
@@ -50,6 +53,7 @@ class Clusters:
             cluster.up(images=(VLLM_IMAGE,))
         except ClusterUnavailable as exc:
             unavailable(str(exc))
+        cluster.record_host_keys(cluster.head)  # as the session's cluster: management IPs known on the head
         self.current = cluster
         return cluster
 
@@ -77,19 +81,24 @@ def deployment(
     node_env: dict[str, str] | None = None,
     model_path: str | None = None,
     order: tuple[int, ...] | None = None,
+    by_name: bool = False,
 ) -> Deployment:
     """The topology's example on the cluster: the 10 GbE is the management bridge (mgmt0), the cables
-    are each node's two ports."""
+    are each node's two ports. `by_name`: ssh by host name, and both ports' addresses in the spec (what
+    setup-fabric needs)."""
     nodes = [
         {
             "name": n.name,
-            "ssh": n.mgmt_ip,
+            "ssh": n.name if by_name else n.mgmt_ip,
             "control": {"netdev": MGMT_IF, "ip": n.mgmt_ip},
             "fabric": {"ip": n.fabric_ip, "netdev": PORT0, "netdevs": [PORT0, PORT1], "transport": "sockets"},
             **({"env": node_env} if node_env else {}),
         }
         for n in cluster.nodes
     ]
+    if by_name:
+        for node, n in zip(nodes, cluster.nodes, strict=True):
+            node["fabric"]["addresses"] = {PORT1: cluster.ports(n)[PORT1]}  # type: ignore[index]
     if order is not None:  # cluster.nodes in another order than the cabling's
         nodes = [nodes[i] for i in order]
     changes: dict[str, Any] = {
@@ -206,3 +215,16 @@ def test_distribute_reaches_a_node_no_cable_joins_to_the_head(
     finally:
         for n in cluster.nodes:
             cluster.exec(n.name, ["rm", "-rf", MODEL])
+
+
+def test_host_keys_setup_fabric_then_distribute_on_a_fresh_ring(
+    clusters: Clusters, sim_model_dir: Path, tmp_path: Path
+) -> None:
+    """Four nodes round a ring, by host name: the copies go to control addresses nobody recorded a key for."""
+    cluster = clusters.get("ring")
+    d = deployment(cluster, "ringkeys", sim_model_dir, tmp_path / "build", model_path=HOST_KEY_MODEL, by_name=True)
+    try:
+        setup_then_distribute(cluster, d, tmp_path)
+    finally:
+        for n in cluster.nodes:
+            cluster.exec(n.name, ["rm", "-rf", HOST_KEY_MODEL])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -33,6 +35,12 @@ def image_entrypoint(image: str) -> list[str] | None:
     return next((entry for prefix, entry in ENTRYPOINTS.items() if image.startswith(prefix)), None)
 
 
+def host_key(node: str) -> str:
+    """A fake node's ssh host key as `KEYTYPE BASE64`, as tests/fakes/bin/ssh presents it."""
+    digest = hashlib.sha256(f"sparkc fake host key {node}".encode()).digest()
+    return "ssh-ed25519 " + base64.b64encode(digest).decode()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -48,15 +56,24 @@ class FakeCluster:
             (self.state / sub).mkdir(parents=True, exist_ok=True)
         (self.state / "calls.log").touch()
 
-    def add_node(self, name: str, target: str = "", head: bool = False) -> None:
+    def add_node(self, name: str, target: str = "", head: bool = False, known: bool = True) -> None:
+        """A node, reached over ssh at `target` (user@host). `known`: its host key is in the fake's
+        known_hosts under that host, as after the user's first, checked connection to it."""
         (self.state / "nodes" / name / "containers").mkdir(parents=True, exist_ok=True)
         (self.state / "nodes" / name / "images").mkdir(parents=True, exist_ok=True)
         if not (self.state / "nodes" / name / "root" / "proc" / "meminfo").exists():
             self.set_meminfo(name)
         if target:
             (self.state / "targets" / target).write_text(name)
+            if known:
+                self.know_host(name, target.rsplit("@", 1)[-1])
         if head:
             (self.state / "head").write_text(name)
+
+    def know_host(self, node: str, name: str) -> None:
+        """`node`'s host key recorded under `name` in the known_hosts the fake ssh reads by default."""
+        with (self.state / "known_hosts").open("a") as known:
+            known.write(f"{name.lower()} {host_key(node)}\n")
 
     def add_image(
         self,

@@ -77,7 +77,8 @@ def test_rsync_gives_ssh_exactly_the_compiled_options(name: str, tmp_path: Path)
     assert result.ok and result.plan is not None, result.diagnostics
     plan = result.plan
     for node in plan.nodes[1:]:
-        fake.add_node(node.name, node.fabric_target)  # copies go to the fabric address
+        # Copies go to the fabric address, whose key nobody recorded: the management name's must cover it.
+        fake.add_node(node.name, node.fabric_target, known=False)
     functions = fake.build / "distribute-functions.sh"
     functions.write_text(launcher_functions((fake.build / "distribute.sh").read_text()), encoding="utf-8")
 
@@ -92,9 +93,12 @@ def test_rsync_gives_ssh_exactly_the_compiled_options(name: str, tmp_path: Path)
     assert not canary.exists(), "the ProxyCommand ran"
     assert rsync_calls, proc.stdout + proc.stderr
     options = ssh_words(plan)
+    aliases = {f"HostKeyAlias={node.ssh_target.rsplit('@', 1)[-1].lower()}" for node in plan.nodes[1:]}
     for argv in rsync_calls:
         assert argv[: len(options)] == options, f"rsync gave ssh {argv}, compiled {options}"
-        assert argv[len(options) : len(options) + 2] == ["-l", "aurora"], argv
+        # then the node's ssh name as the name its host key is known by, then rsync's own words
+        assert argv[len(options)] == "-o" and argv[len(options) + 1] in aliases, argv
+        assert argv[len(options) + 2 : len(options) + 4] == ["-l", "aurora"], argv
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "model copied" in proc.stdout
 

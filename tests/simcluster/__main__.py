@@ -107,6 +107,7 @@ def _run(args: argparse.Namespace) -> int:
             link_prefix_len=args.link_prefix_len,
         )
         cluster.up(images=() if args.no_images else images_mod.IMAGES)
+        cluster.record_host_keys(cluster.head)  # as the operator's first, checked ssh to each node would
         print(
             json.dumps(
                 {

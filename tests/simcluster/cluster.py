@@ -29,7 +29,7 @@ from typing import Self
 from . import hardware, net, proc
 from . import images as images_mod
 from .cleanup import cleanup_stale, kill_pid
-from .nodefiles import cgroup_mounts, write_cluster_files
+from .nodefiles import HOST_KEY, cgroup_mounts, write_cluster_files
 from .nodes import (
     DEFAULT_NAME,
     NAME_RE,
@@ -200,19 +200,37 @@ class SimCluster:
 
     @property
     def ssh_options(self) -> list[str]:
-        """Options a client needs to reach the nodes (the nodes' own ssh_config sets the same)."""
+        """Options the harness's own ssh uses: its private known_hosts (every node's key), checked."""
         return [
             "-o",
             "BatchMode=yes",
             "-o",
-            "StrictHostKeyChecking=no",
+            "StrictHostKeyChecking=yes",
             "-o",
-            "UserKnownHostsFile=/dev/null",
+            f"UserKnownHostsFile={self.workdir / 'ssh' / 'known_hosts'}",
             "-o",
             "LogLevel=ERROR",
             "-o",
             f"IdentityFile={self.ssh_key}",
         ]
+
+    def host_key(self, node: str | Node) -> str:
+        """The node's ssh host key as `KEYTYPE BASE64`: what a user compares a fingerprint with."""
+        public = (self.node(node).dir / "run" / HOST_KEY).with_suffix(".pub")
+        return " ".join(public.read_text().split()[:2])
+
+    def known_hosts(self, node: str | Node) -> Path:
+        """The node's ~/.ssh/known_hosts (root's, in the node's own ~/.ssh), as seen from here."""
+        return self.node(node).dir / "home-ssh" / "known_hosts"
+
+    def record_host_keys(self, on: str | Node, names: Mapping[str, str] | None = None) -> None:
+        """What a user does once per node: connect, compare the fingerprint, answer yes. Each node's key
+        goes into `on`'s ~/.ssh/known_hosts under the name given (node -> name; default: every node by
+        its management IP, the name the tests' specs give as ssh)."""
+        names = names if names is not None else {n.name: n.mgmt_ip for n in self.nodes}
+        with self.known_hosts(on).open("a") as known:
+            for node, name in names.items():
+                known.write(f"{name} {self.host_key(node)}\n")
 
     # ------------------------------------------------------------------ life cycle
 

@@ -2,7 +2,8 @@
 sparkc's (tests/cluster). tests/conftest.py registers them once, so the session cluster is made once.
 
 ``sim_cluster`` (session): three nodes, spark1 (head) and spark2 with fabric netdev enp1s0f1np1,
-spark3 with enp1s0f0np0, the test images loaded on all. When this machine cannot host it (not
+spark3 with enp1s0f0np0, the test images loaded on all; the head's known_hosts lists every node's host
+key under its management IP. When this machine cannot host it (not
 root, tools missing), tests using it fail with the reason under CI (env CI set) and skip otherwise.
 """
 
@@ -53,6 +54,9 @@ def sim_cluster() -> Iterator[SimCluster]:
         cluster.up()
     except ClusterUnavailable as exc:
         unavailable(str(exc))
+    # The head knows every node's host key by its management address, as after the operator's first,
+    # checked ssh to each (what setup-fabric asks for); nothing else is in any known_hosts.
+    cluster.record_host_keys(cluster.head)
     yield cluster
     cluster.teardown()
 

@@ -1,4 +1,9 @@
-"""Files a cluster writes before its nodes start: ssh keys and configs, /etc/hosts, the GPU hook."""
+"""Files a cluster writes before its nodes start: ssh keys and configs, /etc/hosts, the GPU hook.
+
+Host keys are as strict as on real Sparks: each node has its own (in its private /run), each node's
+~/.ssh is its own (bind-mounted by nodeinit.sh), and the nodes' ssh client checks host keys as OpenSSH
+does by default: known_hosts holds only what a test (as a user would) or sparkc's setup put there. The
+harness's own ssh (SimCluster.ssh) reads a known_hosts of its own, written here with every node's key."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pathlib import Path
 
 from .hardware import FAKE_NVIDIA_SMI, HW_DIR
 from .nodes import Node
+
+HOST_KEY = "ssh_host_ed25519_key"  # in each node's own /run: a key per node, as real hosts have
 
 _FAKE_NVIDIA_HOOK = """#!/usr/bin/env python3
 # sparkc-sim: stands in for NVIDIA's OCI hook. dockerd only enables --gpus when a program of this
@@ -64,7 +71,14 @@ def write_cluster_files(workdir: Path, ssh_key: Path, nodes: Sequence[Node], com
         d.mkdir(parents=True, exist_ok=True)
     keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", ""]
     subprocess.run([*keygen, "-C", comment, "-f", str(ssh_key)], check=True)
-    subprocess.run([*keygen, "-f", str(ssh_dir / "ssh_host_ed25519_key")], check=True)
+    harness_known = []
+    for n in nodes:
+        host_key = n.dir / "run" / HOST_KEY
+        subprocess.run([*keygen, "-C", f"root@{n.name}", "-f", str(host_key)], check=True)
+        public = " ".join(host_key.with_suffix(".pub").read_text().split()[:2])
+        harness_known.append(f"{n.mgmt_ip},{n.name} {public}")
+        (n.dir / "home-ssh").mkdir(mode=0o700, exist_ok=True)
+    (ssh_dir / "known_hosts").write_text("\n".join(harness_known) + "\n")
     shutil.copy(ssh_key.with_suffix(".pub"), ssh_dir / "authorized_keys")
     (ssh_dir / "sshd_config").write_text(_sshd_config(ssh_dir))
     (ssh_dir / "ssh_config").write_text(_ssh_client_config(ssh_key))
@@ -87,10 +101,10 @@ def write_cluster_files(workdir: Path, ssh_key: Path, nodes: Sequence[Node], com
 
 
 def _sshd_config(ssh_dir: Path) -> str:
-    return f"""# sparkc-sim: one sshd per node, root by key only.
+    return f"""# sparkc-sim: one sshd per node, root by key only (the cluster's key, or one in the node's ~/.ssh).
 Port 22
 ListenAddress 0.0.0.0
-HostKey {ssh_dir}/ssh_host_ed25519_key
+HostKey /run/{HOST_KEY}
 PidFile /run/sshd.pid
 UsePAM no
 StrictModes no
@@ -98,7 +112,7 @@ PermitRootLogin prohibit-password
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
-AuthorizedKeysFile {ssh_dir}/authorized_keys
+AuthorizedKeysFile {ssh_dir}/authorized_keys .ssh/authorized_keys
 UseDNS no
 PrintMotd no
 PrintLastLog no
@@ -111,12 +125,11 @@ Subsystem sftp internal-sftp
 
 
 def _ssh_client_config(key: Path) -> str:
-    return f"""# sparkc-sim: ssh client defaults inside the nodes (bind-mounted over /etc/ssh/ssh_config).
+    return f"""# sparkc-sim: ssh client defaults inside the nodes (bind-mounted over /etc/ssh/ssh_config). Host keys
+# are checked as OpenSSH's defaults check them, against the node's own ~/.ssh/known_hosts.
 Host *
     IdentityFile {key}
     BatchMode yes
-    StrictHostKeyChecking no
-    UserKnownHostsFile /dev/null
     LogLevel ERROR
     ConnectTimeout 10
 """

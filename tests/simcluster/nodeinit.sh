@@ -36,6 +36,9 @@ done <<<"$SIM_CGROUP_MOUNTS"
 # Name resolution and ssh client defaults of this node (node names -> management IPs; the key).
 mount --bind "$SIM_NODE_DIR/hosts" /etc/hosts
 mount --bind "$SIM_CLUSTER_DIR/ssh/ssh_config" /etc/ssh/ssh_config
+# The node's own ~/.ssh (known_hosts, keys, authorized_keys), as each real host has its own home.
+mkdir -p /root/.ssh
+mount --bind "$SIM_NODE_DIR/home-ssh" /root/.ssh
 
 # The node's fake nvidia-smi (tests/simcluster/hardware.py), on every PATH.
 mount --bind "$SIM_CLUSTER_DIR/node-sbin" /usr/local/sbin

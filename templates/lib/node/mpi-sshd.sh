@@ -1,6 +1,7 @@
 # backend mpi: every container's main process (sh -c SCRIPT sparkc-mpi-sshd PORT ADDRESS [SECRET...]). It gives
 # the container a key pair (the head's public key is installed in every container by the launcher), the
-# client settings mpirun's ssh uses (PORT, no host key records: containers are new at each launch), writes
+# client settings mpirun's ssh uses (PORT; host keys checked: the launcher records each container's key,
+# made here at its start and read through the launcher's own checked ssh, in the head's known_hosts), writes
 # the container's environment where sshd gives it to every rank mpirun starts here (its own netdev, RDMA
 # devices and paths; secrets left out, mpirun passes them by -x), and runs sshd on ADDRESS:PORT.
 port=$1
@@ -14,8 +15,7 @@ fi
 mkdir -p /root/.ssh /run/sshd && chmod 700 /root/.ssh || exit 1
 [ -f /root/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '' -C sparkc-mpi -f /root/.ssh/id_ed25519 || exit 1
 [ -f /etc/ssh/sparkc_host_key ] || ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/sparkc_host_key || exit 1
-printf 'Host *\n  Port %s\n  BatchMode yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n' \
-  "$port" >/root/.ssh/config
+printf 'Host *\n  Port %s\n  BatchMode yes\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n' "$port" >/root/.ssh/config
 skip=" HOME HOSTNAME OLDPWD PWD SHLVL _ $* "
 env | while IFS= read -r line; do
   name=${line%%=*}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
 import pytest
@@ -63,9 +64,27 @@ def test_ssh_between_nodes_by_key(sim_cluster: SimCluster) -> None:
         )
         assert res.returncode == 0, res.stderr
         assert res.stdout.split()[0] == worker.name
-    # Inside a node, plain ssh works by name too: /etc/hosts and the ssh client config are per node.
-    res = sim_cluster.exec("spark2", ["ssh", "root@spark1", "hostname"], timeout=30)
-    assert res.stdout.strip() == "spark1", res.stderr
+
+    # Inside a node, plain ssh by name checks host keys as OpenSSH does: each node has its own key and its
+    # own known_hosts, so it is refused until spark1's key is recorded on spark2, and another node's key
+    # recorded under spark1's name is refused too.
+    def hostname() -> subprocess.CompletedProcess[str]:
+        return sim_cluster.exec("spark2", ["ssh", "root@spark1", "hostname"], timeout=30)
+
+    known = sim_cluster.known_hosts("spark2")
+    saved = known.read_bytes() if known.exists() else b""
+    try:
+        refused = hostname()
+        assert refused.returncode == 255 and "Host key verification failed." in refused.stderr, refused.stderr
+        sim_cluster.record_host_keys("spark2", {"spark3": "spark1"})
+        wrong = hostname()
+        assert wrong.returncode == 255 and "REMOTE HOST IDENTIFICATION HAS CHANGED" in wrong.stderr, wrong.stderr
+        known.write_bytes(saved)
+        sim_cluster.record_host_keys("spark2", {"spark1": "spark1"})
+        res = hostname()
+        assert res.stdout.strip() == "spark1", res.stderr
+    finally:
+        known.write_bytes(saved)
 
 
 def test_every_node_has_the_same_images(sim_cluster: SimCluster) -> None:
