@@ -2729,7 +2729,8 @@ form_ray() {
 # shellcheck disable=SC2016  # expanded by the container's sh
 readonly MPI_SSHD='# backend mpi: every container'\''s main process (sh -c SCRIPT sparkc-mpi-sshd PORT ADDRESS [SECRET...]). It gives
 # the container a key pair (the head'\''s public key is installed in every container by the launcher), the
-# client settings mpirun'\''s ssh uses (PORT, no host key records: containers are new at each launch), writes
+# client settings mpirun'\''s ssh uses (PORT; host keys checked: the launcher records each container'\''s key,
+# made here at its start and read through the launcher'\''s own checked ssh, in the head'\''s known_hosts), writes
 # the container'\''s environment where sshd gives it to every rank mpirun starts here (its own netdev, RDMA
 # devices and paths; secrets left out, mpirun passes them by -x), and runs sshd on ADDRESS:PORT.
 port=$1
@@ -2743,8 +2744,7 @@ fi
 mkdir -p /root/.ssh /run/sshd && chmod 700 /root/.ssh || exit 1
 [ -f /root/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '\'''\'' -C sparkc-mpi -f /root/.ssh/id_ed25519 || exit 1
 [ -f /etc/ssh/sparkc_host_key ] || ssh-keygen -q -t ed25519 -N '\'''\'' -f /etc/ssh/sparkc_host_key || exit 1
-printf '\''Host *\n  Port %s\n  BatchMode yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n'\'' \
-  "$port" >/root/.ssh/config
+printf '\''Host *\n  Port %s\n  BatchMode yes\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n'\'' "$port" >/root/.ssh/config
 skip=" HOME HOSTNAME OLDPWD PWD SHLVL _ $* "
 env | while IFS= read -r line; do
   name=${line%%=*}
@@ -2781,6 +2781,8 @@ form_mpi() {
     for node in "${NODES[@]}"; do
       printf '[%s] docker exec %s cat /root/.ssh/id_ed25519.pub | [%s] docker exec -i %s tee -a /root/.ssh/authorized_keys\n' \
         "$HEAD" "${CONTAINER[$HEAD]}" "$node" "${CONTAINER[$node]}"
+      [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s cat /etc/ssh/sparkc_host_key.pub | [%s] docker exec -i %s tee -a /root/.ssh/known_hosts\n' \
+        "$node" "${CONTAINER[$node]}" "$HEAD" "${CONTAINER[$HEAD]}"
       [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s ssh %s true\n' "$HEAD" "${CONTAINER[$HEAD]}" "${MPI_HOST[$node]}"
     done
     phase_done
@@ -2794,6 +2796,23 @@ form_mpi() {
   for node in "${NODES[@]}"; do
     printf '%s\n' "$key" | on_node "$node" docker exec -i "${CONTAINER[$node]}" sh -c 'cat >>/root/.ssh/authorized_keys' \
       || fail "$node" "could not give ${CONTAINER[$node]} the head container's ssh key for mpirun"
+  done
+  # mpirun's ssh checks host keys: each container's, made at its start and read here over the launcher's own
+  # checked ssh, goes into the head container's known_hosts under the address and port mpirun uses.
+  local hostkey kind blob name
+  for node in "${NODES[@]}"; do
+    [[ $node != "$HEAD" ]] || continue
+    until hostkey=$(on_node "$node" docker exec "${CONTAINER[$node]}" cat /etc/ssh/sparkc_host_key.pub 2>/dev/null) &&
+      read -r kind blob _ <<<"$hostkey" && [[ -n $blob ]]; do
+      watch_check
+      time_left || fail "$node" "${CONTAINER[$node]} made no ssh host key for mpirun within the timeout"
+      sleep 0.3
+    done
+    name=${MPI_HOST[$node],,}
+    ((MPI_SSH_PORT == 22)) || name="[$name]:$MPI_SSH_PORT"
+    printf '%s %s %s\n' "$name" "$kind" "$blob" \
+      | on_node "$HEAD" docker exec -i "${CONTAINER[$HEAD]}" sh -c 'cat >>/root/.ssh/known_hosts' \
+      || fail "$HEAD" "could not record ${CONTAINER[$node]}'s ssh host key in ${CONTAINER[$HEAD]} for mpirun"
   done
   for node in "${NODES[@]}"; do
     [[ $node != "$HEAD" ]] || continue
@@ -3331,7 +3350,7 @@ valid_since() {
 # -- distribute.sh -----------------------------------------------------------------------------------
 distribute_usage() {
   cat <<'USAGE'
-Usage: distribute.sh [--dry-run] [--image-only | --model-only] [--star]
+Usage: distribute.sh [--dry-run] [--image-only | --model-only] [--chain]
 
 Copies the image and the model's folders (the weights, and a draft model's where the spec has one)
 from the head (where this runs) to every node that lacks them or has something else, over each node's
@@ -3340,12 +3359,18 @@ fabric address; nodes that already match are skipped (same image ID; same file n
   --dry-run      say what would be copied where, copy nothing
   --image-only   only the image
   --model-only   only the model's folders
-  --star         send the image from the head to each node at once (default: a chain, each node
-                 loading it while passing it on, so the head's link carries one copy; the chain
-                 needs every node to reach the next one over ssh with the same options)
+  --chain        send the image down a chain, each node loading it while passing it on, so the
+                 head's link carries one copy (default: from the head to each node at once). The
+                 chain needs each node to reach the next one over ssh, which setup-fabric does not
+                 set up: its key authorized there, and the next node's host key known under the
+                 name launch-cluster.sh uses for it
+  --star         the default: from the head to each node at once
   --progress S   a line with the bytes sent so far and the rate every S seconds (default 5 on a
                  terminal, 30 otherwise)
   -h, --help     this text
+
+Copies check each node's host key as ssh knows it by the node's ssh name (HostKeyAlias): the same
+sshd answers on every address, so nothing more needs recording in known_hosts.
 
 Writes distribute-report.txt beside this script: one line per node and item, with bytes and seconds.
 Exit status: 0 every node matches, 1 a copy failed, 2 usage.
@@ -3354,7 +3379,8 @@ USAGE
 
 IMAGE_ONLY=0
 MODEL_ONLY=0
-STAR=0
+CHAIN=0
+declare -A KEY_NAME=()  # per node: the name its host key is known under (HostKeyAlias)
 COPIES=()  # the copies running now (process IDs), which copy_progress watches
 COPY_ARGV=() # set by model_copy_argv
 PROGRESS_EVERY=30
@@ -3374,11 +3400,52 @@ rsync_shell() {
   printf '%s' "$line"
 }
 
+# The name ssh knows NODE's host key by when it connects with the node's ssh name, as launch-cluster.sh
+# does: its HostKeyAlias where the ssh config sets one, else the host name ssh resolves the name to, as
+# [host]:port off port 22, as known_hosts writes it (ssh -G prints the options ssh would use, the user's
+# ssh config and the spec's applied, and connects nowhere). Copies go to another address of the same sshd,
+# so HostKeyAlias keeps verification on there, and BatchMode still refuses a key nobody recorded.
+host_key_name() { # NODE
+  local name
+  name=$(ssh -G "${SSH_OPTS[@]}" "${TARGET[$1]}" 2>/dev/null | awk '
+    $1 == "hostname" { host = $2 } $1 == "port" { port = $2 } $1 == "hostkeyalias" { alias = $2 }
+    END {
+      if (alias != "") print alias
+      else if (host == "") exit 1
+      else if (port == "" || port == 22) print host
+      else printf "[%s]:%s\n", host, port
+    }') || name=${TARGET[$1]#*@}
+  printf '%s' "$name"
+}
+
+# ssh's words for a copy to NODE: the spec's options, the node's host key name, its fabric address.
+fabric_words() { # NODE
+  printf '%s\0' "${SSH_OPTS[@]}" -o "HostKeyAlias=${KEY_NAME[$1]}"
+}
+
 # ssh to a node's fabric address: copies must not crawl over the management network.
 fabric_ssh() {
+  local node=$1 words=()
+  shift
+  mapfile -d '' words < <(fabric_words "$node")
+  ssh "${words[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote "$@")"
+}
+
+# What to do about a copy's ssh errors (FILE) where ssh refused a host key: the fix, not just the symptom.
+key_hint() { # NODE FILE...
   local node=$1
   shift
-  ssh "${SSH_OPTS[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote "$@")"
+  if grep -qs 'HOST IDENTIFICATION HAS CHANGED' "$@"; then
+    printf ' (%s answers with another host key than the one known for %s: if it was reinstalled, remove the old' \
+      "$node" "${KEY_NAME[$node]}"
+    printf ' entry with ssh-keygen -R %s, then connect once with ssh %s and compare the fingerprint)' \
+      "${KEY_NAME[$node]}" "${TARGET[$node]}"
+  elif grep -qs 'Host key verification failed' "$@"; then
+    printf ' (the host key of %s is not known as %s here: connect once with ssh %s and compare the fingerprint' \
+      "$node" "${KEY_NAME[$node]}" "${TARGET[$node]}"
+    printf ' with ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on %s; %s)' "$node" \
+      "$( ((CHAIN)) && echo "with --chain, each node needs the next one's key too" || echo "setup-fabric checks this")"
+  fi
 }
 
 record() { # NODE ITEM ACTION BYTES SECONDS VIA
@@ -3438,7 +3505,8 @@ count_bytes() { # FILE
 
 # One hop of the image chain, run on a node: load what arrives on stdin and, while loading, pass the
 # same bytes on to the next hop. Its own text arrives as $0 (bash -c TEXT TEXT ARGS), so each hop
-# hands the program on. Arguments: the number of ssh options, the options, then NAME|TARGET per hop.
+# hands the program on. Arguments: the number of ssh options, the options, then NAME|TARGET|KEY-NAME
+# per hop (KEY-NAME: the name the hop's host key is known under, for HostKeyAlias).
 relay() {
   local count=$1
   shift
@@ -3455,7 +3523,9 @@ relay() {
   fifo=$(mktemp -u) && mkfifo "$fifo" || return 1
   docker load <"$fifo" >&2 &
   loader=$!
-  tee "$fifo" | ssh "${opts[@]}" "${1#*|}" -- "$(sh_quote bash -c "$0" "$0" "$count" "${opts[@]}" "$@")" || status=1
+  local next=${1#*|}
+  tee "$fifo" | ssh "${opts[@]}" -o "HostKeyAlias=${next#*|}" "${next%%|*}" -- \
+    "$(sh_quote bash -c "$0" "$0" "$count" "${opts[@]}" "$@")" || status=1
   wait "$loader" || status=1
   rm -f "$fifo"
   echo "sparkc-relay: $here loaded" >&2
@@ -3479,15 +3549,19 @@ distribute_image() {
     else
       if [[ -n $id ]]; then log "$node: image ${id:7:12} differs: copy"; else log "$node: image missing: copy"; fi
       need+=("$node")
-      hops+=("$node|${FABRIC_TARGET[$node]}")
+      hops+=("$node|${FABRIC_TARGET[$node]}|${KEY_NAME[$node]}")
     fi
   done
   ((${#need[@]})) || return 0
   if ((DRY_RUN)); then
-    if ((STAR)); then
-      printf '[%s] docker save %q | ssh %s docker load\n' "$HEAD" "$IMAGE" "${hops[@]#*|}" >&3
+    if ((CHAIN)); then
+      printf '[%s] docker save %q | ssh -> %s (each loads and passes it on)\n' "$HEAD" "$IMAGE" \
+        "$(for node in "${need[@]}"; do printf '%s ' "${FABRIC_TARGET[$node]}"; done)" >&3
     else
-      printf '[%s] docker save %q | ssh -> %s (each loads and passes it on)\n' "$HEAD" "$IMAGE" "${hops[*]#*|}" >&3
+      for node in "${need[@]}"; do
+        printf '[%s] docker save %q | ssh -o HostKeyAlias=%s %s docker load\n' "$HEAD" "$IMAGE" \
+          "${KEY_NAME[$node]}" "${FABRIC_TARGET[$node]}" >&3
+      done
     fi
     return 0
   fi
@@ -3497,7 +3571,7 @@ distribute_image() {
   COPIES=()
   total=$(docker image inspect --format '{{.Size}}' "$IMAGE" 2>/dev/null) || total=0
   [[ $total =~ ^[0-9]+$ ]] || total=0
-  if ((STAR)); then
+  if ((CHAIN == 0)); then
     for node in "${need[@]}"; do
       (docker save "$IMAGE" | count_bytes "$dir/bytes.$node" | fabric_ssh "$node" docker load >&2) \
         2>"$dir/$node.err" &
@@ -3512,15 +3586,17 @@ distribute_image() {
   fi
   wait_copies image "$total" "${watched[@]}"
   seconds=$((SECONDS - start))
-  local i via
+  local i via err
   for i in "${!need[@]}"; do
     node=${need[i]}
     # The chain's hop i got the stream from hop i-1; every hop receives the same bytes.
     via=$HEAD
-    ((STAR || i == 0)) || via=${need[i - 1]}
-    if ((STAR)); then bytes=$(sent_bytes "$dir/bytes.$node"); else bytes=$(sent_bytes "$dir/bytes"); fi
+    ((CHAIN == 0 || i == 0)) || via=${need[i - 1]}
+    if ((CHAIN)); then bytes=$(sent_bytes "$dir/bytes"); else bytes=$(sent_bytes "$dir/bytes.$node"); fi
     if [[ $(image_id "$node") != "$head_id" ]]; then
-      warn "$node: image copy failed: $(tail -n 3 "$dir"/*.err 2>/dev/null | tr '\n' ' ')"
+      err=$dir/$node.err
+      ((CHAIN == 0)) || err=$dir/chain.err
+      warn "$node: image copy failed: $(tail -n 3 "$err" 2>/dev/null | tr '\n' ' ')$(key_hint "$node" "$err")"
       failed=1
       continue
     fi
@@ -3540,7 +3616,9 @@ model_signature() { # NODE FOLDER
 
 # COPY_ARGV: the command that mirrors FOLDER onto NODE; --dry-run prints the same words.
 model_copy_argv() { # NODE FOLDER
-  COPY_ARGV=(rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${SSH_OPTS[@]}")" "$2/"
+  local words
+  mapfile -d '' words < <(fabric_words "$1")
+  COPY_ARGV=(rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${words[@]}")" "$2/"
     "${FABRIC_TARGET[$1]}:$2/")
 }
 
@@ -3564,7 +3642,9 @@ distribute_model() { # ITEM FOLDER
   ((${#need[@]})) || return 0
   if ((DRY_RUN)); then
     for node in "${need[@]}"; do
-      dry_print "$HEAD" ssh "${SSH_OPTS[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote mkdir -p "$folder")" >&3
+      local words
+      mapfile -d '' words < <(fabric_words "$node")
+      dry_print "$HEAD" ssh "${words[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote mkdir -p "$folder")" >&3
       model_copy_argv "$node" "$folder"
       dry_print "$HEAD" "${COPY_ARGV[@]}" >&3
     done
@@ -3588,7 +3668,7 @@ distribute_model() { # ITEM FOLDER
   seconds=$((SECONDS - start))
   for node in "${need[@]}"; do
     if [[ $(model_signature "$node" "$folder") != "$head_sig" ]]; then
-      warn "$node: $item copy failed: $(tail -n 3 "$dir/$node.out" | tr '\n' ' ')"
+      warn "$node: $item copy failed: $(tail -n 3 "$dir/$node.out" | tr '\n' ' ')$(key_hint "$node" "$dir/$node.out")"
       failed=1
       continue
     fi
@@ -3606,7 +3686,8 @@ distribute_main() {
       --dry-run) DRY_RUN=1 ;;
       --image-only) IMAGE_ONLY=1 ;;
       --model-only) MODEL_ONLY=1 ;;
-      --star) STAR=1 ;;
+      --star) CHAIN=0 ;;
+      --chain) CHAIN=1 ;;
       --progress)
         [[ ${2:-} =~ ^[1-9][0-9]{0,4}$ ]] || {
           echo "distribute.sh: --progress needs a number of seconds from 1 to 99999" >&2
@@ -3625,7 +3706,10 @@ distribute_main() {
     echo "distribute.sh: --image-only and --model-only exclude each other" >&2
     exit 2
   fi
-  local status=0
+  local status=0 node
+  for node in "${NODES[@]:1}"; do
+    KEY_NAME[$node]=$(host_key_name "$node")
+  done
   if ((DRY_RUN == 0)); then
     local new
     new=$(fresh_file "$REPORT") || exit 1

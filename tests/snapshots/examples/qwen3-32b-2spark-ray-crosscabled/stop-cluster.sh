@@ -9,8 +9,18 @@
 # BASH_ENV file that runs set -x): a trace would print the secrets. BASH_ENV was read before this line;
 # unset, it is not read again by the shells this script starts.
 set +xv
+# A bash script: another shell (`sh SCRIPT` runs dash on Ubuntu) would stop at the first line below that only
+# bash reads, with a message that does not say so. This test is POSIX: every shell reads it.
+if [ -z "${BASH_VERSION:-}" ]; then echo "$0 is a bash script and another shell ran it: run it with bash (bash $0)" >&2; exit 2; fi
 unset BASH_ENV ENV
 set -Eeuo pipefail
+# Byte by byte where the caller's character set is not UTF-8 (Shift_JIS, GBK, Big5, Latin-1): there an
+# ASCII byte such as 0x5C (backslash) can be the second half of a character, and under Shift_JIS bash's
+# patterns miss spaces and newlines. The C locale reads the rest of this script and every value as bytes;
+# the script's own messages are ASCII, and what nodes send passes through as the bytes it is.
+SPARKC_UTF8=$'\xe6\xa9\x9f'  # one character in UTF-8, two or three in any other character set
+((${#SPARKC_UTF8} == 1)) || LC_ALL=C
+unset SPARKC_UTF8
 
 readonly DEPLOYMENT=qwen3-32b-ray
 readonly HEAD=spark-a
@@ -57,7 +67,7 @@ readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=c2251f7428b2e3929a8cc5fdcdb5886b8f04251615725891d98e23caa1290397
+readonly SPARKC_LIB_SHA256=1ab08fbab9001a1950c8fb5b561d818e0eee627598f6bff58ad4f09fddada67c
 SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
