@@ -219,7 +219,10 @@ def test_an_unknown_nccl_release_warns_and_a_recorded_one_passes(tmp_path: Any) 
 
 def test_without_rdma_devices_the_nccl_release_does_not_matter() -> None:
     """Without RDMA NCCL's sockets take the control netdev; subnet-aware routing picks RDMA devices only."""
-    nodes = [{**n, "fabric": {**n["fabric"], "hcas": []}} for n in MESH["cluster"]["nodes"]]
+    nodes = [
+        {**n, "fabric": {**{k: v for k, v in n["fabric"].items() if k != "hcas"}, "transport": "sockets"}}
+        for n in MESH["cluster"]["nodes"]
+    ]
     result = compile_spec(
         with_changes(MESH, {"container.image": "nvcr.io/nvidia/vllm:26.05-py3", "cluster.nodes": nodes})
     )

@@ -56,7 +56,7 @@ def by_name(cluster: SimCluster, count: int) -> list[dict[str, object]]:
         {
             "name": n.name,
             "ssh": n.name,
-            "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "hcas": []},
+            "fabric": {"ip": n.fabric_ip, "netdev": n.fabric_netdev, "transport": "sockets"},
         }
         for n in cluster.nodes[:count]
     ]
