@@ -106,7 +106,7 @@ def check_same_deployment(out_dir: Path, name: str) -> None:
     A recompile of the same deployment, or a folder without a manifest, passes."""
     try:
         manifest = json.loads(read_bytes(out_dir / "manifest.json", 64 * 1024 * 1024, follow_symlinks=False))
-    except (UnreadableFile, ValueError, RecursionError):
+    except (UnreadableFile, OSError, ValueError, RecursionError):  # a name too long: the write reports it
         return
     plan = manifest.get("plan") if isinstance(manifest, dict) else None
     other = plan.get("name") if isinstance(plan, dict) else None

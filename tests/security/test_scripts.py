@@ -64,7 +64,8 @@ def every_field(value: str) -> dict[str, Any]:
         "cluster.nodes.1.env": {f"{ENV_NAME}_NODE": value},
         "container.hooks.pre_engine": [value],
     }
-    if not set(value) & {":", ","}:
+    # host paths refuse a ".." segment (they are mirrored with rsync --delete): those fields keep their own value
+    if not set(value) & {":", ","} and ".." not in value:
         changes |= {
             "model.path": f"/srv/models/{value}",
             "model.mount": f"/models/{value}",
