@@ -174,7 +174,8 @@ def _inputs(specs: tuple[Path, ...], results: list[CompileResult], profiles_dir:
     found = list(specs)
     for spec, result in zip(specs, results, strict=True):
         if result.plan is not None and result.plan.cluster_file:
-            found.append(Path(result.plan.cluster_file))
+            # recorded as the spec names it, relative to the spec's folder (an absolute path stays itself)
+            found.append(spec.parent / result.plan.cluster_file)
         folder = profiles_folder(spec, profiles_dir)
         if folder is not None and folder.is_dir():
             found += sorted(folder.glob("*.yaml"))
