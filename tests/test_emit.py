@@ -8,6 +8,7 @@ really stop it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import hashlib
@@ -36,7 +37,23 @@ from tests.product import PACKAGE_HOME
 from tests.specs import EXAMPLES
 
 OLD_SPEC = EXAMPLES / "solo-qwen3-32b.yaml"
-NEW_SPEC = EXAMPLES / "llama33-70b-2spark-native.yaml"
+
+
+def _same_deployment_on_two_nodes() -> Path:
+    """The two-node native example under the solo example's deployment name: a recompile of one deployment
+    whose files change (sparkc refuses to replace another deployment's compile without --force). Readable
+    by the unprivileged user some tests compile as."""
+    folder = Path(tempfile.mkdtemp(prefix="sparkc-emit-"))
+    atexit.register(shutil.rmtree, folder, True)
+    folder.chmod(0o755)
+    spec = folder / "qwen3-32b-on-two-nodes.yaml"
+    text = (EXAMPLES / "llama33-70b-2spark-native.yaml").read_text(encoding="utf-8")
+    spec.write_text(text.replace("\nname: llama33-70b\n", "\nname: qwen3-32b\n", 1), encoding="utf-8")
+    spec.chmod(0o644)
+    return spec
+
+
+NEW_SPEC = _same_deployment_on_two_nodes()
 NOBODY = 65534
 
 CHILD = """

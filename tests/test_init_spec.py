@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import cli
+from compiler.diagnostics import Severity
 from compiler.pipeline import compile_text
 from compiler.tools import discover as disc
 from compiler.tools.init_spec import CHANGE
@@ -22,7 +23,9 @@ def _compiled(path: Path) -> list[str]:
     text = path.read_text()
     if "CHANGE-ME" in text:
         left = compile_text(text, str(path))
-        assert not left.ok and ["/models/CHANGE-ME" in d.message for d in left.diagnostics] == [True]
+        # the one error is the placeholder (an image's warnings, an NCCL release sparkc cannot tell, may stand beside)
+        errors = [d for d in left.diagnostics if d.severity is Severity.ERROR]
+        assert not left.ok and ["/models/CHANGE-ME" in d.message for d in errors] == [True]
         text = text.replace("/models/CHANGE-ME", "/models/Qwen3-32B")
     result = compile_text(text, str(path))
     assert result.ok, [d.message for d in result.diagnostics]

@@ -126,7 +126,7 @@ def starter(name: str, nodes: list[StarterNode], settings: dict[str, Any], sourc
     tp, pp = layout(total)
     lines += [
         "container:",
-        f"  image: nvcr.io/nvidia/vllm:26.05-py3  {CHANGE} the engine image (the same on every node)",
+        f"  image: nvcr.io/nvidia/vllm:26.10-py3  {CHANGE} the engine image (the same on every node)",
         "model:",
         f"  path: /models/CHANGE-ME  {CHANGE} the weights' folder, the same absolute path on every node",
         "engine:",
@@ -135,7 +135,9 @@ def starter(name: str, nodes: list[StarterNode], settings: dict[str, Any], sourc
         *layout_lines(tp, pp, total),
         "  port: 8000",
         "  # max_model_len: 32768",
-        "  # gpu_memory_utilization: 0.8  # a fraction of the 128 GB a Spark shares with its OS",
+        # vLLM starts only where this fraction of the memory is free; its default 0.9 is more than an idle
+        # Spark has once vLLM's own init took its share
+        "  gpu_memory_utilization: 0.8  # a fraction of the 128 GB a Spark shares with its OS",
         "launch:",
         "  timeout: 3600  # the whole start; a first start on GB10 can take long",
     ]
