@@ -6,6 +6,7 @@ import pytest
 
 from tests.simcluster import NORAY_IMAGE, VLLM_IMAGE, SimCluster
 from tests.simcluster.fixtures import MODEL_IN_CONTAINER, Runner, wait_until
+from tests.simcluster.hardware import VLLM_FITS
 
 pytestmark = pytest.mark.cluster
 
@@ -41,7 +42,7 @@ def test_swapped_and_removed_images(sim_cluster: SimCluster) -> None:
 def test_occupied_port_makes_the_engine_exit(sim_cluster: SimCluster, run_container: Runner) -> None:
     blocker = sim_cluster.break_occupy_port("spark2", 8200)
     try:
-        c = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", MODEL_IN_CONTAINER, "--port", "8200"])
+        c = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", MODEL_IN_CONTAINER, *VLLM_FITS, "--port", "8200"])
         assert c.wait_exit(30) == 1
         assert "address already in use" in c.logs()
     finally:
@@ -65,17 +66,19 @@ def test_fabric_link_down_is_visible(sim_cluster: SimCluster) -> None:
 
 
 def test_crash_during_load(sim_cluster: SimCluster, run_container: Runner) -> None:
-    c = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", MODEL_IN_CONTAINER], env={"SPARKC_STANDIN_CRASH": "load"})
+    c = run_container(
+        "spark2", VLLM_IMAGE, ["vllm", "serve", MODEL_IN_CONTAINER, *VLLM_FITS], env={"SPARKC_STANDIN_CRASH": "load"}
+    )
     assert c.wait_exit(30) == 1
     logs = c.logs()
     assert "Traceback (most recent call last)" in logs and "simulated crash" in logs
 
 
 def test_missing_model_and_missing_gpus(sim_cluster: SimCluster, run_container: Runner) -> None:
-    c = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", "/models/absent"])
+    c = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", "/models/absent", *VLLM_FITS])
     assert c.wait_exit(30) == 1
     assert "Invalid repository ID or local directory specified: '/models/absent'" in c.logs()
-    g = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", MODEL_IN_CONTAINER], gpus=False)
+    g = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", MODEL_IN_CONTAINER, *VLLM_FITS], gpus=False)
     assert g.wait_exit(30) == 1
     assert "No CUDA GPUs are available" in g.logs()
 
@@ -91,6 +94,7 @@ def test_image_without_ray(sim_cluster: SimCluster, run_container: Runner) -> No
             "vllm",
             "serve",
             MODEL_IN_CONTAINER,
+            *VLLM_FITS,
             "--tensor-parallel-size",
             "2",
             "--distributed-executor-backend",

@@ -11,6 +11,7 @@ import pytest
 
 from tests.simcluster import HELLOHAL_IMAGE, IMAGES, VLLM_IMAGE, SimCluster
 from tests.simcluster.fixtures import HEAD_NETDEV, MODEL_IN_CONTAINER, ODD_NETDEV, Container, Runner, wait_until
+from tests.simcluster.hardware import VLLM_FITS
 
 pytestmark = pytest.mark.cluster
 
@@ -137,7 +138,7 @@ def test_ray_cluster_from_containers_on_three_nodes(sim_cluster: SimCluster, run
 
     # The stand-in's Ray executor: one bundle per GPU, spread over the three nodes' fabric IPs.
     serve = (
-        "vllm serve /models/tiny --served-model-name tiny --tensor-parallel-size 3 "
+        "vllm serve /models/tiny --served-model-name tiny --tensor-parallel-size 3 --gpu-memory-utilization 0.8 "
         "--distributed-executor-backend ray --port 8011 >/tmp/vllm.log 2>&1"
     )
     sim_cluster.docker(
@@ -173,6 +174,7 @@ def _gloo_pair(run_container: Runner, cluster: SimCluster, worker_ifname: str) -
         "vllm",
         "serve",
         MODEL_IN_CONTAINER,
+        *VLLM_FITS,
         "--tensor-parallel-size",
         "2",
         "--nnodes",
@@ -227,7 +229,7 @@ def test_gloo_rendezvous_fails_with_a_wrong_ifname(sim_cluster: SimCluster, run_
 
 
 def test_standin_rejects_unknown_flags(sim_cluster: SimCluster, run_container: Runner) -> None:
-    c = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", MODEL_IN_CONTAINER, "--bogus-flag", "1"])
+    c = run_container("spark2", VLLM_IMAGE, ["vllm", "serve", MODEL_IN_CONTAINER, *VLLM_FITS, "--bogus-flag", "1"])
     assert c.wait_exit(30) == 2
     assert "unrecognized arguments: --bogus-flag 1" in c.logs()
     s = run_container(

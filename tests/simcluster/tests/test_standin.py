@@ -23,7 +23,15 @@ from tests.specs import ROOT
 
 pytestmark = pytest.mark.cluster
 
-ENV = {**os.environ, "SPARKC_STANDIN_REQUIRE_GPU": "0", "PYTHONPATH": str(ROOT)}
+# Started on this machine, not in a node: the stand-in reads a machine's memory with room for vLLM's default
+# 0.9 (these tests are not about memory; tests/cluster/test_memory_on_cluster.py is), not this host's.
+ROOMY_MEMINFO = Path(__file__).parent / "data" / "meminfo-roomy"
+ENV = {
+    **os.environ,
+    "SPARKC_STANDIN_REQUIRE_GPU": "0",
+    "PYTHONPATH": str(ROOT),
+    "SPARKC_STANDIN_MEMINFO": str(ROOMY_MEMINFO),
+}
 
 
 def standin(*args: str, timeout: float = 30, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
