@@ -79,7 +79,7 @@ def test_mods_become_hooks_with_their_files_beside_the_spec(tmp_path: Path) -> N
 
 def test_the_imported_spec_compiles_and_ships_the_mods(tmp_path: Path) -> None:
     out, _ = imported(tmp_path)
-    spec = YAML(typ="safe").load(out.read_text())  # the placeholders replaced, as README says to
+    spec = YAML(typ="safe").load(out.read_text())  # the placeholders replaced, as docs/recipes.md says to
     spec["model"]["path"] = "/models/demo"
     for i, node in enumerate(spec["cluster"]["nodes"]):
         node["ssh"] = f"10.0.0.{i + 1}"
