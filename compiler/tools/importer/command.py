@@ -92,7 +92,7 @@ def _flags(words: list[str], engine: Engine, unfilled: set[str], fields: dict[st
     """The words as the engine's newest parser reads them (its flag table says which words are a flag's
     values): managed flags into `fields`, the rest kept whole as engine.args."""
     read, _ = read_words(newest(engine.kind), tuple(words), engine.canonical)
-    words_of = recipe_words(engine)
+    known = recipe_words(engine)
     args: list[str] = []
     speculative: dict[str, tuple[str, list[str]]] = {}  # option -> its value and its words as written
     for word in read:
@@ -100,13 +100,13 @@ def _flags(words: list[str], engine: Engine, unfilled: set[str], fields: dict[st
         flag, eq, inline = word.text.partition("=")
         given = [inline] if eq else values
         option = word.option.name if word.option is not None else ""
-        if option in words_of.speculative_flags and len(given) == 1:
+        if option in known.speculative_flags and len(given) == 1:
             speculative[option] = (given[0], [word.text, *values])
             continue
         if _left_out(word.text, values, given, unfilled, word.option is None, warnings):
             continue
         target = engine.managed_flags.get(option) if option else None
-        replica = words_of.replica_fields.get(option)
+        replica = known.replica_fields.get(option)
         if replica is not None and _replicas(replica, flag, given, fields):
             continue
         if target is None:
