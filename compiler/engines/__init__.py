@@ -6,8 +6,8 @@ Nothing outside this package asks which engine it is; it asks the engine.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from compiler.plan import Command, Setting, StartGate, Words
 from compiler.sizes import size_bytes
@@ -54,6 +54,21 @@ class Deployment(Protocol):
 
 
 @dataclass(frozen=True)
+class RecipeWords:
+    """How recipes of other launchers (spark-vllm-docker, sparkrun) write this engine's command."""
+
+    program: str  # the command sparkrun's launcher runs for a recipe without one
+    # sparkrun's `defaults` keys -> the flag its launcher writes for each; switches are written when true.
+    default_flags: Mapping[str, str]
+    default_switches: Mapping[str, str]
+    # The flags of speculative decoding, read together (read_speculative) into model.draft.
+    speculative_flags: tuple[str, ...]
+    # Data- and expert-parallel flags read as engine.data_parallel (its size) and engine.expert_parallel (a
+    # switch); the per-node ones sparkc derives are managed flags, dropped.
+    replica_fields: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class EngineArgv:
     """An engine's command line: the program (and its positional words), the flags sparkc sets, then
     the user's own words (engine.args), last, as they wrote them."""
@@ -86,6 +101,30 @@ class Engine(Protocol):
     timeout_flag: str | None
     # The variable the engine reads its API key from (None: only its --api-key flag).
     api_key_variable: str | None
+    # Multi-node data parallel runs each replica whole on one node, the nodes meeting only on the head's RPC
+    # port (True), rather than inside one group across the nodes.
+    replicas_whole_per_node: bool
+    # Its attention data parallel hands ports over on the rendezvous port plus this; None: no such handshake.
+    dp_handshake_offset: int | None
+    # Expert parallel refuses experts that do not divide evenly over its GPUs (otherwise some ranks get one more).
+    experts_evenly: bool
+    # Why it cannot take engine.kv_cache_memory (it has no budget in bytes); None: it can.
+    kv_budget_refusal: str | None
+    # What sizes its memory, chosen at start, where no fraction is given; None: its default fraction does.
+    memory_chosen_at_start: str | None
+    # Its ranks other than the head answer /health on the API port while they run.
+    ranks_answer_health: bool
+    # The variable that lets it take a max_model_len longer than the model's config allows; None: it never refuses.
+    allow_longer_variable: str | None
+    supports_mpi: bool  # forms its group of nodes under mpirun
+    # It has no --served-model-name: a local folder is served under the folder's own name.
+    serves_folder_name: bool
+    # It runs speculative decoding from model.draft (otherwise only from its own options).
+    drafts_from_spec: bool
+    # It reads engine.llm_api_options (TensorRT-LLM's LLM API file).
+    takes_llm_api_options: bool
+    # What `sparkc import` needs to read other launchers' recipes for this engine; None: none run it.
+    recipe_words: RecipeWords | None
 
     # The engine's own serving benchmark: its command with @INPUT@, @OUTPUT@, @PROMPTS@, @CONCURRENCY@,
     # @URL@, @MODEL@, @TOKENIZER@ and @RESULT@ (a file in the results folder) for bench.sh to fill in.
@@ -118,6 +157,11 @@ class Engine(Protocol):
     def kv_fraction(self, spec: Spec, facts: ModelFacts) -> float | None:
         """The memory fraction to pass beside kv_cache_memory where the spec gives none, so that the engine's
         start check asks for what the instance needs; None: the engine needs none."""
+        ...
+
+    def read_speculative(self, values: Mapping[str, str]) -> dict[str, Any] | None:
+        """Its speculative flags (recipe_words.speculative_flags -> the value given) as one config in the
+        spec's terms (method, model, num_speculative_tokens, ...); None where the spec cannot hold them."""
         ...
 
 
@@ -182,3 +226,8 @@ def engines() -> dict[EngineKind, Engine]:
     from compiler.engines.vllm import VLLM
 
     return {VLLM.kind: VLLM, SGLANG.kind: SGLANG, TRTLLM.kind: TRTLLM}
+
+
+def engine_for(kind: EngineKind | str) -> Engine:
+    """The one place an engine kind becomes its engine; everything after asks the engine."""
+    return engines()[EngineKind(kind)]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from compiler.engines import Deployment, EngineArgv, common_flags, group_args, host_port
+from compiler.engines import Deployment, EngineArgv, RecipeWords, common_flags, group_args, host_port
 from compiler.engines.flag_table import spellings
-from compiler.engines.speculative import engine_name
+from compiler.engines.speculative import SGLANG_NAMES, engine_name
 from compiler.plan import Command, Setting, StartGate, Words
 from compiler.spec.model_facts import ModelFacts
 from compiler.spec.typed import Backend, EngineKind, Node, Source, Spec
+from compiler.user_files import ascii_int
 
 # The flags sparkc sets, by their full names (never an abbreviation such as `--tp`, which stops working
 # the day SGLang adds another flag starting with it), and the spec field that controls each.
@@ -75,6 +77,53 @@ class Sglang:
     timeout_variable: str | None = None
     timeout_flag: str | None = "--dist-timeout"
     api_key_variable: str | None = None
+    replicas_whole_per_node = False  # attention data parallel: the replicas live inside the TP group
+    # The head hands its worker ports to the other nodes on the rendezvous port plus this
+    # (sglang/srt/server_args.py DP_ATTENTION_HANDSHAKE_PORT_DELTA).
+    dp_handshake_offset: int | None = 13
+    experts_evenly = True  # its expert location map asserts it
+    kv_budget_refusal: str | None = (
+        "SGLang has no absolute KV-cache budget in bytes (its --max-total-tokens counts tokens, "
+        "--mem-fraction-static is a fraction); set engine.gpu_memory_utilization instead"
+    )
+    memory_chosen_at_start: str | None = "SGLang's own mem_fraction_static"
+    ranks_answer_health = True  # ranks >= 1 run a stand-in server on the API port
+    # ModelConfig: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN.
+    allow_longer_variable: str | None = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+    supports_mpi = False
+    serves_folder_name = False
+    drafts_from_spec = True
+    takes_llm_api_options = False
+    recipe_words: RecipeWords | None = RecipeWords(
+        program="python3 -m sglang.launch_server",
+        default_flags={
+            "port": "--port",
+            "host": "--host",
+            "tensor_parallel": "--tp-size",
+            "pipeline_parallel": "--pp-size",
+            "gpu_memory_utilization": "--mem-fraction-static",
+            "max_model_len": "--context-length",
+            "max_num_seqs": "--max-running-requests",
+            "served_model_name": "--served-model-name",
+            "dtype": "--dtype",
+            "quantization": "--quantization",
+            "chunked_prefill": "--chunked-prefill-size",
+            "kv_cache_dtype": "--kv-cache-dtype",
+            "tokenizer_path": "--tokenizer-path",
+        },
+        default_switches={
+            "trust_remote_code": "--trust-remote-code",
+            "enable_torch_compile": "--enable-torch-compile",
+            "disable_radix_cache": "--disable-radix-cache",
+        },
+        speculative_flags=(
+            "--speculative-algorithm",
+            "--speculative-draft-model-path",
+            "--speculative-num-steps",
+            "--speculative-eagle-topk",
+            "--speculative-num-draft-tokens",
+        ),
+    )
     # `python3 -m sglang.bench_serving`: random prompts, so no data set download; one JSON line per run.
     bench_command: tuple[str, ...] = (
         "python3", "-m", "sglang.bench_serving", "--backend", "sglang-oai", "--base-url", "@URL@",
@@ -175,5 +224,36 @@ class Sglang:
     def kv_fraction(self, spec: Spec, facts: ModelFacts) -> float | None:
         return None  # no byte budget: a rule refuses kv_cache_memory
 
+    def read_speculative(self, values: Mapping[str, str]) -> dict[str, Any] | None:
+        """The speculative flags as the spec says them: a chain of N steps of one candidate (N + 1 draft
+        tokens), or NGRAM's draft tokens; None for what the spec cannot hold (a tree, another algorithm)."""
+        algorithm = values.get("--speculative-algorithm", "").upper()
+        method = {v: k for k, v in SGLANG_NAMES.items()}.get(algorithm)
+        numbers = {f: v for f, v in values.items() if f not in ("--speculative-algorithm", _DRAFT_PATH)}
+        counts = {f: ascii_int(v) for f, v in numbers.items()}
+        if method is None or None in counts.values():
+            return None
+        steps, topk, tokens = (
+            counts.get(f)
+            for f in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+        )
+        config: dict[str, Any] = {"method": method}
+        if _DRAFT_PATH in values:
+            config["model"] = values[_DRAFT_PATH]
+        if method == "ngram":
+            if steps is not None or topk is not None:
+                return None
+            if tokens is not None:
+                config["num_speculative_tokens"] = tokens - 1
+        elif steps is not None:
+            if topk not in (None, 1) or tokens not in (None, steps + 1):
+                return None
+            config["num_speculative_tokens"] = steps
+        elif topk is not None or tokens is not None:
+            return None
+        return config
+
+
+_DRAFT_PATH = "--speculative-draft-model-path"
 
 SGLANG = Sglang()

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from compiler.engines import Deployment, EngineArgv, group_args, kv_cache_bytes
+from compiler.engines import Deployment, EngineArgv, RecipeWords, group_args, kv_cache_bytes
 from compiler.engines.flag_table import spellings
 from compiler.plan import Setting, StartGate, Words
 from compiler.spec.model_facts import ModelFacts
@@ -76,6 +76,18 @@ class Trtllm:
     timeout_variable: str | None = None
     timeout_flag: str | None = None
     api_key_variable: str | None = None
+    replicas_whole_per_node = False
+    dp_handshake_offset: int | None = None
+    experts_evenly = False
+    kv_budget_refusal: str | None = None  # written as kv_cache_config.max_gpu_total_bytes
+    memory_chosen_at_start: str | None = None
+    ranks_answer_health = False
+    allow_longer_variable: str | None = None  # none known: a warning says what a longer length risks
+    supports_mpi = True  # trtllm-llmapi-launch on every rank, started by mpirun
+    serves_folder_name = True
+    drafts_from_spec = False  # its speculative_config goes in engine.llm_api_options
+    takes_llm_api_options = True
+    recipe_words: RecipeWords | None = None  # no recipe launcher sparkc reads runs it
     # TensorRT-LLM's serving benchmark (tensorrt_llm/serve/scripts/benchmark_serving.py, vLLM's, adapted): random
     # token ids (without --random-ids its random set samples ShareGPT, a download); the result as vLLM writes it.
     bench_command: tuple[str, ...] = (
@@ -116,6 +128,9 @@ class Trtllm:
             flags.append(("--reasoning_parser", engine.reasoning_parser))
         program = (("trtllm-serve",), (d.spec.model.mount,))
         return EngineArgv(program, tuple(flags), group_args(engine.args))
+
+    def read_speculative(self, values: Mapping[str, str]) -> dict[str, Any] | None:
+        return None  # its speculative decoding is an LLM API option, not flags
 
     def llm_api_options(self, d: Deployment) -> dict[str, Any]:
         """The YAML file's content: engine.llm_api_options with sparkc's KV-cache keys merged in."""

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from compiler.engines import (
     Deployment,
     EngineArgv,
+    RecipeWords,
     common_flags,
     data_parallel_shares,
     group_args,
@@ -15,11 +17,12 @@ from compiler.engines import (
 )
 from compiler.engines.flag_table import spellings
 from compiler.engines.memory import kv_fraction, vllm_gate
-from compiler.engines.speculative import engine_name
+from compiler.engines.speculative import VLLM_MTP_NAMES, engine_name
 from compiler.plan import Command, Setting, StartGate, Words
 from compiler.sizes import size_bytes
 from compiler.spec.model_facts import ModelFacts
 from compiler.spec.typed import Backend, EngineKind, Node, Source, Spec
+from compiler.user_files import BadJson, ascii_int, loads_json
 
 # The flags sparkc sets, by their long names, and the spec field that controls each.
 MANAGED = {
@@ -102,6 +105,49 @@ class Vllm:
     timeout_variable: str | None = "VLLM_ENGINE_READY_TIMEOUT_S"
     timeout_flag: str | None = None
     api_key_variable: str | None = "VLLM_API_KEY"
+    # Data parallel (docs: data_parallel_deployment): --data-parallel-size-local replicas on each node, which
+    # reach the head on its RPC port.
+    replicas_whole_per_node = True
+    dp_handshake_offset: int | None = None
+    experts_evenly = False  # the first ranks get one expert more
+    kv_budget_refusal: str | None = None
+    memory_chosen_at_start: str | None = None  # without a fraction: its default, VLLM_DEFAULT_FRACTION
+    ranks_answer_health = False
+    # ModelConfig: "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1".
+    allow_longer_variable: str | None = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    supports_mpi = False
+    serves_folder_name = False
+    drafts_from_spec = True
+    takes_llm_api_options = False
+    recipe_words: RecipeWords | None = RecipeWords(
+        program="vllm serve",
+        default_flags={
+            "port": "--port",
+            "host": "--host",
+            "tensor_parallel": "--tensor-parallel-size",
+            "pipeline_parallel": "--pipeline-parallel-size",
+            "gpu_memory_utilization": "--gpu-memory-utilization",
+            "max_model_len": "--max-model-len",
+            "max_num_batched_tokens": "--max-num-batched-tokens",
+            "max_num_seqs": "--max-num-seqs",
+            "served_model_name": "--served-model-name",
+            "dtype": "--dtype",
+            "quantization": "--quantization",
+            "kv_cache_dtype": "--kv-cache-dtype",
+            "distributed_executor_backend": "--distributed-executor-backend",
+        },
+        default_switches={
+            "enforce_eager": "--enforce-eager",
+            "enable_prefix_caching": "--enable-prefix-caching",
+            "trust_remote_code": "--trust-remote-code",
+            "enable_auto_tool_choice": "--enable-auto-tool-choice",
+        },
+        speculative_flags=("--speculative-config", "--spec-method", "--spec-model", "--spec-tokens"),
+        replica_fields={
+            "--data-parallel-size": "engine.data_parallel",
+            "--enable-expert-parallel": "engine.expert_parallel",
+        },
+    )
     # `vllm bench serve` (vllm/benchmarks/serve.py): random prompts, so no data set download; the API key
     # from OPENAI_API_KEY.
     bench_command: tuple[str, ...] = (
@@ -235,6 +281,36 @@ class Vllm:
         if kv is None or spec.engine.gpu_memory_utilization is not None:
             return None
         return kv_fraction(spec, facts, size_bytes(kv) or 0)
+
+    def read_speculative(self, values: Mapping[str, str]) -> dict[str, Any] | None:
+        """The speculative config as vLLM merges it (EngineArgs.create_speculative_config); None where it is
+        no JSON object or a shorthand flag repeats one of its keys (vLLM refuses that)."""
+        config: Any = {}
+        if "--speculative-config" in values:
+            try:
+                config = loads_json(values["--speculative-config"], "--speculative-config")
+            except BadJson:
+                return None
+        if not isinstance(config, dict):
+            return None
+        for flag, key in (
+            ("--spec-method", "method"),
+            ("--spec-model", "model"),
+            ("--spec-tokens", "num_speculative_tokens"),
+        ):
+            if flag in values:
+                if key in config:
+                    return None
+                value = values[flag]
+                number = ascii_int(value) if key == "num_speculative_tokens" else None
+                config[key] = value if number is None else number
+        if config.get("method") is None:  # vLLM's own inference of the method
+            config["method"] = "ngram" if config.get("model") in ("ngram", "[ngram]") else "draft_model"
+        if config["method"] == "ngram" and config.get("model") in ("ngram", "[ngram]"):
+            del config["model"]
+        if config["method"] in VLLM_MTP_NAMES:  # vLLM reads each model's MTP name as mtp
+            config["method"] = "mtp"
+        return config
 
 
 VLLM = Vllm()

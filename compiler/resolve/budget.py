@@ -14,7 +14,7 @@ from compiler.plan import HeadPort, MemoryBudget
 from compiler.resolve.context import Deployment
 from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, head_ports
 from compiler.sizes import gigabytes
-from compiler.spec.typed import Backend, EngineKind, Node, Source
+from compiler.spec.typed import Backend, Node, Source
 
 # Memory in GB a node holds for itself before any engine, of its memory_gb (the total an engine's fraction is
 # of): a Spark's total is MemTotal 121.69 GiB, of which an idle headless Spark has 110-111 GiB available
@@ -60,8 +60,8 @@ def memory_budget(d: Deployment, node: Node) -> MemoryBudget:
         how = f"weights {gigabytes(per_rank)} per rank + kv_cache_memory {gigabytes(kv)}{gpus}"
         return MemoryBudget(int(node.gpus * (per_rank + kv)), room, how, "engine.kv_cache_memory")
     given = d.value("gpu_memory_utilization")
-    if not given and d.engine.kind is EngineKind.SGLANG:
-        how = "SGLang's own mem_fraction_static, chosen at start (set engine.gpu_memory_utilization)"
+    if not given and d.engine.memory_chosen_at_start is not None:
+        how = f"{d.engine.memory_chosen_at_start}, chosen at start (set engine.gpu_memory_utilization)"
         return MemoryBudget(0, room, how, "engine.gpu_memory_utilization")
     fraction = float(gate.fraction) if gate else float(given) if given else VLLM_DEFAULT_FRACTION
     source = f"{gate.source} {gate.fraction}" if gate else f"gpu_memory_utilization {fraction:g}"
@@ -82,8 +82,8 @@ def node_ports(d: Deployment, node: Node) -> tuple[HeadPort, ...]:
             ports += [HeadPort(port, what) for port, what in RAY_WELL_KNOWN_PORTS.items()]
         if d.probe and all(p.port != d.spec.launch.master_port for p in ports):
             ports.append(HeadPort(d.spec.launch.master_port, "fabric probe"))
-    elif d.engine.kind is EngineKind.SGLANG:
-        # SGLang's ranks >= 1 answer /health on the API port (a stand-in server) while they run.
+    elif d.engine.ranks_answer_health:
+        # The engine's ranks >= 1 answer /health on the API port (SGLang: a stand-in server) while they run.
         ports.append(HeadPort(d.api_port or 0, "API"))
     if d.backend is Backend.RAY:
         ports.append(HeadPort(RAY_AGENT_PORT, "Ray dashboard agent"))

@@ -10,13 +10,13 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from compiler.engines import Engine, engines
+from compiler.engines import Engine, engine_for
 from compiler.engines.flag_table import FlagTable, table_for
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
 from compiler.spec.profiles import NcclRelease, Profile, RayPresence, find_profile, nccl_release, ray_presence
-from compiler.spec.typed import Backend, EngineKind, Node, Spec, Topology
+from compiler.spec.typed import Backend, Node, Spec, Topology
 
 # Seconds the engine's own timeouts leave to the launcher, so the engine reports its failure first.
 ENGINE_TIMEOUT_MARGIN = 60
@@ -110,7 +110,7 @@ class Deployment:
         if check is not None:
             return check
         engine = self.spec.engine
-        if engine.kind is EngineKind.VLLM and engine.data_parallel > 1 and not engine.expert_parallel:
+        if self.engine.replicas_whole_per_node and engine.data_parallel > 1 and not engine.expert_parallel:
             return False  # replicas whole on their nodes, no experts to exchange: no collective crosses the fabric
         return self.multi and any(n.fabric.hcas for n in self.spec.cluster.nodes)
 
@@ -152,7 +152,7 @@ def derive(
 ) -> Deployment:
     """`facts`: what this machine could read about the weights; `profiles`: the operator's own image
     profiles, which win over the built-in ones; `patches`: container.hooks.patches as read beside the spec."""
-    engine = engines()[spec.engine.kind]
+    engine = engine_for(spec.engine.kind)
     profile = find_profile(spec.container.image, profiles)
     names = [n.name for n in spec.cluster.nodes]
     head_index = names.index(spec.cluster.head) if spec.cluster.head in names else 0

@@ -8,7 +8,7 @@ from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import repeats
 from compiler.resolve.ports import head_ports
 from compiler.spec.profiles import ArgsStyle, Profile, overridden
-from compiler.spec.typed import Backend, EngineKind, EntrypointMode, Source
+from compiler.spec.typed import Backend, EntrypointMode, Source
 
 
 def settings(d: Deployment) -> tuple[Setting, ...]:
@@ -61,8 +61,10 @@ def settings(d: Deployment) -> tuple[Setting, ...]:
 
 def _nccl_check_reason(d: Deployment) -> str:
     engine = d.spec.engine
-    if engine.kind is EngineKind.VLLM and engine.data_parallel > 1 and not engine.expert_parallel:
-        return "off: vLLM's replicas run whole on their nodes and exchange nothing over NCCL across the fabric"
+    if d.engine.replicas_whole_per_node and engine.data_parallel > 1 and not engine.expert_parallel:
+        return (
+            f"off: {d.engine.name}'s replicas run whole on their nodes and exchange nothing over NCCL across the fabric"
+        )
     return "on for several nodes with RDMA devices"
 
 

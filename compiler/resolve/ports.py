@@ -5,20 +5,17 @@ from __future__ import annotations
 from compiler.plan import HeadPort, PortControl
 from compiler.resolve.context import Deployment
 from compiler.spec.profiles import ArgsStyle
-from compiler.spec.typed import Backend, EngineKind, EntrypointMode
+from compiler.spec.typed import Backend, EntrypointMode
 
 # Ray's head listens on these besides its own port; the API must not take them.
 RAY_WELL_KNOWN_PORTS = {8265: "Ray dashboard", 10001: "Ray client server"}
-# SGLang's attention data parallel: the head hands its worker ports to the other nodes on the rendezvous
-# port plus this (sglang/srt/server_args.py DP_ATTENTION_HANDSHAKE_PORT_DELTA).
-SGLANG_DP_HANDSHAKE_DELTA = 13
 
 
 def head_ports(d: Deployment) -> tuple[HeadPort, ...]:
     ports = [HeadPort(d.api_port or 0, "API")]
     launch, engine = d.spec.launch, d.spec.engine
-    vllm_dp = d.multi and engine.data_parallel > 1 and engine.kind is EngineKind.VLLM
-    if vllm_dp:
+    data_parallel = d.multi and engine.data_parallel > 1
+    if data_parallel and d.engine.replicas_whole_per_node:
         # Every replica lives on one node: the nodes meet only on the head's RPC port, not a rendezvous.
         ports.append(HeadPort(launch.data_parallel_rpc_port, "data-parallel RPC"))
     elif d.backend is Backend.RAY:
@@ -27,8 +24,9 @@ def head_ports(d: Deployment) -> tuple[HeadPort, ...]:
         ports.append(HeadPort(launch.mpi_ssh_port, "MPI ssh"))
     elif d.multi:
         ports.append(HeadPort(launch.master_port, "rendezvous"))
-    if d.multi and engine.data_parallel > 1 and engine.kind is EngineKind.SGLANG:
-        ports.append(HeadPort(launch.master_port + SGLANG_DP_HANDSHAKE_DELTA, "attention-DP handshake"))
+    offset = d.engine.dp_handshake_offset
+    if data_parallel and offset is not None:
+        ports.append(HeadPort(launch.master_port + offset, "attention-DP handshake"))
     return tuple(ports)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.resolve.context import Deployment
 from compiler.resolve.env import switchless
-from compiler.spec.typed import Architecture, EngineKind, Node
+from compiler.spec.typed import Architecture, Node
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # C1 controls and Unicode line breaks: some terminals and shells treat them as control or newline.
@@ -334,7 +334,7 @@ def layout(d: Deployment) -> Iterator[Diagnostic]:
             f"tensor_parallel x pipeline_parallel x data_parallel = {tp} x {pp} x {dp} = {tp * pp * dp}, but the "
             f"nodes have {gpus} GPU{s}; they must be equal{hint}",
         )
-    if dp > 1 and engine.kind is EngineKind.VLLM:
+    if dp > 1 and d.engine.replicas_whole_per_node:
         yield from _whole_replicas(d)
     arch = d.spec.model.architecture
     for count, what in (
@@ -355,7 +355,8 @@ def layout(d: Deployment) -> Iterator[Diagnostic]:
 
 
 def _whole_replicas(d: Deployment) -> Iterator[Diagnostic]:
-    """vLLM's multi-node data parallel starts whole replicas per node (--data-parallel-size-local)."""
+    """An engine whose multi-node data parallel starts whole replicas per node (vLLM's
+    --data-parallel-size-local)."""
     engine = d.spec.engine
     per_replica = engine.tensor_parallel * engine.pipeline_parallel
     for node in d.spec.cluster.nodes:
@@ -363,8 +364,8 @@ def _whole_replicas(d: Deployment) -> Iterator[Diagnostic]:
             yield error(
                 engine.at("data_parallel"),
                 f"{node.name} has {node.gpus} GPU{'s' if node.gpus != 1 else ''}, no whole number of replicas of "
-                f"tensor_parallel x pipeline_parallel = {per_replica}: vLLM's data parallel runs each replica on "
-                "one node; use tensor_parallel and pipeline_parallel that divide every node's GPUs, or "
+                f"tensor_parallel x pipeline_parallel = {per_replica}: {d.engine.name}'s data parallel runs each "
+                "replica on one node; use tensor_parallel and pipeline_parallel that divide every node's GPUs, or "
                 "data_parallel: 1 to spread one replica over the nodes",
             )
 
@@ -389,10 +390,10 @@ def _expert_parallel(d: Deployment) -> Iterator[Diagnostic]:
             f"expert parallel over {size} GPUs (tensor_parallel x data_parallel) leaves {size - experts} of them "
             f"without an expert (the model has {experts}); remove expert_parallel",
         )
-    elif experts % size and engine.kind is EngineKind.SGLANG:
+    elif experts % size and d.engine.experts_evenly:
         yield error(
             path,
-            f"SGLang spreads experts evenly: {experts} experts over {size} GPUs (tensor_parallel x "
+            f"{d.engine.name} spreads experts evenly: {experts} experts over {size} GPUs (tensor_parallel x "
             "data_parallel) do not divide; choose a layout whose tensor_parallel x data_parallel divides "
             f"{experts}, or remove expert_parallel",
         )

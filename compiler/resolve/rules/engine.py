@@ -13,7 +13,7 @@ from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, managed_fields, read_args, repeats
 from compiler.resolve.entrypoint import known_images, setting_path
 from compiler.resolve.env import IFNAME_VARS, interfaces, node_envs, split_planes
-from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, SGLANG_DP_HANDSHAKE_DELTA, head_ports
+from compiler.resolve.ports import RAY_WELL_KNOWN_PORTS, head_ports
 from compiler.resolve.rules.cluster import bad_scope
 from compiler.spec.profiles import RayPresence
 from compiler.spec.typed import Backend, EntrypointMode, Topology
@@ -112,12 +112,13 @@ def ports_distinct(d: Deployment) -> Iterator[Diagnostic]:
         "attention-DP handshake": launch.is_given("master_port"),
         "MPI ssh": launch.is_given("mpi_ssh_port"),
     }
+    offset = d.engine.dp_handshake_offset or 0  # only a port above the rendezvous port can pass 65535
     for port in used:
         if port.port > 65535:
             yield error(
                 paths[port.what],
-                f"SGLang's attention data parallel also listens on launch.master_port + {SGLANG_DP_HANDSHAKE_DELTA} "
-                f"= {port.port}, which is no port; write a master_port of at most {65535 - SGLANG_DP_HANDSHAKE_DELTA}",
+                f"{d.engine.name}'s attention data parallel also listens on launch.master_port + {offset} "
+                f"= {port.port}, which is no port; write a master_port of at most {65535 - offset}",
             )
     for i, port in enumerate(used):
         for other in used[:i]:

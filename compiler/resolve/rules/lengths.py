@@ -7,15 +7,7 @@ from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, error, warning
 from compiler.resolve.context import Deployment
-from compiler.spec.typed import EngineKind
 
-# The variable each engine reads to take a longer max_model_len than the model's config derives (vLLM
-# ModelConfig: "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"; SGLang
-# ModelConfig: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN). TensorRT-LLM has none.
-ALLOW_LONGER = {
-    EngineKind.VLLM: "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
-    EngineKind.SGLANG: "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
-}
 # Longer than nearly every model's context (1M tokens); past it a value is more likely a typo than a choice.
 LONGEST_USUAL = 1 << 20
 
@@ -27,7 +19,7 @@ def max_model_len(d: Deployment) -> Iterator[Diagnostic]:
         return
     path, bound, config = engine.at("max_model_len"), d.facts.max_positions, d.facts.config
     if bound is not None and length > bound:
-        allow = ALLOW_LONGER.get(engine.kind)
+        allow = d.engine.allow_longer_variable  # the variable that makes the engine take it
         longer = (
             f"{length} is longer than {config} allows ({bound} positions, max_position_embeddings and its RoPE scaling)"
         )

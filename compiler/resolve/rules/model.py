@@ -13,7 +13,7 @@ from compiler.resolve.budget import weights as model_weights
 from compiler.resolve.context import Deployment
 from compiler.sizes import MAX_BYTES, RULE, gigabytes, size_bytes
 from compiler.spec.model_facts import MTP_LAYER_KEYS
-from compiler.spec.typed import Draft, DraftMethod, EngineKind, Node
+from compiler.spec.typed import Draft, DraftMethod, Node
 
 
 def sizes(d: Deployment) -> Iterator[Diagnostic]:
@@ -141,12 +141,8 @@ def kv_cache_budget(d: Deployment) -> Iterator[Diagnostic]:
     engine = d.spec.engine
     if engine.kv_cache_memory is None:
         return
-    if engine.kind is EngineKind.SGLANG:
-        yield error(
-            engine.at("kv_cache_memory"),
-            "SGLang has no absolute KV-cache budget in bytes (its --max-total-tokens counts tokens, "
-            "--mem-fraction-static is a fraction); set engine.gpu_memory_utilization instead",
-        )
+    if d.engine.kv_budget_refusal is not None:
+        yield error(engine.at("kv_cache_memory"), d.engine.kv_budget_refusal)
     elif engine.gpu_memory_utilization is not None and d.engine.start_gate(d) is not None:
         # vLLM: the fix that would have dropped its start check with kv bytes (vllm PR 39852) was closed.
         yield warning(

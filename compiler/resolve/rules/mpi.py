@@ -8,22 +8,18 @@ from pathlib import PurePosixPath
 from compiler.diagnostics import Diagnostic, error
 from compiler.engines.trtllm import FLAG_OPTIONS, OPTION_FIELDS
 from compiler.resolve.context import Deployment
-from compiler.spec.typed import Backend, EngineKind
-
-
-def _trtllm(d: Deployment) -> bool:
-    return d.spec.engine.kind is EngineKind.TRTLLM
+from compiler.spec.typed import Backend
 
 
 def backend_fits_engine(d: Deployment) -> Iterator[Diagnostic]:
     engine = d.spec.engine
-    if d.backend is Backend.MPI and not _trtllm(d):
+    if d.backend is Backend.MPI and not d.engine.supports_mpi:
         own = d.engine.default_backend(len(d.spec.cluster.nodes))
         yield error(
             engine.at("backend"),
             f"only TensorRT-LLM runs under mpirun; {d.engine.name} forms its group with backend: {own}",
         )
-    if _trtllm(d) and d.backend is Backend.NATIVE and d.multi:
+    if d.engine.supports_mpi and d.backend is Backend.NATIVE and d.multi:
         yield error(
             engine.at("backend"),
             "TensorRT-LLM forms a multi-node group only under MPI (mpirun starting trtllm-llmapi-launch on every "
@@ -34,7 +30,7 @@ def backend_fits_engine(d: Deployment) -> Iterator[Diagnostic]:
 def served_name(d: Deployment) -> Iterator[Diagnostic]:
     """trtllm-serve has no --served-model-name: a local folder is served under the folder's own name."""
     model = d.spec.model
-    if not _trtllm(d) or model.name is None:
+    if not d.engine.serves_folder_name or model.name is None:
         return
     folder = PurePosixPath(model.mount).name
     if model.name != folder:
@@ -46,7 +42,7 @@ def served_name(d: Deployment) -> Iterator[Diagnostic]:
 
 
 def draft_model(d: Deployment) -> Iterator[Diagnostic]:
-    if _trtllm(d) and d.spec.model.draft is not None:
+    if not d.engine.drafts_from_spec and d.spec.model.draft is not None:
         yield error(
             d.spec.model.at("draft"),
             "sparkc writes no TensorRT-LLM speculative_config from model.draft; remove model.draft and give "
@@ -59,7 +55,7 @@ def llm_api_options(d: Deployment) -> Iterator[Diagnostic]:
     options = engine.llm_api_options
     if not options:
         return
-    if not _trtllm(d):
+    if not d.engine.takes_llm_api_options:
         yield error(
             engine.at("llm_api_options"),
             f"llm_api_options are TensorRT-LLM's (trtllm-serve --extra_llm_api_options); {d.engine.name} takes "

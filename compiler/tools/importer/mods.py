@@ -1,0 +1,112 @@
+"""What spark-vllm-docker does to an image before its engine starts: build_args (the image is built, not
+pulled) and mods (scripts and files applied in the container), carried as container.hooks where they can be."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path as FilePath
+from typing import Any
+
+from compiler.spec.load import kind_of
+from compiler.spec.patches import MAX_BYTES, MAX_FILES
+from compiler.tools.importer.output import Notes
+from compiler.tools.recipe_mods import Mod, patch_files, read_mod
+
+# A command word that names a file by a relative path (`unsloth.jinja`, `tool_parser.py`): a file in the
+# container's working folder, which an eugr mod puts there.
+_RELATIVE_FILE = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.(?:jinja|j2|json|py|yaml|yml|txt|tiktoken|model)")
+
+
+def image_steps(recipe: dict[str, Any], warnings: Notes) -> None:
+    """build_args and mods: what spark-vllm-docker does to the image before the engine starts."""
+    image = str(recipe.get("container"))
+    build = recipe.get("build_args")
+    if build:
+        words = [str(w) for w in build] if isinstance(build, list) else shlex.split(str(build))
+        command = shlex.join(
+            ["./build-and-copy.sh", "-t", image, *words, "--copy-to", "NODE2,NODE3", "--copy-parallel"]
+        )
+        warnings.error(
+            ("build_args",),
+            f"the image {image} is built from spark-vllm-docker's Dockerfiles, not pulled: build it on the head node "
+            f"and copy it to the other nodes first, in a checkout of eugr/spark-vllm-docker: `{command}` (NODE2,NODE3: "
+            "the other nodes); then remove build_args from the recipe and import it again",
+            at_key=True,
+        )
+
+
+def mods(
+    recipe: dict[str, Any],
+    args: list[str],
+    fields: dict[str, Any],
+    warnings: Notes,
+    recipes_dir: FilePath | None,
+    patches: str | None,
+) -> dict[str, bytes]:
+    """spark-vllm-docker's mods as container.hooks (their files into the patch folder `patches`) where the
+    recipe's repository is at hand; else an error where the command needs what a mod makes, a warning otherwise."""
+    raw = recipe.get("mods")
+    listed = raw if isinstance(raw, list) else [raw] if raw else []
+    if not listed:
+        return {}
+    if recipes_dir is None:
+        _mods_lost(listed, args, warnings)
+        return {}
+    found = _read_mods(listed, recipes_dir, warnings)
+    if found is None:
+        return {}
+    if patches is None:
+        warnings.error(("mods",), "the mods' files are written beside the spec: give the spec's file with -o SPEC")
+        return {}
+    files = patch_files(found)
+    if isinstance(files, str):
+        warnings.error(("mods",), files)
+        return {}
+    fields["container.hooks"] = {"pre_engine": [mod.command for mod in found], "patches": patches}
+    return {f"{patches}/{path}": data for path, data in files.items()}
+
+
+def _read_mods(listed: list[Any], recipes_dir: FilePath, warnings: Notes) -> list[Mod] | None:
+    """Each listed mod, each folder read once and all of them together at most one patch folder's size
+    (a mod named a thousand times is read once, and reading stops where they no longer fit); None: an error."""
+    if len(listed) > MAX_FILES:
+        warnings.error(("mods",), f"{len(listed)} mods; a patch folder holds at most {MAX_FILES} files")
+        return None
+    read: dict[str, Mod | str] = {}
+    found: list[Mod] = []
+    total = 0
+    for i, mod in enumerate(listed):
+        if not isinstance(mod, str):
+            warnings.error(("mods", i), f"{kind_of(mod)}, not a mod's folder")
+            continue
+        key = mod.rstrip("/")
+        if key not in read:
+            read[key] = read_mod(recipes_dir, mod)
+            total += _size(read[key])
+        this = read[key]
+        if isinstance(this, str):
+            warnings.error(("mods", i), this)
+        elif total > MAX_BYTES:
+            warnings.error(("mods", i), f"the mods hold over {MAX_BYTES // 2**20} MiB: build them into the image")
+            return None
+        else:
+            found.append(this)
+    return found if len(found) == len(listed) else None
+
+
+def _size(mod: Mod | str) -> int:
+    return sum(len(data) for data in mod.files.values()) if isinstance(mod, Mod) else 0
+
+
+def _mods_lost(listed: list[Any], args: list[str], warnings: Notes) -> None:
+    needed = [w for w in args if _RELATIVE_FILE.fullmatch(w)]
+    carry = "give the recipe's repository (a checkout of it) with --recipes-dir to carry the mods as container.hooks"
+    for i, mod in enumerate(listed):
+        if needed:
+            warnings.error(
+                ("mods", i),
+                f"the command names {', '.join(needed)}, which the mod {mod} puts into the container: {carry}",
+            )
+        else:
+            warnings.add(("mods", i), f"the mod {mod} is not applied, so what it patches is lost: {carry}")

@@ -1,0 +1,109 @@
+"""A recipe's YAML shape: which keys are read, which runtime runs it, its defaults as typed spec fields. The
+command, speculative decoding, the image's mods and the spec's text each have a module of their own."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path as FilePath
+from typing import Any
+
+from compiler.diagnostics import printable
+from compiler.engines import engine_for
+from compiler.spec.load import kind_of, load_text, to_plain
+from compiler.tools.importer.command import ENGINE_DECIDES, default_command, read_command, recipe_words
+from compiler.tools.importer.mods import image_steps, mods
+from compiler.tools.importer.output import Imported, Notes, RecipeError, imported, shown, typed, write_spec
+
+# Keys read into the spec; any other top-level key of the recipe is reported.
+_READ = {"name", "container", "model", "runtime", "defaults", "env", "command", "min_nodes", "description", "volumes"}
+# Keys that describe the recipe, not the deployment: dropped without a word.
+_QUIET = {"recipe_version", "sparkrun_version", "description", "metadata", "maintainer"}
+# Keys about how many nodes the recipe's launcher may use: a spec names its nodes, so nothing is lost.
+_NODE_COUNT = {"solo_only", "cluster_only", "max_nodes", "solo"}
+# Keys read by their own step (what the image needs before it runs).
+_IMAGE_STEPS = {"build_args", "mods"}
+# defaults: key -> (spec field, type)
+_DEFAULTS = {
+    "port": ("engine.port", int),
+    "host": ("engine.host", str),
+    "tensor_parallel": ("engine.tensor_parallel", int),
+    "pipeline_parallel": ("engine.pipeline_parallel", int),
+    "gpu_memory_utilization": ("engine.gpu_memory_utilization", float),
+    "max_model_len": ("engine.max_model_len", int),
+    "served_model_name": ("model.name", str),
+}
+_WHAT = {int: "a whole number", float: "a number", str: "text"}
+# The runtime names of sparkrun and spark-vllm-docker -> the engine kind, and how its launcher forms a group of
+# nodes (None: as the command or sparkc's default says). sparkrun's vllm-distributed runs vLLM's own
+# --nnodes mode; vllm-ray and eugr-vllm-ray start Ray first.
+RUNTIMES: dict[str, tuple[str, str | None]] = {
+    "vllm": ("vllm", None),
+    "eugr-vllm": ("vllm", None),
+    "vllm-ray": ("vllm", "ray"),
+    "eugr-vllm-ray": ("vllm", "ray"),
+    "vllm-distributed": ("vllm", "native"),
+    "sglang": ("sglang", None),
+}
+
+
+def import_recipe(
+    text: str, filename: str, recipes_dir: FilePath | None = None, patches: str | None = None
+) -> Imported:
+    """`recipes_dir`: the recipe's repository, where its mods are read; `patches`: the folder, relative to
+    the spec's, that their files are written into (None: the spec goes to stdout, so they cannot be)."""
+    document, problems = load_text(text, filename)
+    if problems:
+        first = problems[0]
+        raise RecipeError(f"{filename}:{first.line}:{first.column}: {first.message}")
+    recipe = to_plain(document.data)
+    if not isinstance(recipe.get("container"), str) or not isinstance(recipe.get("command", ""), str):
+        raise RecipeError(f"{filename}: not a recipe: it needs 'container' (an image) and a 'command' text")
+    warnings = Notes()
+    fields: dict[str, Any] = {}
+    runtime = str(recipe.get("runtime") or "vllm")
+    if runtime not in RUNTIMES:
+        known = ", ".join(sorted(RUNTIMES))
+        raise RecipeError(f"{printable(filename)}: runtime {printable(repr(runtime))}: sparkc runs {known}")
+    kind, backend = RUNTIMES[runtime]
+    engine = engine_for(kind)
+    defaults = _defaults(recipe.get("defaults"), fields, warnings)
+    command = recipe.get("command") or default_command(engine, defaults)
+    # sparkrun fills `{model}` with the recipe's model (the Hub id); a `defaults.model` wins.
+    # One word, whatever it holds (a Hub id has no spaces; a hostile one must not become several flags).
+    model = recipe.get("model")
+    values = {"model": shlex.quote(model), **defaults} if isinstance(model, str) else defaults
+    args = read_command(command, values, engine, fields, warnings)
+    if backend is not None:
+        fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
+    image_steps(recipe, warnings)
+    files = mods(recipe, args, fields, warnings, recipes_dir, patches)
+    for key in sorted(set(recipe) - _READ - _QUIET - _NODE_COUNT - _IMAGE_STEPS, key=str):
+        warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
+    switches = set() if recipe.get("command") else set(recipe_words(engine).default_switches)
+    for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"} - switches, key=str):
+        if not re.search(r"\{" + re.escape(str(key)) + r"\}", command):
+            warnings.add(("defaults", key), "not mapped; the command does not use it", at_key=True)
+    spec = write_spec(recipe, kind, fields, args, warnings)
+    return imported(document.data, filename, spec, warnings, files)
+
+
+def _defaults(raw: Any, fields: dict[str, Any], warnings: Notes) -> dict[Any, Any]:
+    """The recipe's defaults; those that are spec fields, typed, into `fields`."""
+    if not isinstance(raw, dict):
+        if raw is not None:
+            warnings.add(("defaults",), f"{kind_of(raw)}, not a mapping of values; ignored")
+        return {}
+    for key, value in raw.items():
+        if key in _DEFAULTS and isinstance(value, str) and value.strip().lower() in ENGINE_DECIDES:
+            warnings.add(("defaults", key), f"{value!r}: left to the engine (its default applies)")
+        elif key in _DEFAULTS:
+            target, type_of = _DEFAULTS[key]
+            value_typed = typed(value, type_of)
+            if value_typed is None:
+                warnings.add(
+                    ("defaults", key), f"{shown(value)} is not {_WHAT[type_of]}; left out: set {target} by hand"
+                )
+            else:
+                fields[target] = value_typed
+    return raw
