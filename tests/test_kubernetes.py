@@ -288,3 +288,25 @@ def test_kubernetes_cli_writes_the_folder_and_refuses_with_exit_1(tmp_path: Path
     refused = runner.invoke(cli, ["compile", str(spec), "--target", "kubernetes", "-o", str(tmp_path / "t")])
     assert refused.exit_code == 1
     assert f"{spec}:" in refused.output and "engine.backend: --target kubernetes: backend mpi" in refused.output
+
+
+def test_kubernetes_ray_head_script_passes_shellcheck(tmp_path: Path) -> None:
+    from compiler.output.lint import shellcheck_binary
+
+    result = kubernetes(None, EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml")
+    plan = compiled(result)
+    script = tmp_path / "ray-head.sh"
+    script.write_text("#!/bin/sh\n" + engine(plan, result, plan.head)["command"][2], encoding="utf-8")
+    checked = subprocess.run([shellcheck_binary(), "--norc", str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+    assert subprocess.run(["sh", "-n", str(script)], check=False).returncode == 0
+
+
+def test_kubernetes_check_compares_against_the_target_written(tmp_path: Path) -> None:
+    runner = CliRunner()
+    spec, out = str(EXAMPLES / "solo-qwen3-32b.yaml"), str(tmp_path / "out")
+    assert runner.invoke(cli, ["compile", spec, "--target", "kubernetes", "-o", out]).exit_code == 0
+    same = runner.invoke(cli, ["compile", spec, "--target", "kubernetes", "--check", "-o", out])
+    assert same.exit_code == 0, same.output
+    other = runner.invoke(cli, ["compile", spec, "--check", "-o", out])
+    assert other.exit_code == 1 and "launch-cluster.sh" in other.output

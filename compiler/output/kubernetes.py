@@ -201,8 +201,8 @@ def _stateful_set(plan: Plan, node: NodePlan, run: DockerRun) -> dict[str, Any]:
         "nodeSelector": {"kubernetes.io/hostname": node.name},
         "hostNetwork": run.host_network,
         "hostIPC": run.host_ipc,
-        # With the host's network, the cluster's DNS only where asked for.
-        "dnsPolicy": "ClusterFirstWithHostNet",
+        # The node's own resolver, as the ssh target's containers on the host's network have it.
+        "dnsPolicy": "Default",
         # No Service variables (NAME_PORT=tcp://...): the environment is the ssh target's, exactly.
         "enableServiceLinks": False,
     }
