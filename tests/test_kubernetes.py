@@ -22,6 +22,7 @@ from compiler.output.kubernetes import (
     KUSTOMIZATION,
     RDMA_RESOURCE,
     SUPPORTED_VERSIONS,
+    node_file,
     object_name,
     secret_name,
 )
@@ -97,7 +98,7 @@ def test_kubernetes_every_example_compiles_or_is_refused_by_name(path: Path) -> 
             KUSTOMIZATION,
             "kubernetes/service.yaml",
             "manifest.json",
-            *(f"kubernetes/{n.name}.yaml" for n in plan.nodes),
+            *(f"kubernetes/{node_file(n)}" for n in plan.nodes),
         }
         return
     errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
@@ -146,7 +147,7 @@ def test_kubernetes_env_equals_the_ssh_targets(path: Path) -> None:
     plan = compiled(result)
     for node in ssh.plan.nodes:
         env = engine(plan, result, node.name)["env"]
-        values = [(e["name"], e["value"]) for e in env if "value" in e]
+        values = [(e["name"], kubelet_expanded(e["value"])) for e in env if "value" in e]
         assert values == [(s.name, s.value) for s in node.env]
         refs = [e for e in env if "valueFrom" in e]
         assert [e["name"] for e in refs] == list(ssh.plan.secrets)
@@ -310,3 +311,29 @@ def test_kubernetes_check_compares_against_the_target_written(tmp_path: Path) ->
     assert same.exit_code == 0, same.output
     other = runner.invoke(cli, ["compile", spec, "--check", "-o", out])
     assert other.exit_code == 1 and "launch-cluster.sh" in other.output
+
+
+def test_kubernetes_dollar_words_reach_the_container_as_written() -> None:
+    # the kubelet turns $(NAME) into NAME's value and $$ into $: the manifests escape both
+    spec = with_changes(example("solo-qwen3-32b"), {"container.env": {"EXTRA_ARGS": "a$(HOME)b$$c$d"}})
+    result = kubernetes(spec)
+    plan = compiled(result)
+    (value,) = [e["value"] for e in engine(plan, result, plan.head)["env"] if e["name"] == "EXTRA_ARGS"]
+    assert kubelet_expanded(value) == "a$(HOME)b$$c$d"
+    assert kubelet_expanded("a$(HOME)b") != "a$(HOME)b"  # unescaped, the kubelet would expand it
+
+
+def kubelet_expanded(text: str) -> str:
+    """What the kubelet makes of `text`: `$$` is `$`, `$(` starts a variable (marked here), the rest as it is."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$(", i):
+            out.append("<variable>")
+            i += 2
+        elif text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -76,6 +77,11 @@ def object_name(plan: Plan, node: NodePlan) -> str:
     return f"{plan.name}-{node.name}"
 
 
+def node_file(node: NodePlan) -> str:
+    """A node's file in kubernetes/ (prefixed: a node may be named `service`)."""
+    return f"node-{node.name}.yaml"
+
+
 def secret_name(plan: Plan) -> str:
     return plan.name + SECRET_SUFFIX
 
@@ -131,9 +137,9 @@ def refusals(plan: Plan) -> list[Diagnostic]:
 
 def render_kubernetes(plan: Plan) -> dict[str, str]:
     """kubernetes/: a StatefulSet per node, the Services, and the kustomization naming them."""
-    files = {f"{FOLDER}/{node.name}.yaml": _node_file(plan, node) for node in plan.nodes}
+    files = {f"{FOLDER}/{node_file(node)}": _node_file(plan, node) for node in plan.nodes}
     files[SERVICE] = _dump(_HEADER, _api_service(plan), _node_service(plan))
-    resources = ["service.yaml", *(f"{node.name}.yaml" for node in plan.nodes)]
+    resources = ["service.yaml", *(node_file(node) for node in plan.nodes)]
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -231,10 +237,10 @@ def _container(plan: Plan, node: NodePlan, run: DockerRun) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "engine", "image": run.image, "imagePullPolicy": "IfNotPresent"}
     command, args = _command(plan, node, run)
     if command:
-        container["command"] = command
+        container["command"] = [literal(word) for word in command]
     if args:
-        container["args"] = args
-    env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in run.env]
+        container["args"] = [literal(word) for word in args]
+    env: list[dict[str, Any]] = [{"name": name, "value": literal(value)} for name, value in run.env]
     # Secrets by reference only: the value stays in the Secret, never in these files.
     env += [
         {"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name(plan), "key": name}}} for name in run.passed
@@ -259,6 +265,16 @@ def _container(plan: Plan, node: NodePlan, run: DockerRun) -> dict[str, Any]:
     if node.role is Role.HEAD:
         container.update(_probes(plan))
     return container
+
+
+# The kubelet reads `$(NAME)` in a command, its arguments and a variable's value as that variable's value, and
+# `$$` as one `$`. Each `$` before `(` or `$` is doubled, so every word reaches the container as written.
+_EXPANDED = re.compile(r"\$(?=[($])")
+
+
+def literal(word: str) -> str:
+    """`word` as the kubelet must be given it to pass it on unchanged."""
+    return _EXPANDED.sub("$$", word)
 
 
 def _command(plan: Plan, node: NodePlan, run: DockerRun) -> tuple[list[str], list[str]]:
@@ -286,7 +302,7 @@ def _start_order(plan: Plan, node: NodePlan) -> list[dict[str, Any]]:
             "name": "wait-for-head",
             "image": plan.image,
             "imagePullPolicy": "IfNotPresent",
-            "command": ["python3", "-c", _WAIT_FOR_PORT, plan.head_fabric_ip, str(plan.ray_port)],
+            "command": [literal(w) for w in ("python3", "-c", _WAIT_FOR_PORT, plan.head_fabric_ip, str(plan.ray_port))],
         }
     ]
 
