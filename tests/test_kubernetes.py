@@ -337,3 +337,14 @@ def kubelet_expanded(text: str) -> str:
             out.append(text[i])
             i += 1
     return "".join(out)
+
+
+def test_kubernetes_reading_docker_run_refuses_an_option_it_does_not_know() -> None:
+    # a new docker option in the ssh target must be carried to Kubernetes deliberately, never dropped
+    from compiler.output.docker_words import read_docker_run
+
+    plan = compiled(kubernetes(None, EXAMPLES / "solo-qwen3-32b.yaml"))
+    node = plan.nodes[0]
+    assert read_docker_run(node.docker_run, plan.image).image == plan.image
+    with pytest.raises(ValueError, match="--shm-size"):
+        read_docker_run((node.docker_run[0], ("--shm-size", "1g"), *node.docker_run[1:]), plan.image)

@@ -123,7 +123,8 @@ def compile_command(
     fmt: str,
     profiles_dir: Path | None,
 ) -> None:
-    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT.
+    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT
+    (--target kubernetes: Kubernetes manifests in OUT/kubernetes/ and manifest.json).
 
     Several SPECs are deployments meant to run side by side on one cluster: they are checked together (names,
     ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written."""
