@@ -348,3 +348,14 @@ def test_kubernetes_reading_docker_run_refuses_an_option_it_does_not_know() -> N
     assert read_docker_run(node.docker_run, plan.image).image == plan.image
     with pytest.raises(ValueError, match="--shm-size"):
         read_docker_run((node.docker_run[0], ("--shm-size", "1g"), *node.docker_run[1:]), plan.image)
+
+
+@pytest.mark.parametrize("path", [p for p in VALID if p.stem not in REFUSED], ids=lambda p: p.stem)
+def test_kubernetes_output_matches_snapshot(path: Path, snapshot: Any) -> None:
+    """The manifests as reviewed: a change to them shows in the snapshot's diff (--snapshot-update)."""
+    result = kubernetes(None, path)
+    compiled(result)
+    snapshot.snapshot_dir = Path(__file__).resolve().parent / "snapshots" / "kubernetes" / path.stem
+    for name, text in sorted(result.files.items()):
+        if name.startswith("kubernetes/"):
+            snapshot.assert_match(text, name.removeprefix("kubernetes/"))
