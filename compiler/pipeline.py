@@ -6,13 +6,16 @@ import copy
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path as FilePath
 from pathlib import PurePosixPath
 from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
+from compiler.output.emit import MANIFEST
+from compiler.output.kubernetes import refusals, render_kubernetes
 from compiler.output.lint import LintCache, start_lint
-from compiler.output.render import render, render_scripts
+from compiler.output.render import manifest, render, render_scripts
 from compiler.plan import PATCHES_DIR, Plan
 from compiler.resolve import resolve
 from compiler.resolve.together import check_together
@@ -23,6 +26,13 @@ from compiler.spec.model_facts import ModelFacts, read_model_facts
 from compiler.spec.patches import PatchFolder, read_patch_folder
 from compiler.spec.profiles import Profile
 from compiler.spec.schema import field_schema, load_schema, other_values, validate, with_defaults
+
+
+class Target(StrEnum):
+    """What a compile writes: the ssh target's scripts, or Kubernetes manifests."""
+
+    SSH = "ssh"
+    KUBERNETES = "kubernetes"
 
 
 @dataclass(frozen=True)
@@ -56,12 +66,14 @@ def compile_text(
     lint_cache: bool = True,
     record_as: str | None = None,
     beside: Beside = Beside(),
+    target: Target = Target.SSH,
 ) -> CompileResult:
     """Compile spec text. `spec_path` names the spec in diagnostics; the generated files record it as
     `record_as`, by default the last part of `spec_path`: the output must not depend on how the spec's
     path was spelled or where sparkc ran (see the CLI, which passes the name of the file a symlink leads to).
     `lint=False` skips shellcheck, for a check that writes nothing; `lint_cache=False` shellchecks every script
-    afresh, trusting no earlier clean result."""
+    afresh, trusting no earlier clean result. `target` chooses what the plan is rendered as (the checks up to
+    the plan are the same for every target; a target adds its own refusals)."""
     recorded = record_as if record_as is not None else PurePosixPath(spec_path).name
     document, diagnostics = load_text(text, spec_path)
     cluster = None
@@ -86,6 +98,8 @@ def compile_text(
         return CompileResult(document, located)
     if cluster is not None:
         plan = replace(plan, cluster_file=cluster.recorded, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
+    if target is Target.KUBERNETES:
+        return _kubernetes(document, located, plan, render_files, strict, cluster)
     scripts = render_scripts(plan) if render_files else {}
     # shellcheck runs while the page and the manifest are rendered.
     checking = start_lint(scripts, None if lint_cache else LintCache(None), plan=plan) if lint else None
@@ -97,6 +111,24 @@ def compile_text(
     if render_files and patches is not None:
         # The operator's own files, beside the scripts (not linted: they run inside the containers).
         files.update((f"{PATCHES_DIR}/{f.path}", text) for f, text in zip(patches.files, patches.texts, strict=True))
+    return CompileResult(document, located, plan, files)
+
+
+def _kubernetes(
+    document: Document,
+    located: tuple[Diagnostic, ...],
+    plan: Plan,
+    render_files: bool,
+    strict: bool,
+    cluster: ClusterFile | None,
+) -> CompileResult:
+    """The Kubernetes target: its refusals, else its manifests and the manifest.json that lists them."""
+    located += _locate_all(document, refusals(plan), strict, cluster)
+    if has_errors(located):
+        return CompileResult(document, located)
+    files = render_kubernetes(plan) if render_files else {}
+    if render_files:
+        files[MANIFEST] = manifest(plan, files)
     return CompileResult(document, located, plan, files)
 
 

@@ -30,6 +30,7 @@ from compiler.cli.spec_file import (
 )
 
 if TYPE_CHECKING:  # each command imports what it uses: `sparkc --help` loads click and no more
+    from compiler.output.emit import Emitted
     from compiler.pipeline import CompileResult
 
 _format_option = click.option(
@@ -101,6 +102,13 @@ _specs_argument = click.argument("specs", nargs=-1, required=True, type=click.Pa
 )
 @click.option("--no-cache", is_flag=True, help="Shellcheck every script afresh, not trusting earlier clean results.")
 @click.option("--force", is_flag=True, help="Write OUT even where it holds another deployment's compile, replacing it.")
+@click.option(
+    "--target",
+    type=click.Choice(["ssh", "kubernetes"]),
+    default="ssh",
+    show_default=True,
+    help="ssh: scripts that run the containers over ssh and docker; kubernetes: manifests in OUT/kubernetes/.",
+)
 @_strict_option
 @_format_option
 @_profiles_option
@@ -110,11 +118,13 @@ def compile_command(
     check: bool,
     no_cache: bool,
     force: bool,
+    target: str,
     strict: bool,
     fmt: str,
     profiles_dir: Path | None,
 ) -> None:
-    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT.
+    """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT
+    (--target kubernetes: Kubernetes manifests in OUT/kubernetes/ and manifest.json).
 
     Several SPECs are deployments meant to run side by side on one cluster: they are checked together (names,
     ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written."""
@@ -124,7 +134,7 @@ def compile_command(
     _formatted(fmt)
     # --check lints nothing: it writes nothing, and files in OUT equal to these were linted by the
     # compile that wrote them.
-    results = _compile_together(specs, strict, profiles_dir, lint=not check, lint_cache=not no_cache)
+    results = _compile_together(specs, strict, profiles_dir, lint=not check, lint_cache=not no_cache, target=target)
     together = len(specs) > 1
     if not all(r.ok and r.plan is not None for r in results):
         _report_all(results, fmt)
@@ -246,17 +256,31 @@ def _write_or_check(
     document.update(done.as_json())
     if fmt == "json":
         return document, True
-    scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh") and "/" not in n))
-    click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, systemd/, PLAN.md, manifest.json)")
+    _tell_written(spec, out_dir, result, done)
+    return document, True
+
+
+def _tell_written(spec: Path, out_dir: Path, result: CompileResult, done: Emitted) -> None:
+    """What a compile wrote, what it removed, and what to do next (text output)."""
+    from compiler.output.kubernetes import KUSTOMIZATION
+
+    kubernetes = KUSTOMIZATION in result.files
+    if kubernetes:
+        click.echo(f"compiled {spec} -> {out_dir}/ (kubernetes/, manifest.json)")
+    else:
+        scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh") and "/" not in n))
+        click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, systemd/, PLAN.md, manifest.json)")
     if done.removed:
         click.echo(f"removed files an earlier compile wrote: {', '.join(done.removed)}")
     if done.kept:
         click.echo(done.kept_warning(out_dir), err=True)
+    if kubernetes:
+        click.echo(f"next: kubectl apply -k {out_dir}/kubernetes (docs/kubernetes.md says what the cluster needs)")
+        return
     click.echo(
         f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
         f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
     )
-    return document, True
 
 
 @cli.command("validate")

@@ -44,8 +44,9 @@ def compile_spec(
     render_files: bool = True,
     lint: bool = True,
     lint_cache: bool = True,
+    target: str = "ssh",
 ) -> CompileResult:
-    from compiler.pipeline import Beside, compile_text
+    from compiler.pipeline import Beside, Target, compile_text
     from compiler.spec.load import SpecReadError, read_spec
 
     try:
@@ -63,6 +64,7 @@ def compile_spec(
         lint_cache=lint_cache,
         record_as=record_as,
         beside=beside,
+        target=Target(target),
     )
 
 

@@ -22,6 +22,7 @@ from compiler.output.folder_guard import (
     DOT_FILES,
     ENGINE_FILES,
     FLAT_FOLDERS,
+    KUBERNETES,
     LIBRARY,
     PATCHES,
     SYSTEMD,
@@ -46,6 +47,7 @@ _FOLDER_NAMES = {
     LIBRARY: re.compile(r"sparkc-[0-9A-Za-z.+_-]+\.sh"),
     SYSTEMD: re.compile(r"[^/]+\.service"),
     ENGINE_FILES: re.compile(r"hostfile|[^/]+\.yaml"),
+    KUBERNETES: re.compile(r"[^/]+\.yaml"),
 }
 
 
