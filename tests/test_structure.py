@@ -46,8 +46,8 @@ def _tool(name: str) -> list[str]:
 @pytest.mark.parametrize(
     "command",
     [
-        ["ruff", "check", "compiler", "tests", "benchmarks", "tools"],
-        ["ruff", "format", "--check", "compiler", "tests", "benchmarks", "tools"],
+        ["ruff", "check", "."],  # what is linted: [tool.ruff] in pyproject.toml
+        ["ruff", "format", "--check", "."],
         ["mypy", "--strict", "compiler"],
         ["lint-imports"],
     ],
