@@ -1,5 +1,5 @@
 """Every engine command line sparkc writes, fed to the engine's real argument parser: vLLM 0.32.0's
-`vllm serve` (the CPU build tests/simcluster/install_vllm.sh installs) and SGLang 0.5.23's server parser
+`vllm serve` (the CPU build simcluster/install_vllm.sh installs) and SGLang 0.5.23's server parser
 (tools/make_sglang_venv.sh). The words are those of every example and of the specs the tests compile
 (their variants below, and the imported test recipes), for every node's rank. Also: the checked-in flag
 tables are what tools/engine_flag_table.py writes from those parsers today."""
@@ -24,8 +24,8 @@ from compiler.spec.build import build_spec
 from compiler.spec.schema import load_schema, with_defaults
 from compiler.spec.typed import EngineKind
 from compiler.tools.importer import import_recipe
+from simcluster.vllm_cpu import VLLM_VENV, vllm_available
 from tests.product import needs
-from tests.simcluster.vllm_cpu import VLLM_VENV, vllm_available
 from tests.specs import EXAMPLES, ROOT, diagnostics_text, dump, example, with_changes
 
 SGLANG_VENV = Path(os.environ.get("SPARKC_SGLANG_VENV", "/opt/sparkc-sim/sglang-venv"))
@@ -170,7 +170,7 @@ def test_the_checked_in_table_is_what_the_engine_parser_gives(engine: EngineKind
 
 def _engine_python(engine: EngineKind) -> tuple[Path, dict[str, str]]:
     if engine is EngineKind.VLLM:
-        needs(not vllm_available(), f"vLLM's CPU build in {VLLM_VENV} (bash tests/simcluster/install_vllm.sh)")
+        needs(not vllm_available(), f"vLLM's CPU build in {VLLM_VENV} (bash simcluster/install_vllm.sh)")
         return VLLM_VENV / "bin" / "python3", {"VLLM_TARGET_DEVICE": "cpu"}
     python = SGLANG_VENV / "bin" / "python3"
     needs(not python.is_file(), f"SGLang's parser in {SGLANG_VENV} (bash tools/make_sglang_venv.sh {SGLANG_VENV})")

@@ -1,6 +1,6 @@
 """Three judges of one speculative config: sparkc's compile, vLLM 0.32's own SpeculativeConfig (the CPU build
-tests/simcluster/install_vllm.sh installs, on tiny model configs) and the simulated cluster's stand-in
-(tests/simcluster/standin/speculative.py). Each case must get the same verdict from all three, and the
+simcluster/install_vllm.sh installs, on tiny model configs) and the simulated cluster's stand-in
+(simcluster/standin/speculative.py). Each case must get the same verdict from all three, and the
 stand-in the engine's own message: what vLLM refuses, sparkc refuses at compile time and the stand-in at
 start."""
 
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from compiler.diagnostics import Severity
+from simcluster.standin import speculative
+from simcluster.vllm_cpu import VLLM_VENV, vllm_available
 from tests.product import needs
-from tests.simcluster.standin import speculative
-from tests.simcluster.vllm_cpu import VLLM_VENV, vllm_available
 from tests.specs import compile_spec, example, with_changes
 
 LLAMA = {
@@ -92,7 +92,7 @@ SUFFIX = {"method": "suffix"}
 @pytest.fixture(scope="module")
 def vllm_verdicts(folders: dict[str, str]) -> list[str | None]:
     """vLLM's verdict on each case, then on SUFFIX."""
-    needs(not vllm_available(), f"vLLM's CPU build in {VLLM_VENV} (bash tests/simcluster/install_vllm.sh)")
+    needs(not vllm_available(), f"vLLM's CPU build in {VLLM_VENV} (bash simcluster/install_vllm.sh)")
     configs = [(engine_config(draft, folders), folders[model], folders["llama"]) for model, draft, _ in CASES]
     done = subprocess.run(
         [str(VLLM_VENV / "bin" / "python3"), "-c", JUDGE],

@@ -8,8 +8,8 @@ vLLM's /v1/completions and /v1/chat/completions both work.
 Building needs torch, transformers and tokenizers: they are in the vLLM venv (install_vllm.sh), so
 ``make_tiny_model`` runs the build there when the calling interpreter lacks them.
 
-    python tests/simcluster/tinymodel.py DEST        (with the vLLM venv's python)
-    python -m tests.simcluster.tinymodel DEST
+    python simcluster/tinymodel.py DEST        (with the vLLM venv's python)
+    python -m simcluster.tinymodel DEST
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def make_tiny_model(dest: Path, python: str | os.PathLike[str] | None = None) ->
         from .vllm_cpu import vllm_python  # only here: run as a script, this file stands alone
 
         python = vllm_python()
-    # -I: keep this file's directory (tests/simcluster, full of short module names) off sys.path.
+    # -I: keep this file's directory (simcluster, full of short module names) off sys.path.
     subprocess.run([str(python), "-I", str(Path(__file__).resolve()), str(dest)], check=True)
     if not is_complete(dest):
         raise RuntimeError(f"building the tiny model in {dest} left it incomplete")

@@ -37,7 +37,7 @@ def venv_python(venv: Path = VENV) -> Path:
 def site_packages(venv: Path = VENV) -> Path:
     found = sorted((venv / "lib").glob("python3*/site-packages"))
     if not found:
-        raise FileNotFoundError(f"no site-packages under {venv}/lib: run tests/simcluster/install.sh")
+        raise FileNotFoundError(f"no site-packages under {venv}/lib: run simcluster/install.sh")
     return found[0]
 
 

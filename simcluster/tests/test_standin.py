@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.simcluster import images, shims
+from simcluster import images, shims
 from tests.specs import ROOT
 
 pytestmark = pytest.mark.cluster
@@ -36,7 +36,7 @@ ENV = {
 
 def standin(*args: str, timeout: float = 30, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tests.simcluster.standin", *args],
+        [sys.executable, "-m", "simcluster.standin", *args],
         cwd=ROOT,
         env=env or ENV,
         capture_output=True,
@@ -111,7 +111,7 @@ def server(model: Path) -> Iterator[str]:
 def _serve(args: list[str], env: dict[str, str]) -> Iterator[str]:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.simcluster.standin", *args, "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "simcluster.standin", *args, "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
         env={**ENV, "SPARKC_STANDIN_LOAD_SECONDS": "0.5", **env},
         stdout=subprocess.PIPE,
@@ -265,13 +265,13 @@ def test_noray_image_has_no_ray_shim() -> None:
     ],
 )
 def test_nccl_bootstrap_picks_interfaces_as_nccl_does(name: str, spec: str, matches: bool) -> None:
-    from tests.simcluster.standin.nccl_bootstrap import _matches
+    from simcluster.standin.nccl_bootstrap import _matches
 
     assert _matches(name, spec) is matches
 
 
 def test_nccl_bootstrap_listens_on_one_interface_of_the_list() -> None:
-    from tests.simcluster.standin.nccl_bootstrap import find_interface
+    from simcluster.standin.nccl_bootstrap import find_interface
 
     assert find_interface("lo") == ("lo", "127.0.0.1")  # loopback only when named
     assert find_interface("no-such-netdev") is None
@@ -282,7 +282,7 @@ def test_nccl_bootstrap_listens_on_one_interface_of_the_list() -> None:
 
 def _spawn(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.simcluster.standin", *args],
+        [sys.executable, "-m", "simcluster.standin", *args],
         cwd=ROOT,
         env={**ENV, **(env or {})},
         stdout=subprocess.PIPE,
@@ -392,7 +392,7 @@ def test_sglang_needs_experts_that_divide_by_the_expert_parallel_size(tmp_path: 
     ],
 )
 def test_the_standins_nccl_reads_subnet_routing_from_2_30_7_on(release: str, reads: list[str]) -> None:
-    from tests.simcluster.standin.nccl_bootstrap import nccl_reads
+    from simcluster.standin.nccl_bootstrap import nccl_reads
 
     env = {"NCCL_IB_SUBNET_AWARE_ROUTING": "1", "NCCL_IB_SUBNET_PREFIX_LEN": "30", "NCCL_DEBUG": "INFO"}
     assert sorted(nccl_reads(release, env)) == reads

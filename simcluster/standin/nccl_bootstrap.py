@@ -27,7 +27,7 @@ from . import log
 from .dist import DistError
 
 SIOCGIFADDR = 0x8915
-# Where the image keeps its NCCL release (tests/simcluster/images.py), as ncclGetVersion would report it.
+# Where the image keeps its NCCL release (simcluster/images.py), as ncclGetVersion would report it.
 NCCL_VERSION_FILE = "/etc/sparkc-sim/nccl-version"
 # The parameters NCCL reads from the environment, by the release that first reads each.
 NCCL_PARAMS_FROM = {"NCCL_IB_SUBNET_AWARE_ROUTING": (2, 30, 7), "NCCL_IB_SUBNET_PREFIX_LEN": (2, 30, 7)}

@@ -1,9 +1,9 @@
-"""By-hand CLI: ``python -m tests.simcluster up|down|status|exec|ssh|mounts|build-images|sync-runtime``.
+"""By-hand CLI: ``python -m simcluster up|down|status|exec|ssh|mounts|build-images|sync-runtime``.
 
-python -m tests.simcluster up --nodes 3 --netdev spark3=enp1s0f0np0
-python -m tests.simcluster exec spark1 -- docker ps
-python -m tests.simcluster ssh spark1 spark2 -- hostname
-python -m tests.simcluster down
+python -m simcluster up --nodes 3 --netdev spark3=enp1s0f0np0
+python -m simcluster exec spark1 -- docker ps
+python -m simcluster ssh spark1 spark2 -- hostname
+python -m simcluster down
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .runtime import VENV, container_mounts, sync_runtime
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m tests.simcluster",
+        prog="python -m simcluster",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

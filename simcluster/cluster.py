@@ -71,9 +71,9 @@ def preflight(venv: Path = VENV) -> list[str]:
     )
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        problems.append(f"missing programs: {', '.join(missing)} (run: bash tests/simcluster/install.sh)")
+        problems.append(f"missing programs: {', '.join(missing)} (run: bash simcluster/install.sh)")
     if not venv_python(venv).exists():
-        problems.append(f"no simulation venv at {venv} (run: bash tests/simcluster/install.sh)")
+        problems.append(f"no simulation venv at {venv} (run: bash simcluster/install.sh)")
     if os.geteuid() == 0 and shutil.which("ip"):
         probe = f"sparkc-sim-probe-{os.getpid()}"
         res = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, check=False)

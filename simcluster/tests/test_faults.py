@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.simcluster import NORAY_IMAGE, VLLM_IMAGE, SimCluster
-from tests.simcluster.fixtures import MODEL_IN_CONTAINER, Runner, wait_until
-from tests.simcluster.hardware import VLLM_FITS
+from simcluster import NORAY_IMAGE, VLLM_IMAGE, SimCluster
+from simcluster.fixtures import MODEL_IN_CONTAINER, Runner, wait_until
+from simcluster.hardware import VLLM_FITS
 
 pytestmark = pytest.mark.cluster
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from tests.simcluster import HELLOHAL_IMAGE, IMAGES, VLLM_IMAGE, SimCluster
-from tests.simcluster.fixtures import HEAD_NETDEV, MODEL_IN_CONTAINER, ODD_NETDEV, Container, Runner, wait_until
-from tests.simcluster.hardware import VLLM_FITS
+from simcluster import HELLOHAL_IMAGE, IMAGES, VLLM_IMAGE, SimCluster
+from simcluster.fixtures import HEAD_NETDEV, MODEL_IN_CONTAINER, ODD_NETDEV, Container, Runner, wait_until
+from simcluster.hardware import VLLM_FITS
 
 pytestmark = pytest.mark.cluster
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.simcluster.runtime import venv_python
+from simcluster.runtime import venv_python
 from tests.specs import ROOT
 
 pytestmark = pytest.mark.cluster
@@ -22,13 +22,13 @@ pytestmark = pytest.mark.cluster
 PYTHON = str(venv_python())  # the simulated cluster's venv: click and torch (the ranks' rendezvous)
 ENV = {**os.environ, "NVIDIA_VISIBLE_DEVICES": "all", "PYTHONPATH": str(ROOT)}
 MPI_ENV = {**ENV, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "MASTER_ADDR": "127.0.0.1"}
-STANDIN = (PYTHON, "-m", "tests.simcluster.standin")
+STANDIN = (PYTHON, "-m", "simcluster.standin")
 
 
 @pytest.fixture(autouse=True)
 def _needs_the_venv() -> None:
     if not Path(PYTHON).exists():
-        pytest.skip(f"{PYTHON} is missing: run tests/simcluster/install.sh")
+        pytest.skip(f"{PYTHON} is missing: run simcluster/install.sh")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""pytest fixtures for tests on the simulated cluster: the simulator's own (tests/simcluster/tests) and
+"""pytest fixtures for tests on the simulated cluster: the simulator's own (simcluster/tests) and
 sparkc's (tests/cluster). tests/conftest.py registers them once, so the session cluster is made once.
 
 ``sim_cluster`` (session): three nodes, spark1 (head) and spark2 with fabric netdev enp1s0f1np1,
@@ -37,7 +37,7 @@ def unavailable(reason: str) -> NoReturn:
     """Skips the test saying why the cluster cannot be made here; under CI, fails it instead."""
     msg = f"simulated cluster unavailable: {reason}"
     if _in_ci():
-        pytest.fail(msg + "\n(CI is set, so this is a failure; run: bash tests/simcluster/install.sh)", pytrace=False)
+        pytest.fail(msg + "\n(CI is set, so this is a failure; run: bash simcluster/install.sh)", pytrace=False)
     pytest.skip(msg)
 
 

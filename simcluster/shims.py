@@ -5,7 +5,7 @@ from __future__ import annotations
 _GUARD = """\
 #!/bin/sh
 # sparkc-sim shim: Python, Ray and the stand-in engine live in the host venv, which the container
-# must mount read-only at the same path (tests.simcluster.container_mounts() lists the mounts).
+# must mount read-only at the same path (simcluster.container_mounts() lists the mounts).
 if [ ! -x {venv}/bin/python3 ]; then
   echo "sparkc-sim: {venv} (and {home}) must be mounted read-only into this container" >&2
   exit 127

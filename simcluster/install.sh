@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs what the simulated cluster (tests/simcluster) needs on a fresh Debian 12 machine, as root.
+# Installs what the simulated cluster (simcluster) needs on a fresh Debian 12 machine, as root.
 # Idempotent: every step checks first and is skipped when already done. Prints a timing per step.
 #
-#   bash tests/simcluster/install.sh            # apt + venv + stand-in + test images
-#   bash tests/simcluster/install.sh --no-images
+#   bash simcluster/install.sh            # apt + venv + stand-in + test images
+#   bash simcluster/install.sh --no-images
 #
 # Env: SPARKC_SIM_ROOT (default /opt/sparkc-sim; the venv is $SPARKC_SIM_ROOT/venv),
 #      SPARKC_SIM_CACHE (default /var/cache/sparkc-sim; image cache).
@@ -11,7 +11,7 @@ set -Eeuo pipefail
 
 readonly SIM_ROOT="${SPARKC_SIM_ROOT:-/opt/sparkc-sim}"
 readonly VENV="${SIM_ROOT}/venv"
-REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly REPO_ROOT
 readonly APT_PACKAGES=(
   openssh-server
@@ -35,7 +35,7 @@ readonly APT_PACKAGES=(
   systemd
   # a ring's preflight pings the node before each node over its cable, as on DGX OS
   iputils-ping
-  # Open MPI's mpirun: the TensorRT-LLM stand-in's ranks (tests/simcluster/tests/test_trtllm_standin.py)
+  # Open MPI's mpirun: the TensorRT-LLM stand-in's ranks (simcluster/tests/test_trtllm_standin.py)
   openmpi-bin
 )
 readonly PIP_PACKAGES=(
@@ -116,13 +116,13 @@ PY
 
 install_runtime() {
   step_start "stand-in engine into the venv"
-  (cd "$REPO_ROOT" && python3 -m tests.simcluster sync-runtime --venv "$VENV")
+  (cd "$REPO_ROOT" && python3 -m simcluster sync-runtime --venv "$VENV")
   step_end
 }
 
 install_images() {
   step_start "test images (cached)"
-  (cd "$REPO_ROOT" && python3 -m tests.simcluster build-images --venv "$VENV")
+  (cd "$REPO_ROOT" && python3 -m simcluster build-images --venv "$VENV")
   step_end
 }
 

@@ -40,7 +40,7 @@ mount --bind "$SIM_CLUSTER_DIR/ssh/ssh_config" /etc/ssh/ssh_config
 mkdir -p /root/.ssh
 mount --bind "$SIM_NODE_DIR/home-ssh" /root/.ssh
 
-# The node's fake nvidia-smi (tests/simcluster/hardware.py), on every PATH.
+# The node's fake nvidia-smi (simcluster/hardware.py), on every PATH.
 mount --bind "$SIM_CLUSTER_DIR/node-sbin" /usr/local/sbin
 
 /usr/sbin/sshd -f "$SIM_CLUSTER_DIR/ssh/sshd_config" -E "$SIM_NODE_DIR/sshd.log"

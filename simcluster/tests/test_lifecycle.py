@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.simcluster import SimCluster, cleanup_stale, preflight
-from tests.simcluster.fixtures import unavailable
-from tests.simcluster.net import list_netns
-from tests.simcluster.nodes import WORK_ROOT
+from simcluster import SimCluster, cleanup_stale, preflight
+from simcluster.fixtures import unavailable
+from simcluster.net import list_netns
+from simcluster.nodes import WORK_ROOT
 from tests.specs import ROOT
 
 pytestmark = pytest.mark.cluster
@@ -51,7 +51,7 @@ def test_up_down_up() -> None:
 def test_killed_run_leaves_nothing_that_breaks_the_next() -> None:
     # A harness that dies by SIGKILL right after `up` leaves nodes, namespaces and files behind.
     code = (
-        f"import os, signal; from tests.simcluster import SimCluster; "
+        f"import os, signal; from simcluster import SimCluster; "
         f"SimCluster(2, name={NAME!r}).up(images=()); os.kill(os.getpid(), signal.SIGKILL)"
     )
     res = subprocess.run(
