@@ -154,7 +154,7 @@ def test_keep_with_an_entrypoint_that_reads_its_own_port_refuses(fake: FakeClust
         (["--port", "80a"], "got '80a'"),
         (["--port", "-1"], "got '-1'"),
         (["--port", " 80"], "got ' 80'"),
-        (["--port", "$(touch pwned)"], "got '$(touch pwned)'"),
+        (["--port", "$(touch CANARY)"], "got '$(touch CANARY)'"),
         (["--port"], "--port needs a port number"),
         (["--port", "9001", "--port", "9002"], "--port is given twice"),
         (["--env", "PORT=9001"], "--env PORT carries the API's port: use --port"),
@@ -162,10 +162,11 @@ def test_keep_with_an_entrypoint_that_reads_its_own_port_refuses(fake: FakeClust
 )
 def test_bad_ports_are_usage_errors(fake: FakeCluster, args: list[str], message: str) -> None:
     fake.prepare(SEED)
-    launch = fake.run("launch-cluster.sh", *args)
+    canary = fake.root / "pwned"  # a path of its own: the script runs in the test's working directory
+    launch = fake.run("launch-cluster.sh", *(arg.replace("CANARY", str(canary)) for arg in args))
     assert launch.returncode == 2, launch.stdout + launch.stderr
-    assert message in launch.stderr
-    assert fake.calls() == [] and not (fake.root / "pwned").exists()
+    assert message.replace("CANARY", str(canary)) in launch.stderr
+    assert fake.calls() == [] and not canary.exists()
 
 
 def test_a_port_the_head_uses_otherwise_is_refused(fake: FakeCluster) -> None:
