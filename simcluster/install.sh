@@ -22,7 +22,7 @@ readonly APT_PACKAGES=(
   debootstrap
   util-linux
   procps
-  # login shells the generated scripts must work under on a worker (tests/test_hardening.py)
+  # login shells the generated scripts must work under on a worker (tests/fake_cluster/test_hardening.py)
   dash
   zsh
   busybox
@@ -31,7 +31,7 @@ readonly APT_PACKAGES=(
   curl
   rsync
   ca-certificates
-  # systemd-analyze verify checks the generated unit (tests/test_service.py); systemd need not run
+  # systemd-analyze verify checks the generated unit (tests/fake_cluster/test_service.py); systemd need not run
   systemd
   # a ring's preflight pings the node before each node over its cable, as on DGX OS
   iputils-ping

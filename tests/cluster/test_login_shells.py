@@ -1,7 +1,7 @@
 """Workers whose user logs in with dash or busybox sh, through real OpenSSH: every value of a sample
 of hostile payloads (each field once, each payload class once) reaches the engine byte for byte and
 no canary file appears. Rejected payload classes (control characters, line separators) are covered
-at compile time (tests/test_hardening.py, tests/security/)."""
+at compile time (tests/fake_cluster/test_hardening.py, tests/security/)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A dozen public recipes (tests/recipes/public/, each naming its source), end to end: `sparkc import`, then
 the compile, then the compiled engine command compared flag by flag with the command the recipe's own
-launcher runs. The real engine parsers read these commands too (tests/test_engine_parsers.py). What sparkc
+launcher runs. The real engine parsers read these commands too (tests/integration/test_engine_parsers.py). What sparkc
 cannot carry is an error that says how; where the commands differ, REASONS says why sparkc's is right."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from types import ModuleType
 from compiler.plan import flat
 from compiler.resources import data_dir
 from tests.specs import node_env, with_changes
-from tests.test_resolve import BASE, plan_of
+from tests.unit.test_resolve import BASE, plan_of
 
 
 def probe_program() -> ModuleType:

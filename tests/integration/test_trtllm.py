@@ -170,7 +170,7 @@ def test_every_trtllm_command_parses_with_trtllm_serves_click_options() -> None:
     from compiler.engines.flag_table import newest
     from compiler.spec.typed import EngineKind
     from simcluster.standin.trtllm_cli import serve
-    from tests.test_engine_parsers import commands
+    from tests.integration.test_engine_parsers import commands
 
     table = newest(EngineKind.TRTLLM)
     click_names = {name for p in serve.params if isinstance(p, click.Option) for name in p.opts}

@@ -2,7 +2,7 @@
 rules take compiles to clean scripts, the same bytes every time. Inputs: tests/fuzzing.py.
 
 Fixed and derandomized, so CI runs the same cases each time; `pytest -m fuzz` runs only these.
-Bugs found and fixed have their case in tests/test_fuzz_regressions.py; known open ones are listed in
+Bugs found and fixed have their case in tests/fuzz/test_fuzz_regressions.py; known open ones are listed in
 fuzzing.KNOWN_BUGS (each with a strict xfail there) and counted here as hypothesis events.
 """
 

@@ -92,7 +92,7 @@ def commands() -> dict[EngineKind, list[tuple[str, list[str]]]]:
         for rank in range(len(d.nodes)):
             words = list(flat(d.engine.argv(d, rank).command))
             # `vllm serve MODEL ...`: the parser of the `vllm` command; `python3 -m sglang.launch_server ...`: SGLang's;
-            # `trtllm-serve MODEL ...`: trtllm-serve's (tests/test_trtllm.py feeds them to the stand-in's click).
+            # `trtllm-serve MODEL ...`: trtllm-serve's (test_trtllm.py feeds them to the stand-in's click).
             after = words[3:] if d.engine.kind is EngineKind.SGLANG else words[1:]
             found[d.engine.kind].append((f"{name} rank {rank}", after))
     return found
@@ -106,7 +106,7 @@ def test_every_example_and_variant_compiles_into_commands_for_both_engines() -> 
     assert len(found[EngineKind.VLLM]) > 10 and len(found[EngineKind.SGLANG]) > 5
 
 
-# Words the flag table calls wrong (tests/test_engine_flags.py): wrong to the engine too.
+# Words the flag table calls wrong (tests/unit/test_engine_flags.py): wrong to the engine too.
 WRONG = {
     EngineKind.VLLM: [
         ["--enforce-eagre"],

@@ -14,7 +14,7 @@ from compiler.tools import discover as disc
 from compiler.tools.init_spec import CHANGE
 from compiler.tools.probe import parse
 
-DATA = Path(__file__).parent / "data" / "discover"
+DATA = Path(__file__).parent.parent / "data" / "discover"
 
 
 def _compiled(path: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""Inputs the fuzz tests (tests/test_fuzz.py) found sparkc getting wrong, one test each.
+"""Inputs the fuzz tests (tests/fuzz/test_fuzz.py) found sparkc getting wrong, one test each.
 
 A bug found and not fixed yet gets a strict xfail here naming the (module, function) of its crash,
 and that pair in tests/fuzzing.KNOWN_BUGS; the xfail turns red once it is fixed. None is open now.

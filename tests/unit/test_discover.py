@@ -24,7 +24,7 @@ from compiler.tools import discover as disc
 from compiler.tools.probe import NodeFacts, parse
 from tests.specs import dump, example, with_changes
 
-DATA = Path(__file__).parent / "data" / "discover"
+DATA = Path(__file__).parent.parent / "data" / "discover"
 
 
 def _facts(*names: str) -> list[NodeFacts]:

@@ -19,8 +19,8 @@ from compiler.output.library import library_path
 from compiler.pipeline import Beside
 from compiler.plan import flat
 from tests.fakes.cluster import FakeCluster
+from tests.golden.test_examples import SNAPSHOTS, nested
 from tests.specs import DELETE, EXAMPLES, ROOT, compile_spec, diagnostics_text, dump, example, with_changes
-from tests.test_examples import SNAPSHOTS, nested
 
 PAIR = EXAMPLES / "side-by-side"
 BIG, SMALL = "llama33-70b-fp8-both.yaml", "qwen3-8b-beside.yaml"
