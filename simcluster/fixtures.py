@@ -25,8 +25,9 @@ HEAD_NETDEV = "enp1s0f1np1"
 ODD_NETDEV = "enp1s0f0np0"  # spark3 is cabled to the other port twin (DOMAIN: F3)
 MODEL_IN_CONTAINER = "/models/tiny"
 # Not the CLI default, so a by-hand cluster survives a test run; SPARKC_SIM_NAME lets two test runs on one
-# machine (two work trees) keep apart.
-CLUSTER_NAME = os.environ.get("SPARKC_SIM_NAME", "sparkc-test")
+# machine (two work trees) keep apart, and each pytest-xdist worker (`pytest -n 2`) makes its own cluster.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+CLUSTER_NAME = os.environ.get("SPARKC_SIM_NAME", "sparkc-test") + (f"-{_WORKER}" if _WORKER else "")
 
 
 def _in_ci() -> bool:
