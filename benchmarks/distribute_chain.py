@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from simcluster import NodeSpec, SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deployment, sim_spec
-from tests.simcluster import NodeSpec, SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import DELETE
 
 RESULTS = Path(__file__).resolve().parent / "results" / "distribute-sim.json"

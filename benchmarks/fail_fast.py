@@ -17,7 +17,7 @@ import time
 
 from simbench import deployment, model_dir, write
 
-from tests.simcluster import SimCluster
+from simcluster import SimCluster
 
 
 def one(cluster: SimCluster, model, i: int) -> float:

@@ -2,7 +2,7 @@
 
     flock /tmp/sparkc-simcluster.lock python benchmarks/launch_overhead.py [ROUNDS]
 
-Needs root and the simulated cluster (tests/simcluster). For 2 and 4 nodes: launch-cluster.sh from
+Needs root and the simulated cluster (simcluster). For 2 and 4 nodes: launch-cluster.sh from
 start to READY, each output line time-stamped as it arrives (phase boundaries), then stop-cluster.sh.
 The floor, measured the same way: one ssh round trip to every worker at once, then the same
 `docker run`s (workers, then rank 0, as the launcher starts them) and curl until a one-token completion
@@ -20,8 +20,8 @@ import time
 
 from simbench import deployment, model_dir, write
 
+from simcluster import SimCluster
 from tests.cluster.deployment import Deployment
-from tests.simcluster import SimCluster
 
 STAMP = 'while IFS= read -r line; do printf "%s %s\\n" "$(date +%s.%N)" "$line"; done'
 

@@ -1,4 +1,4 @@
-"""Shared set-up of the launcher benchmarks: a 4-node simulated cluster (root; tests/simcluster), a
+"""Shared set-up of the launcher benchmarks: a 4-node simulated cluster (root; simcluster), a
 tiny model folder, and the native vLLM example compiled for N of its nodes. Run the benchmarks under
 the simulated-cluster lock: flock /tmp/sparkc-simcluster.lock python benchmarks/launch_overhead.py"""
 
@@ -14,9 +14,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deployment, sim_spec
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -4,7 +4,7 @@ Writes benchmarks/results/warm-restart-sim.json.
 
     flock /tmp/sparkc-simcluster.lock python benchmarks/warm_restart.py
 
-Needs tests/simcluster/install_vllm.sh to have run. On CPU the sim runs vLLM with TorchDynamo off
+Needs simcluster/install_vllm.sh to have run. On CPU the sim runs vLLM with TorchDynamo off
 (the images have no C++ compiler for inductor), so little is compiled: the figures show what the
 cache saves here, not on a GPU (see benchmarks/compile_warm.py for that).
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from simcluster import NodeSpec, SimCluster
+from simcluster.images import VLLM_IMAGE
+from simcluster.tinymodel import make_tiny_model
+from simcluster.vllm_cpu import TINY_MODEL_DIR, VLLM_VENV, vllm_available, vllm_env, vllm_mounts
 from tests.cluster.deployment import Deployment, sim_spec
-from tests.simcluster import NodeSpec, SimCluster
-from tests.simcluster.images import VLLM_IMAGE
-from tests.simcluster.tinymodel import make_tiny_model
-from tests.simcluster.vllm_cpu import TINY_MODEL_DIR, VLLM_VENV, vllm_available, vllm_env, vllm_mounts
 from tests.specs import DELETE
 
 RESULTS = Path(__file__).resolve().parent / "results" / "warm-restart-sim.json"
@@ -40,7 +40,7 @@ def start(d: Deployment) -> float:
 
 def main() -> int:
     if not vllm_available():
-        raise SystemExit("vLLM on CPU is not installed: bash tests/simcluster/install_vllm.sh")
+        raise SystemExit("vLLM on CPU is not installed: bash simcluster/install_vllm.sh")
     model = make_tiny_model(TINY_MODEL_DIR)
     cluster = SimCluster([NodeSpec("spark1")], name="sparkc-bench")
     cluster.up()

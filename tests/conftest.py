@@ -8,10 +8,6 @@ import pytest
 
 from tests.fakes.cluster import FakeCluster
 from tests.product import COMPILER_DIR, INSTALLED
-
-# The simulated cluster's fixtures, registered here once for tests/cluster and tests/simcluster/tests:
-# a session fixture defined in two conftests would make two clusters.
-from tests.simcluster.fixtures import run_container, sim_cluster, sim_model_dir  # noqa: F401
 from tests.specs import ROOT
 
 

@@ -1,4 +1,4 @@
-"""What the fuzz tests (tests/test_fuzz.py) generate, and how they run sparkc on it.
+"""What the fuzz tests (tests/fuzz/test_fuzz.py) generate, and how they run sparkc on it.
 
 Inputs come in three kinds: YAML text put together from YAML's own tokens and random text (control
 characters, tabs, anchors, aliases, tags, directives, deep nesting); random trees of mappings, lists
@@ -45,7 +45,7 @@ def examples(count: int) -> settings:
     return settings(FUZZ, max_examples=count * SCALE)
 
 
-# Bugs found by fuzzing and not fixed yet, each with a strict xfail in tests/test_fuzz_regressions.py
+# Bugs found by fuzzing and not fixed yet, each with a strict xfail in tests/fuzz/test_fuzz_regressions.py
 # that turns red once it is fixed: then delete its line here too. A crash is one of these when the
 # innermost sparkc frame of its traceback is (module, function), e.g. ("spec/load.py", "load_text").
 # The loader's crashes found first were fixed by its input hardening; none is open now.

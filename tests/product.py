@@ -63,11 +63,11 @@ PACKAGE_HOME: Final = COMPILER_DIR.parent
 
 def needs(tool_missing: bool, what: str) -> None:
     """A test whose tool is not installed here: a skip on a developer's machine, a failure under CI, which
-    installs every tool the suite uses (tests/simcluster/install.sh)."""
+    installs every tool the suite uses (simcluster/install.sh)."""
     if not tool_missing:
         return
     import pytest
 
     if os.environ.get("CI"):
-        pytest.fail(f"{what}: CI must have it (tests/simcluster/install.sh installs it)")
+        pytest.fail(f"{what}: CI must have it (simcluster/install.sh installs it)")
     pytest.skip(what)

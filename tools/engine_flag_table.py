@@ -10,7 +10,7 @@ It writes flag_tables/<engine>-<version>.json (shipped in the wheel as compiler/
 sparkc reads to check engine.args at compile time and the importer reads to tell a flag's value from the
 next word. Every option string is there, with whether it takes a value, argparse's nargs, its choices and
 the other spellings of the same option. With --parse it instead feeds command lines to the real parser
-(tests/test_engine_parsers.py). tools/make_sglang_venv.sh makes an environment where SGLang's
+(tests/integration/test_engine_parsers.py). tools/make_sglang_venv.sh makes an environment where SGLang's
 parser imports without a GPU.
 """
 

@@ -2,7 +2,7 @@
 # An environment where SGLang's server parser imports on a machine without a GPU, for
 # tools/engine_flag_table.py: SGLang itself without its dependencies, the few pure-Python packages
 # its parser module imports, and torch/transformers borrowed from the vLLM CPU venv
-# (tests/simcluster/install_vllm.sh) through a .pth file. It starts no engine; it only builds the parser.
+# (simcluster/install_vllm.sh) through a .pth file. It starts no engine; it only builds the parser.
 #
 #   bash tools/make_sglang_venv.sh [VENV]   (default /tmp/venv-sglang)
 set -Eeuo pipefail

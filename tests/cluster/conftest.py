@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import HELLOHAL_IMAGE
 from tests.cluster.deployment import Deploy, Deployment, sim_spec
-from tests.simcluster import SimCluster
-from tests.simcluster.images import HELLOHAL_IMAGE
 
 HELLOHAL_REAL = "hellohal2064/vllm-qwen3.5-gb10:latest"  # the seed's image name; the sim image is tagged so
 

@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from simcluster import SimCluster, container_mounts
 from tests.product import sparkc_compile
-from tests.simcluster import SimCluster, container_mounts
 from tests.specs import DELETE, example, with_changes
 
 

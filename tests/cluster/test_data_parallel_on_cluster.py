@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy
 from tests.cluster.test_launch_on_cluster import ask, assert_failed
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import flag_value
 
 pytestmark = pytest.mark.cluster

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from compiler.pipeline import compile_text
+from simcluster import SimCluster
 from tests.product import SPARKC
-from tests.simcluster import SimCluster
 from tests.specs import ROOT, dump, example
 
 pytestmark = pytest.mark.cluster

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy, Deployment
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import DELETE, dry_commands
 
 pytestmark = pytest.mark.cluster

@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from compiler.cli.main import cli
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy, Deployment
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import DELETE, dump
 
 pytestmark = pytest.mark.cluster

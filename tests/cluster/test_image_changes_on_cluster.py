@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from compiler.resources import data_dir
+from simcluster import SimCluster
+from simcluster.images import HELLOHAL_IMAGE
+from simcluster.shims import HELLOHAL_ENTRYPOINT
 from tests.cluster.conftest import HELLOHAL_REAL
 from tests.cluster.deployment import Deploy, Deployment
 from tests.cluster.test_launch_on_cluster import assert_failed
-from tests.simcluster import SimCluster
-from tests.simcluster.images import HELLOHAL_IMAGE
-from tests.simcluster.shims import HELLOHAL_ENTRYPOINT
 from tests.specs import DELETE
 
 pytestmark = pytest.mark.cluster

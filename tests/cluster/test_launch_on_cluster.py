@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import NORAY_IMAGE, VLLM_IMAGE
 from tests.cluster.deployment import Deploy
-from tests.simcluster import SimCluster
-from tests.simcluster.images import NORAY_IMAGE, VLLM_IMAGE
 from tests.specs import DELETE, flag_value
 
 pytestmark = pytest.mark.cluster

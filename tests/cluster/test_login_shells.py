@@ -1,7 +1,7 @@
 """Workers whose user logs in with dash or busybox sh, through real OpenSSH: every value of a sample
 of hostile payloads (each field once, each payload class once) reaches the engine byte for byte and
 no canary file appears. Rejected payload classes (control characters, line separators) are covered
-at compile time (tests/test_hardening.py, tests/security/)."""
+at compile time (tests/fake_cluster/test_hardening.py, tests/security/)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 
 pytestmark = pytest.mark.cluster
 
@@ -60,7 +60,7 @@ def test_values_arrive_exactly_through_dash_and_busybox_workers(
     busybox_sh.parent.mkdir()
     busybox = shutil.which("busybox")
     if busybox is None:
-        pytest.fail("busybox is not installed (tests/simcluster/install.sh installs it)")
+        pytest.fail("busybox is not installed (simcluster/install.sh installs it)")
     busybox_sh.symlink_to(busybox)
     served = f"modèle 'x' $(touch {canary})"
     secret = f"line one\n'$(touch {canary})'\n\n"

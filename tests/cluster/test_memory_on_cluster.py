@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy
 from tests.cluster.test_launch_on_cluster import assert_failed
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 
 pytestmark = pytest.mark.cluster
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy
 from tests.cluster.test_launch_on_cluster import assert_failed
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import DELETE, flag_value
 
 pytestmark = pytest.mark.cluster

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import DELETE, EXAMPLES, flag_value
 
 pytestmark = pytest.mark.cluster

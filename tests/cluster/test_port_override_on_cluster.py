@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from simcluster import SimCluster
 from tests.cluster.deployment import Deploy
 from tests.cluster.test_launch_on_cluster import ask
-from tests.simcluster import SimCluster
 
 pytestmark = pytest.mark.cluster
 

@@ -1,5 +1,5 @@
 """The launcher's preflight and its ssh use on the simulated cluster: one round trip per node over a
-shared connection, the node's hardware (tests/simcluster/hardware.py) judged, problems named by node."""
+shared connection, the node's hardware (simcluster/hardware.py) judged, problems named by node."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy, Deployment
 from tests.cluster.test_launch_on_cluster import assert_failed
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import DELETE
 
 pytestmark = pytest.mark.cluster

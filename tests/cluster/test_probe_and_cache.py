@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import DELETE
 
 pytestmark = pytest.mark.cluster

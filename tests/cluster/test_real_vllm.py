@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.fixtures import unavailable
+from simcluster.images import VLLM_IMAGE
+from simcluster.tinymodel import make_tiny_model
+from simcluster.vllm_cpu import TINY_MODEL_DIR, VLLM_VENV, vllm_available, vllm_env, vllm_mounts
 from tests.cluster.deployment import Deployment, sim_spec
-from tests.simcluster import SimCluster
-from tests.simcluster.fixtures import unavailable
-from tests.simcluster.images import VLLM_IMAGE
-from tests.simcluster.tinymodel import make_tiny_model
-from tests.simcluster.vllm_cpu import TINY_MODEL_DIR, VLLM_VENV, vllm_available, vllm_env, vllm_mounts
 from tests.specs import DELETE
 
 pytestmark = pytest.mark.vllm  # on the simulated cluster too, but `-m cluster` stays the stand-in suite
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.vllm  # on the simulated cluster too, but `-m cluster` 
 @pytest.fixture(scope="module")
 def tiny_model() -> Path:
     if not vllm_available():
-        unavailable("vLLM on CPU is not installed (run: bash tests/simcluster/install_vllm.sh)")
+        unavailable("vLLM on CPU is not installed (run: bash simcluster/install_vllm.sh)")
     return make_tiny_model(TINY_MODEL_DIR)
 
 

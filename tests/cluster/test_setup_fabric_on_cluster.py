@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from compiler.cli.main import cli
 from compiler.resolve.rules.cluster import roce_name
-from tests.simcluster import Node, SimCluster
+from simcluster import Node, SimCluster
 from tests.specs import dump, example
 
 pytestmark = pytest.mark.cluster

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import VLLM_IMAGE
 from tests.cluster.deployment import Deploy
 from tests.cluster.test_launch_on_cluster import ask
-from tests.simcluster import SimCluster
-from tests.simcluster.images import VLLM_IMAGE
 from tests.specs import DELETE
 
 pytestmark = pytest.mark.cluster

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from simcluster.images import VLLM_IMAGE
+from simcluster.standin.speculative import MARKER
 from tests.cluster.deployment import Deploy, Deployment
-from tests.simcluster.images import VLLM_IMAGE
-from tests.simcluster.standin.speculative import MARKER
 from tests.specs import flag_value
 
 pytestmark = pytest.mark.cluster

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
+from simcluster import ClusterUnavailable, SimCluster, preflight
+from simcluster.cluster import PORT0, PORT1
+from simcluster.fixtures import CLUSTER_NAME, unavailable
+from simcluster.images import VLLM_IMAGE
+from simcluster.net import MGMT_IF
 from tests.cluster.deployment import Deployment, sim_spec
 from tests.cluster.test_host_keys_on_cluster import MODEL as HOST_KEY_MODEL
 from tests.cluster.test_host_keys_on_cluster import setup_then_distribute
-from tests.simcluster import ClusterUnavailable, SimCluster, preflight
-from tests.simcluster.cluster import PORT0, PORT1
-from tests.simcluster.fixtures import CLUSTER_NAME, unavailable
-from tests.simcluster.images import VLLM_IMAGE
-from tests.simcluster.net import MGMT_IF
 
 pytestmark = pytest.mark.cluster
 

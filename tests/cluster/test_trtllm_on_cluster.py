@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from simcluster import SimCluster
+from simcluster.images import TRTLLM_IMAGE, TRTLLM_SSHD_IMAGE
+from simcluster.standin.log import START_FILES
 from tests.cluster.deployment import Deploy
 from tests.cluster.test_launch_on_cluster import ask, assert_failed
-from tests.simcluster import SimCluster
-from tests.simcluster.images import TRTLLM_IMAGE, TRTLLM_SSHD_IMAGE
-from tests.simcluster.standin.log import START_FILES
 
 pytestmark = pytest.mark.cluster
 
