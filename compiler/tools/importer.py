@@ -141,7 +141,9 @@ def import_recipe(
     # One word, whatever it holds (a Hub id has no spaces; a hostile one must not become several flags).
     model = recipe.get("model")
     values = {"model": shlex.quote(model), **defaults} if isinstance(model, str) else defaults
-    args = _command(command, values, kind, fields, warnings)
+    # spark-vllm-docker's launcher formats the command, so its recipes write a JSON brace as {{ }}; sparkrun's
+    # recipes (they name a runtime) are filled without that, and '{"a": {"b": 1}}' ends in a real }}.
+    args = _command(command, values, kind, fields, warnings, unescape="runtime" not in recipe)
     if backend is not None:
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
     _image_steps(recipe, args, warnings)
@@ -375,8 +377,11 @@ def _typed(value: Any, type_of: type) -> Any:
     return float(value) if ok else None
 
 
-def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str, Any], warnings: _Notes) -> list[str]:
-    """The engine command's flags: managed ones into `fields`, the rest returned as engine.args."""
+def _command(
+    command: str, defaults: dict[str, Any], kind: str, fields: dict[str, Any], warnings: _Notes, *, unescape: bool
+) -> list[str]:
+    """The engine command's flags: managed ones into `fields`, the rest returned as engine.args. `unescape`:
+    the command's {{ and }} stand for { and } (a Python format string, as spark-vllm-docker fills it)."""
     unfilled: set[str] = set()
 
     def fill(match: re.Match[str]) -> str:
@@ -386,7 +391,8 @@ def _command(command: str, defaults: dict[str, Any], kind: str, fields: dict[str
         return match.group(0)
 
     text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", fill, command.replace("\\\n", " "))
-    text = text.replace("{{", "{").replace("}}", "}")
+    if unescape:
+        text = text.replace("{{", "{").replace("}}", "}")
     try:
         words = shlex.split(text)
     except ValueError as exc:
