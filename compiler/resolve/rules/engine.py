@@ -184,13 +184,16 @@ def engine_args_parse(d: Deployment) -> Iterator[Diagnostic]:
 def _unknown_flag(d: Deployment, problem: Problem) -> str:
     """A flag the table lacks: where other releases have it (it was removed, or is newer), say which."""
     table = d.flag_table
-    others = releases_with(d.spec.engine.kind, d.engine.canonical(problem.unknown))
+    flag = d.engine.canonical(problem.unknown)
+    others = releases_with(d.spec.engine.kind, flag)
     if not others:
         return problem.message
-    return (
-        f"{problem.unknown} is not a flag of {table.display} {table.version}; {table.display} {', '.join(others)} "
-        f"{'has' if len(others) == 1 else 'have'} it: remove it, or use an image of a release that has it"
-    )
+    have = f"{table.display} {', '.join(others)} {'has' if len(others) == 1 else 'have'} it"
+    release = f"{table.display} {table.version}"
+    field = managed_fields(d).get(flag)
+    if field is not None:  # a flag sparkc writes itself where the release takes it
+        return f"{problem.unknown} is not a flag of {release} ({have}); use {field} instead"
+    return f"{problem.unknown} is not a flag of {release}; {have}: remove it, or use an image of a release that has it"
 
 
 def _how_to_pin(d: Deployment) -> str:
