@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.abc
+import importlib.machinery
 import io
 import json
 import sys
+import types
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 TABLES = Path(__file__).resolve().parent.parent / "flag_tables"
 
@@ -30,7 +34,11 @@ TABLES = Path(__file__).resolve().parent.parent / "flag_tables"
 def vllm_top() -> argparse.ArgumentParser:
     """The `vllm` command's parser with its `serve` subcommand, built as vLLM's CLI builds it."""
     from vllm.entrypoints.cli.serve import ServeSubcommand
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # releases before 0.12 keep it in vllm.utils
+        from vllm.utils import FlexibleArgumentParser
 
     top = FlexibleArgumentParser(prog="vllm")
     commands = top.add_subparsers(dest="subparser")
@@ -38,8 +46,19 @@ def vllm_top() -> argparse.ArgumentParser:
     return top
 
 
+def _older_vllm_on_newer_torch() -> None:
+    """An older release, run on the installed newer torch, asks torch's CPU module for a function it has
+    since dropped, only to pick which kernel library to load (the wheel's kernels are not loaded here)."""
+    import torch
+
+    cpu: Any = torch._C._cpu
+    if not hasattr(cpu, "_is_avx512_supported"):
+        cpu._is_avx512_supported = lambda: False
+
+
 def vllm_parser() -> tuple[argparse.ArgumentParser, str, str]:
     """vLLM's `vllm serve` parser."""
+    _older_vllm_on_newer_torch()
     import vllm
 
     top = vllm_top()
@@ -58,6 +77,64 @@ def sglang_parser() -> tuple[argparse.ArgumentParser, str, str]:
 
 
 PARSERS = {"vllm": vllm_parser, "sglang": sglang_parser}
+
+
+class _Anything(type):
+    """Whatever a stubbed module is asked for: a class that any attribute, call or subscript returns."""
+
+    def __getattr__(cls, name: str) -> Any:
+        return _Anything(name, (), {})
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls
+
+    def __getitem__(cls, key: Any) -> Any:
+        return cls
+
+    def __or__(cls, other: Any) -> Any:
+        return cls
+
+    __ror__ = __or__
+
+
+class _StubModule(types.ModuleType):
+    __path__: ClassVar[list[str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything(name, (), {})
+
+
+def _imported_by_the_engine() -> bool:
+    """The import statement being run is in the engine's own code (not the import machinery's)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+        frame = frame.f_back
+    return frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] in PARSERS
+
+
+class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Stands in for the named packages where nothing else provides them: an older release imports a
+    dependency the environment lacks (diskcache) in a module its parser's module imports, not to build
+    the parser. A stub that the parser did need shows: the table would lose options or choices."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = set(names)
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name.split(".")[0] not in self.names or not _imported_by_the_engine():
+            return None  # another package probing for it (transformers for torchvision) sees it absent
+        for finder in sys.meta_path:
+            if finder is not self and finder.find_spec(name, path, target) is not None:
+                return None  # the real package is there: use it
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _StubModule(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
 
 
 def _takes_value(action: argparse.Action) -> str:
@@ -84,7 +161,7 @@ def option(action: argparse.Action) -> dict[str, Any]:
     }
 
 
-def table(engine: str) -> dict[str, Any]:
+def table(engine: str, made: str) -> dict[str, Any]:
     parser, version, source = PARSERS[engine]()
     options = [option(a) for a in parser._actions if a.option_strings and a.dest != "help"]
     positionals = [{"dest": a.dest, "nargs": a.nargs} for a in parser._actions if not a.option_strings]
@@ -94,6 +171,7 @@ def table(engine: str) -> dict[str, Any]:
         "parser": source,
         "abbreviations": bool(parser.allow_abbrev),
         "generated_by": "tools/engine_flag_table.py",
+        "made": made,
         "positionals": positionals,
         "options": sorted(options, key=lambda o: o["names"][0]),
     }
@@ -130,17 +208,34 @@ def main(argv: list[str] | None = None) -> int:
     args.add_argument("engine", choices=sorted(PARSERS))
     args.add_argument("--out", type=Path, default=TABLES, help="folder to write into (default: flag_tables/)")
     args.add_argument(
+        "--stub",
+        default="",
+        help="comma-separated packages to stand in for where the environment lacks them (an older release's "
+        "dependencies its parser does not use)",
+    )
+    args.add_argument(
+        "--made",
+        default="",
+        help="how the parser was reached, recorded in the table (default: the installed package)",
+    )
+    args.add_argument(
         "--parse",
         action="store_true",
         help="read a JSON list of commands (lists of words) on stdin and print the parser's verdicts as JSON; "
         "then write the table only if --out is given",
     )
     given = args.parse_args(argv)
+    stubs = [name for name in given.stub.split(",") if name]
+    if stubs:
+        sys.meta_path.append(_Stubs(stubs))
     if given.parse:
         print(json.dumps(parse_commands(given.engine, json.load(sys.stdin))))
         if given.out == TABLES:
             return 0  # --parse writes a table only where --out names a folder
-    data = table(given.engine)
+    made = given.made or f"{given.engine}'s parser imported from the installed package"
+    if stubs:
+        made += f"; stood in for: {', '.join(stubs)}"
+    data = table(given.engine, made)
     given.out.mkdir(parents=True, exist_ok=True)
     path = given.out / f"{data['engine']}-{data['version']}.json"
     path.write_text(dump(data), encoding="utf-8")

@@ -70,7 +70,7 @@ class FlagTable:
         return option.names if option is not None else (name,)
 
 
-def _version_key(version: str) -> tuple[int, ...]:
+def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
 
 
@@ -94,7 +94,7 @@ def tables(kind: EngineKind) -> tuple[FlagTable, ...]:
         _parse(json.loads(path.read_text(encoding="utf-8")))
         for path in sorted(data_dir("flag_tables").glob(f"{kind.value}-*.json"))
     ]
-    return tuple(sorted(found, key=lambda t: _version_key(t.version)))
+    return tuple(sorted(found, key=lambda t: version_key(t.version)))
 
 
 def newest(kind: EngineKind) -> FlagTable:
@@ -102,16 +102,46 @@ def newest(kind: EngineKind) -> FlagTable:
 
 
 def table_for(kind: EngineKind, version: str | None) -> FlagTable:
-    """The table of that release; else the newest one not newer than it (the oldest for an older
-    release); the newest for an unknown release."""
+    return choose(kind, version).table
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The table engine.args are compared with, and whether what it refuses is an error."""
+
+    table: FlagTable
+    release: str | None  # the image's engine release, where sparkc knows it
+
+    @property
+    def binding(self) -> bool:
+        """The table is the release's own: what it refuses, the image's engine refuses. Not so for another
+        release, even a patch of the same line (vLLM 0.11.2 takes 20 flags 0.11.0 does not)."""
+        return self.table.version == self.release
+
+    @property
+    def nearest(self) -> str:
+        """How the table stands to the image's release, where it is another release's."""
+        if self.release is None:
+            return "the newest it has"
+        table, release = version_key(self.table.version), version_key(self.release)
+        if table > release:
+            return "the oldest it has"
+        return "the nearest earlier release of its line" if table[:2] == release[:2] else "the nearest earlier one"
+
+
+def choose(kind: EngineKind, release: str | None) -> Choice:
+    """The table of the image's release; else the nearest one at or below it (within its minor line where
+    there is one), the oldest for an older release, the newest for an unknown release."""
     known = tables(kind)
-    if version is None:
-        return known[-1]
-    exact = [t for t in known if t.version == version]
-    if exact:
-        return exact[0]
-    older = [t for t in known if _version_key(t.version) <= _version_key(version)]
-    return older[-1] if older else known[0]
+    if release is None:
+        return Choice(known[-1], None)
+    below = [t for t in known if version_key(t.version) <= version_key(release)]
+    return Choice(below[-1] if below else known[0], release)
+
+
+def releases_with(kind: EngineKind, flag: str) -> tuple[str, ...]:
+    """The releases of the shipped tables whose parser takes `flag` as written."""
+    return tuple(t.version for t in tables(kind) if flag in t.options)
 
 
 def spellings(kind: EngineKind, fields: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -145,6 +175,7 @@ class Problem:
     index: int  # of the word it is about
     message: str
     severe: bool = True  # False: the engine would accept it, but it is fragile (an abbreviation)
+    unknown: str = ""  # for a flag the table does not have: the flag as written
 
 
 def is_flag(word: str) -> bool:
@@ -170,7 +201,7 @@ def read_words(
         written, eq, _ = word.partition("=")
         option, longer = table.find(_base(canonical(written)))
         if option is None:
-            problems.append(Problem(i, _unknown(table, written, longer)))
+            problems.append(Problem(i, _unknown(table, written, longer), unknown=written))
             # Unknown: take a following plain word as its value, so that one typo is one problem.
             taken: tuple[int, ...] = (i + 1,) if not eq and i + 1 < len(words) and not is_flag(words[i + 1]) else ()
             read.append(Word(i, word, None, taken))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from compiler.engines import Engine, engine_for
-from compiler.engines.flag_table import FlagTable, table_for
+from compiler.engines.flag_table import Choice, FlagTable, choose
 from compiler.resolve.entrypoint import Entrypoint, resolve_entrypoint
 from compiler.spec.model_facts import NO_FACTS, ModelFacts
 from compiler.spec.patches import PatchFolder
@@ -136,9 +136,14 @@ class Deployment:
         return self.profile.engine_version(self.spec.container.image)
 
     @cached_property
+    def flag_choice(self) -> Choice:
+        """The flag table engine.args are compared with, and whether what it refuses is an error."""
+        return choose(self.spec.engine.kind, self.engine_version)
+
+    @property
     def flag_table(self) -> FlagTable:
         """What that release's parser accepts (the newest table sparkc has where the release is unknown)."""
-        return table_for(self.spec.engine.kind, self.engine_version)
+        return self.flag_choice.table
 
     @property
     def api_port(self) -> int | None:

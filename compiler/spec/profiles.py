@@ -58,6 +58,8 @@ class Profile:
     notes: tuple[str, ...]
     origin: str = ""  # the file of an operator's own profile; "" for a built-in one
     version_from_tag: str | None = None  # a regular expression whose one group is the engine's version
+    version_by_tag: tuple[tuple[str, str], ...] = ()  # (the tag's release, the engine release it holds)
+    version: str = ""  # the engine release every tag holds; "" unknown
     ray_absent_from: tuple[int, ...] | None = None  # with ray: check, the first release without Ray
     entrypoint_sha256: str = ""  # the entrypoint file's sha256 the profile was written from; "" not recorded
     nccl_release: str = ""  # the NCCL every tag ships; "" unknown
@@ -65,10 +67,16 @@ class Profile:
     nccl_older_than: tuple[str, str] | None = None  # (tag, NCCL): a tag before it ships an older NCCL
 
     def engine_version(self, image: str) -> str | None:
-        """The engine's release the image holds, where its tag says it."""
-        if self.version_from_tag is None:
-            return None
-        return version_in(self.version_from_tag, image_tag(image))
+        """The engine's release the image holds, where its tag says it or the profile knows it."""
+        if self.version_from_tag is not None:
+            found = version_in(self.version_from_tag, image_tag(image))
+            if found is not None:
+                return found
+        release = tag_release(image)
+        by_tag = dict(self.version_by_tag)
+        if release is not None and release in by_tag:
+            return by_tag[release]
+        return self.version or None
 
     def control(self, setting: str) -> Control | None:
         return dict(self.controls).get(setting)
@@ -143,6 +151,8 @@ def _load(text: str, filename: str, stem: str) -> tuple[Profile | None, list[str
             side_effects=tuple(data.get("side_effects", ())),
             notes=tuple(data.get("notes", ())),
             version_from_tag=data.get("engine_version", {}).get("from_tag"),
+            version_by_tag=tuple(sorted(data.get("engine_version", {}).get("by_tag", {}).items())),
+            version=data.get("engine_version", {}).get("release", ""),
             ray_absent_from=_version(data["ray_absent_from"]) if "ray_absent_from" in data else None,
             entrypoint_sha256=data.get("entrypoint_sha256", ""),
             nccl_release=nccl.get("release", ""),

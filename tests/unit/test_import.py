@@ -403,3 +403,24 @@ def test_vllm_data_parallel_becomes_fields_and_its_per_node_flags_are_derived() 
     assert "args" not in engine
     dropped = [w for w in warnings if "is set by sparkc" in w]
     assert len(dropped) == 2 and any("--data-parallel-address" in w for w in dropped)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "written", "meant"),
+    [
+        # sparkrun fills its recipes' commands without format escapes: a nested JSON value's }} is two braces.
+        (
+            "runtime: vllm\n",
+            '{"level": 3, "pass_config": {"fuse": true}}',
+            '{"level": 3, "pass_config": {"fuse": true}}',
+        ),
+        # spark-vllm-docker's launcher formats the command: {{ and }} are its escapes of { and }.
+        ("", '{{"level": 3, "pass_config": {{"fuse": true}}}}', '{"level": 3, "pass_config": {"fuse": true}}'),
+    ],
+)
+def test_a_json_value_keeps_its_braces_as_the_recipes_own_launcher_reads_them(
+    runtime: str, written: str, meant: str
+) -> None:
+    recipe = f"container: img\nmodel: org/m\n{runtime}command: |\n  vllm serve org/m --compilation-config '{written}'\n"
+    spec = YAML(typ="safe").load(import_recipe(recipe, "r.yaml").spec_text)
+    assert spec["engine"]["args"] == ["--compilation-config", meant]

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
+from compiler.engines.flag_table import Problem, releases_with
 from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
 from compiler.plan import MAX_LAUNCH_TIMEOUT
 from compiler.resolve.context import Deployment
@@ -149,28 +150,58 @@ def managed_flags(d: Deployment) -> Iterator[Diagnostic]:
 
 def engine_args_parse(d: Deployment) -> Iterator[Diagnostic]:
     """engine.args as the image's engine release parses them: an unknown flag, a missing or unwanted value
-    and a stray word are refused here, not minutes into a model load."""
+    and a stray word are refused here, not minutes into a model load. Refused only where sparkc knows the
+    image's release and has its table; else compared with the nearest table it has and only warned about
+    (the image's own release may take a flag the table lacks)."""
     engine = d.spec.engine
     if not engine.args:
         return
-    table = d.flag_table
-    release = d.engine_version
-    if release is None:
+    choice = d.flag_choice
+    name, table = d.engine.name, choice.table.version
+    if choice.release is None:
         yield warning(
             engine.at("args"),
-            f"sparkc cannot tell which {d.engine.name} release the image {d.spec.container.image} holds: engine.args "
-            f"are checked against {d.engine.name} {table.version}, the newest release it knows; name the release "
-            "in the image's tag (an image profile's engine_version.from_tag reads it)",
+            f"sparkc cannot tell which {name} release the image {d.spec.container.image} holds: engine.args are "
+            f"compared with the flag table of {name} {table}, {choice.nearest}, and what it refuses is only a "
+            f"warning; to have it refused here, pin the release: {_how_to_pin(d)}",
         )
-    elif release != table.version:
+    elif not choice.binding:
         yield warning(
             engine.at("args"),
-            f"sparkc has no flag table for {d.engine.name} {release}: engine.args are checked against "
-            f"{d.engine.name} {table.version}; a flag that release spells otherwise may be reported wrongly",
+            f"sparkc has no flag table of {name} {choice.release}: engine.args are compared with the flag table of "
+            f"{name} {table}, {choice.nearest}, and what it refuses is only a warning",
         )
     for problem in read_args(d)[1]:
-        report = error if problem.severe else warning
-        yield report(engine.at("args", problem.index), problem.message)
+        message = _unknown_flag(d, problem) if problem.unknown else problem.message
+        if problem.severe and choice.binding:
+            yield error(engine.at("args", problem.index), message)
+        elif problem.severe:
+            why = "does not know the image's release" if choice.release is None else "has no table of its release"
+            yield warning(engine.at("args", problem.index), f"{message} (only a warning: sparkc {why})")
+        else:
+            yield warning(engine.at("args", problem.index), message)
+
+
+def _unknown_flag(d: Deployment, problem: Problem) -> str:
+    """A flag the table lacks: where other releases have it (it was removed, or is newer), say which."""
+    table = d.flag_table
+    flag = d.engine.canonical(problem.unknown)
+    others = releases_with(d.spec.engine.kind, flag)
+    if not others:
+        return problem.message
+    have = f"{table.display} {', '.join(others)} {'has' if len(others) == 1 else 'have'} it"
+    release = f"{table.display} {table.version}"
+    field = managed_fields(d).get(flag)
+    if field is not None:  # a flag sparkc writes itself where the release takes it
+        return f"{problem.unknown} is not a flag of {release} ({have}); use {field} instead"
+    return f"{problem.unknown} is not a flag of {release}; {have}: remove it, or use an image of a release that has it"
+
+
+def _how_to_pin(d: Deployment) -> str:
+    own = "engine_version.release in an image profile of your own for it (a profiles/ folder beside the spec)"
+    if d.profile is not None and d.profile.version_from_tag is not None:
+        return f"a tag that names the release (the tags of {d.profile.family} can), or {own}"
+    return own
 
 
 def api_key(d: Deployment) -> Iterator[Diagnostic]:

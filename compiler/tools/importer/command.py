@@ -44,9 +44,10 @@ def default_command(engine: Engine, defaults: dict[Any, Any]) -> str:
 
 
 def read_command(
-    command: str, defaults: dict[str, Any], engine: Engine, fields: dict[str, Any], warnings: Notes
+    command: str, defaults: dict[str, Any], engine: Engine, fields: dict[str, Any], warnings: Notes, *, unescape: bool
 ) -> list[str]:
-    """The engine command's flags: managed ones into `fields`, the rest returned as engine.args."""
+    """The engine command's flags: managed ones into `fields`, the rest returned as engine.args. `unescape`:
+    the command's {{ and }} stand for { and } (a Python format string, as spark-vllm-docker fills it)."""
     unfilled: set[str] = set()
 
     def fill(match: re.Match[str]) -> str:
@@ -56,7 +57,8 @@ def read_command(
         return match.group(0)
 
     text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", fill, command.replace("\\\n", " "))
-    text = text.replace("{{", "{").replace("}}", "}")
+    if unescape:
+        text = text.replace("{{", "{").replace("}}", "}")
     try:
         words = shlex.split(text)
     except ValueError as exc:

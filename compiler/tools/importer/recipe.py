@@ -73,7 +73,9 @@ def import_recipe(
     # One word, whatever it holds (a Hub id has no spaces; a hostile one must not become several flags).
     model = recipe.get("model")
     values = {"model": shlex.quote(model), **defaults} if isinstance(model, str) else defaults
-    args = read_command(command, values, engine, fields, warnings)
+    # spark-vllm-docker's launcher formats the command, so its recipes write a JSON brace as {{ }}; sparkrun's
+    # recipes (they name a runtime) are filled without that, and '{"a": {"b": 1}}' ends in a real }}.
+    args = read_command(command, values, engine, fields, warnings, unescape="runtime" not in recipe)
     if backend is not None:
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
     image_steps(recipe, warnings)
