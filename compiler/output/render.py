@@ -144,8 +144,8 @@ def _value(placeholder: str, function: Callable[..., str]) -> Callable[..., str]
 
 @lru_cache(maxsize=8)
 def bash(name: str) -> str:
-    """A plain bash file of templates/lib/, verbatim (setup-fabric.sh takes its sh_quote from common.sh)."""
-    return (data_dir("templates") / "lib" / name).read_text(encoding="utf-8")
+    """A plain bash file of runtime/, verbatim (setup-fabric.sh takes its sh_quote from common.sh)."""
+    return (data_dir("runtime") / name).read_text(encoding="utf-8")
 
 
 def launch_timeout_minimum() -> int:

@@ -185,7 +185,7 @@ readonly START_WAVES=(
 # ENGINE_WRAPPER: its output goes to that container's log and its exit status to /tmp/sparkc-engine.exit in it.
 readonly ENGINE_COMMAND=(
 )
-# The fabric probe before the engine starts: one all-reduce across the nodes (templates/lib/probe.py),
+# The fabric probe before the engine starts: one all-reduce across the nodes (runtime/probe.py),
 # each rank in a container of the deployment's image, started with these words then python3 -c PROGRAM.
 PROBE=1  # --no-probe turns it off
 readonly PROBE_PORT=29501
@@ -367,7 +367,7 @@ readonly HOST_HOOKS_SUDO=0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=1ab08fbab9001a1950c8fb5b561d818e0eee627598f6bff58ad4f09fddada67c
+readonly SPARKC_LIB_SHA256=bd61fcf796065a1c4bdd379f213f0107f66835311781a2ff66104608c855c78f
 SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then

@@ -13,7 +13,7 @@ Exit status: 0 done, 1 the download failed or the disk lacks room, 2 usage or no
 USAGE
 }
 
-# The download's program (templates/lib/fetch.py), run by python3 -c inside the image.
+# The download's program (runtime/fetch.py), run by python3 -c inside the image.
 # shellcheck disable=SC2016  # Python's text, not the shell's
 # sparkc-embed FETCH_PY fetch.py
 fetch_main() {
@@ -48,7 +48,7 @@ fetch_main() {
   log "$FETCH_REPO at $FETCH_REVISION into $FETCH_TARGET ($FETCH_MODE), in image $IMAGE"
   if ((DRY_RUN)); then
     dry_print "$HEAD" mkdir -p "$FETCH_TARGET"
-    dry_print "$HEAD" "${argv[@]}" "<the program in templates/lib/fetch.py>" "$FETCH_REPO" "$FETCH_REVISION" \
+    dry_print "$HEAD" "${argv[@]}" "<the program in runtime/fetch.py>" "$FETCH_REPO" "$FETCH_REVISION" \
       "$FETCH_TARGET" "$FETCH_MODE"
     return 0
   fi

@@ -3,7 +3,7 @@
 # environment, before the engine's long load: NCCL says which transport it really used and the
 # launcher fails here, in about a minute, where a silent fallback to sockets would otherwise cost
 # the whole load and run at about 3 GB/s. One container per node (<container>-probe), removed after.
-# The probe's program (templates/lib/probe.py), run by python3 -c in each rank's container.
+# The probe's program (runtime/probe.py), run by python3 -c in each rank's container.
 # shellcheck disable=SC2016  # Python's text, not the shell's
 # sparkc-embed PROBE_PY probe.py
 probe_fabric() {

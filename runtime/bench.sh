@@ -15,7 +15,7 @@ Exit status: 0 every run finished, 1 a run failed or timed out, 2 usage.
 USAGE
 }
 
-# Reads the runs' JSON and writes the summary (templates/lib/bench_summary.py), with the head's python3.
+# Reads the runs' JSON and writes the summary (runtime/bench_summary.py), with the head's python3.
 # shellcheck disable=SC2016  # Python's text, not the shell's
 # sparkc-embed BENCH_SUMMARY_PY bench_summary.py
 bench_main() {
