@@ -5,7 +5,7 @@
 
 # -- common.sh ---------------------------------------------------------------------------------------
 # Functions every generated script shares. Plain bash: it reads the constants of the script that sources it.
-DRY_RUN=0
+SPARKC_DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1
 
@@ -27,7 +27,7 @@ printable() {
   text=${text//[$'\x01'-$'\x08'$'\x0b'-$'\x1f'$'\x7f']/?}
   printf '%s' "${text//$'\xc2'[$'\x80'-$'\x9f']/?}"
 }
-is_local() { [[ -z ${TARGET[$1]} ]]; }
+is_local() { [[ -z ${SPARKC_TARGET[$1]} ]]; }
 # A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
 safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }
 
@@ -62,12 +62,12 @@ save_file() { # FILE: its new content is this function's input
   cat >"$new" && place_file "$new" "$1"
 }
 # new_folder PARENT NAME: makes PARENT (a plain folder or missing) and a new folder PARENT/NAME in it (NAME.XXXXXX
-# where NAME is taken); its path in NEW_FOLDER.
+# where NAME is taken); its path in SPARKC_NEW_FOLDER.
 new_folder() {
   own_path "$1" folder && mkdir -p -- "$1" || return 1
-  NEW_FOLDER=$1/$2
-  mkdir -- "$NEW_FOLDER" 2>/dev/null && return 0
-  NEW_FOLDER=$(mktemp -d "$1/$2.XXXXXX") || { warn "cannot make a folder in $1"; return 1; }
+  SPARKC_NEW_FOLDER=$1/$2
+  mkdir -- "$SPARKC_NEW_FOLDER" 2>/dev/null && return 0
+  SPARKC_NEW_FOLDER=$(mktemp -d "$1/$2.XXXXXX") || { warn "cannot make a folder in $1"; return 1; }
 }
 
 # Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
@@ -86,44 +86,44 @@ sh_quote() {
 # folder (mode 700) with a short path (a socket path may not exceed about 104 bytes); the EXIT trap
 # closes each master and removes the folder, also after a failure or an interrupt. Where the spec's
 # ssh options set ControlMaster or ControlPath, the user's own multiplexing is left as it is.
-SSH_MUX=()
-SSH_MUX_DIR=""
+SPARKC_SSH_MUX=()
+SPARKC_SSH_MUX_DIR=""
 ssh_mux_start() {
   local word node remote=0
-  for word in "${SSH_OPTS[@]}"; do
+  for word in "${SPARKC_SSH_OPTS[@]}"; do
     [[ ${word,,} == controlmaster=* || ${word,,} == controlpath=* ]] && return 0
   done
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     is_local "$node" || remote=1
   done
   ((remote)) || return 0
   local tmp=${TMPDIR:-/tmp}
   ((${#tmp} <= 40)) || tmp=/tmp
-  SSH_MUX_DIR=$(mktemp -d "${tmp%/}/sparkc-ssh.XXXXXX") || { SSH_MUX_DIR=""; return 0; }
-  chmod 700 "$SSH_MUX_DIR"
+  SPARKC_SSH_MUX_DIR=$(mktemp -d "${tmp%/}/sparkc-ssh.XXXXXX") || { SPARKC_SSH_MUX_DIR=""; return 0; }
+  chmod 700 "$SPARKC_SSH_MUX_DIR"
   # %C: a hash of user, host and port, so each node gets its own socket in 40 characters.
-  SSH_MUX=(-o ControlMaster=auto -o "ControlPath=$SSH_MUX_DIR/%C" -o ControlPersist=30)
+  SPARKC_SSH_MUX=(-o ControlMaster=auto -o "ControlPath=$SPARKC_SSH_MUX_DIR/%C" -o ControlPersist=30)
 }
 
 ssh_mux_stop() {
-  [[ -n $SSH_MUX_DIR ]] || return 0
+  [[ -n $SPARKC_SSH_MUX_DIR ]] || return 0
   local node
-  if [[ -n $(ls -A "$SSH_MUX_DIR" 2>/dev/null) ]]; then
-    for node in "${NODES[@]}"; do
-      is_local "$node" || ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" -O exit "${TARGET[$node]}" >/dev/null 2>&1 || true
+  if [[ -n $(ls -A "$SPARKC_SSH_MUX_DIR" 2>/dev/null) ]]; then
+    for node in "${SPARKC_NODES[@]}"; do
+      is_local "$node" || ssh "${SPARKC_SSH_OPTS[@]}" "${SPARKC_SSH_MUX[@]}" -O exit "${SPARKC_TARGET[$node]}" >/dev/null 2>&1 || true
     done
   fi
-  rm -rf "$SSH_MUX_DIR"
-  SSH_MUX_DIR=""
+  rm -rf "$SPARKC_SSH_MUX_DIR"
+  SPARKC_SSH_MUX_DIR=""
 }
 
 # Things to undo when the script ends, however it ends (subshells do not inherit the trap): a probe
 # still running in the background, the scratch folder, the ssh connections.
-BACKGROUND_PID=""
-SCRATCH=""
+SPARKC_BACKGROUND_PID=""
+SPARKC_SCRATCH=""
 on_exit() {
-  [[ -z $BACKGROUND_PID ]] || kill "$BACKGROUND_PID" 2>/dev/null || true
-  [[ -z $SCRATCH ]] || rm -rf "$SCRATCH"
+  [[ -z $SPARKC_BACKGROUND_PID ]] || kill "$SPARKC_BACKGROUND_PID" 2>/dev/null || true
+  [[ -z $SPARKC_SCRATCH ]] || rm -rf "$SPARKC_SCRATCH"
   ssh_mux_stop
 }
 trap on_exit EXIT
@@ -133,7 +133,7 @@ ssh_node() {
   local node=$1
   shift
   # shellcheck disable=SC2029  # callers quote the remote command with sh_quote
-  ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" "${TARGET[$node]}" "$@"
+  ssh "${SPARKC_SSH_OPTS[@]}" "${SPARKC_SSH_MUX[@]}" "${SPARKC_TARGET[$node]}" "$@"
 }
 
 # Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
@@ -152,7 +152,7 @@ on_node() {
 run_on() {
   local node=$1
   shift
-  if ((DRY_RUN)); then
+  if ((SPARKC_DRY_RUN)); then
     dry_print "$node" "$@" >&3
     return 0
   fi
@@ -210,11 +210,11 @@ dry_print() {
 # what ssh prints on stderr never mixes into the state.
 container_state() {
   local state why
-  if state=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>/dev/null); then
+  if state=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${SPARKC_CONTAINER[$1]}" 2>/dev/null); then
     printf '%s\n' "$state"
     return 0
   fi
-  why=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>&1 >/dev/null) || true
+  why=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${SPARKC_CONTAINER[$1]}" 2>&1 >/dev/null) || true
   if [[ $why == *"No such object"* || $why == *"No such container"* ]]; then
     echo missing
   elif [[ $why == *"Cannot connect to the Docker daemon"* ]]; then
@@ -226,7 +226,7 @@ container_state() {
 }
 
 # Ask Ray on the head whether every node and GPU is alive, on the fabric addresses it should use.
-readonly RAY_CHECK_PY='
+readonly SPARKC_RAY_CHECK_PY='
 import sys
 import ray
 want_nodes, want_gpus, want_ips = int(sys.argv[1]), float(sys.argv[2]), set(sys.argv[3:])
@@ -240,17 +240,17 @@ print("ray: %d/%d nodes alive, %g/%g GPUs; missing: %s; unexpected addresses: %s
 sys.exit(0 if len(alive) >= want_nodes and gpus >= want_gpus and ips == want_ips else 1)
 '
 ray_check() {
-  on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" python3 -c "$RAY_CHECK_PY" \
-    "${#RAY_EXPECTED_IPS[@]}" "$TOTAL_GPUS" "${RAY_EXPECTED_IPS[@]}"
+  on_node "$SPARKC_HEAD" docker exec "${SPARKC_CONTAINER[$SPARKC_HEAD]}" python3 -c "$SPARKC_RAY_CHECK_PY" \
+    "${#SPARKC_RAY_EXPECTED_IPS[@]}" "$SPARKC_TOTAL_GPUS" "${SPARKC_RAY_EXPECTED_IPS[@]}"
 }
 
-# The engine's API key, where it wants one: the variable API_KEY_VAR names (a secret, exported where
+# The engine's API key, where it wants one: the variable SPARKC_API_KEY_VAR names (a secret, exported where
 # the scripts run), else the key engine.args gives it; empty: no key.
 api_key() {
-  if [[ -n $API_KEY_VAR ]]; then
-    printf '%s' "${!API_KEY_VAR-}"
+  if [[ -n $SPARKC_API_KEY_VAR ]]; then
+    printf '%s' "${!SPARKC_API_KEY_VAR-}"
   else
-    printf '%s' "$API_KEY_GIVEN"
+    printf '%s' "$SPARKC_API_KEY_GIVEN"
   fi
 }
 
@@ -264,10 +264,10 @@ has_control() {
 # Why the API key cannot be sent, or nothing: curl reads the header from a config text (curl -K -),
 # where a line break would start a line of curl's own options (output = FILE, ...).
 api_key_problem() {
-  local key=$API_KEY_GIVEN
-  [[ -z $API_KEY_VAR ]] || key=${!API_KEY_VAR-}  # as it is, not as $(api_key) gives it: with no final newline
+  local key=$SPARKC_API_KEY_GIVEN
+  [[ -z $SPARKC_API_KEY_VAR ]] || key=${!SPARKC_API_KEY_VAR-}  # as it is, not as $(api_key) gives it: with no final newline
   if has_control "$key"; then
-    printf '%s' "the API key in ${API_KEY_VAR:-engine.args} holds a control character (a line break, tab, ...);" \
+    printf '%s' "the API key in ${SPARKC_API_KEY_VAR:-engine.args} holds a control character (a line break, tab, ...);" \
       " set it without one"
   fi
 }
@@ -290,12 +290,12 @@ api_curl() {
 }
 
 # HTTP probes of the OpenAI-compatible endpoint, from the head.
-http_get() { api_curl -fsS --max-time 10 "$PROBE_URL$1"; }
+http_get() { api_curl -fsS --max-time 10 "$SPARKC_PROBE_URL$1"; }
 probe_health() { http_get /health >/dev/null 2>&1; }
-probe_models() { http_get /v1/models 2>/dev/null | grep -qF -- "$SERVED_MODEL_JSON"; }
+probe_models() { http_get /v1/models 2>/dev/null | grep -qF -- "$SPARKC_SERVED_MODEL_JSON"; }
 probe_completion() {
-  api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
-    "$PROBE_URL/v1/completions" >/dev/null 2>&1
+  api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$SPARKC_PROBE_BODY" \
+    "$SPARKC_PROBE_URL/v1/completions" >/dev/null 2>&1
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
@@ -306,17 +306,17 @@ collect_logs() {
   own_path "$dir" folder && mkdir -p -- "$dir" || return 1
   logs_args=(--tail "$tail")
   [[ -z $since ]] || logs_args+=(--since "$since")
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     (
       trap - ERR
       {
-        on_node "$node" docker logs "${logs_args[@]}" "${CONTAINER[$node]}" 2>&1 \
+        on_node "$node" docker logs "${logs_args[@]}" "${SPARKC_CONTAINER[$node]}" 2>&1 \
           || echo "(no logs: node unreachable or container missing)"
       } | save_file "$dir/$node.log"
       {
         on_node "$node" docker inspect --format \
           '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-          "${CONTAINER[$node]}" 2>&1 || echo "missing or unreachable"
+          "${SPARKC_CONTAINER[$node]}" 2>&1 || echo "missing or unreachable"
       } | save_file "$dir/$node.state"
     ) </dev/null &
     pids+=("$!")
@@ -334,15 +334,15 @@ collect_logs() {
 valid_port() { [[ $1 =~ ^[0-9]{1,5}$ ]] && ((10#$1 >= 1 && 10#$1 <= 65535)); }
 
 use_api_port() {
-  API_PORT=$1
-  PROBE_URL="http://$PROBE_URL_HOST:$1"
-  ENDPOINT="http://$ENDPOINT_HOST:$1"
+  SPARKC_API_PORT=$1
+  SPARKC_PROBE_URL="http://$SPARKC_PROBE_URL_HOST:$1"
+  SPARKC_ENDPOINT="http://$SPARKC_ENDPOINT_HOST:$1"
 }
 
 # A field of last-launch.txt (KEY=VALUE lines), read as data and never run; the last line for KEY
 # counts; nothing when there is no record or no such line.
 last_launch_field() { # KEY
-  local file=$SCRIPT_DIR/last-launch.txt line value=""
+  local file=$SPARKC_SCRIPT_DIR/last-launch.txt line value=""
   [[ -f $file ]] || return 0
   while IFS= read -r line || [[ -n $line ]]; do
     [[ $line == "$1="* ]] && value=${line#"$1="}
@@ -356,10 +356,10 @@ last_launch_port() {
   local port
   port=$(last_launch_field override.port)
   if [[ -n $port ]] && ! valid_port "$port"; then
-    warn "last-launch.txt: override.port is not a port number; using the compiled port $COMPILED_API_PORT"
+    warn "last-launch.txt: override.port is not a port number; using the compiled port $SPARKC_COMPILED_API_PORT"
     port=""
   fi
-  printf '%s\n' "$((10#${port:-$COMPILED_API_PORT}))"
+  printf '%s\n' "$((10#${port:-$SPARKC_COMPILED_API_PORT}))"
 }
 
 # -- model.sh ----------------------------------------------------------------------------------------
@@ -371,7 +371,7 @@ last_launch_port() {
 # "snapshot COMMIT" (a cache snapshot), "ref COMMIT" (what refs/REVISION names), "git COMMIT [BRANCH]"
 # (a git checkout), "missing DIR", "dangling PATH" (at most 5).
 # shellcheck disable=SC2016  # expanded by the node's sh
-readonly MODEL_FACTS_SH='# The weights'\'' facts, node side (sh -c SCRIPT sh FOLDER REVISION HF): the snapshot, its ref, dangling links.
+readonly SPARKC_MODEL_FACTS_SH='# The weights'\'' facts, node side (sh -c SCRIPT sh FOLDER REVISION HF): the snapshot, its ref, dangling links.
 # The folder is data: what its files say is read a bounded number of bytes at a time, passed on only as a
 # commit (hex) or a ref name of safe characters, and never becomes part of a program or a path out.
 folder=$1 rev=$2 hf=$3
@@ -435,17 +435,17 @@ fi
 } | awk '\''$0 == "sparkc-walk-cut" { print "cut"; exit } { print "dangling " $0 } NR == 5 { exit }'\''
 '
 
-declare -A SNAPSHOT_COMMIT=()
-declare -A MODEL_FACTS_OF=() # each node's answer to MODEL_FACTS_SH for the weights, from its preflight
+declare -A SPARKC_SNAPSHOT_COMMIT=()
+declare -A SPARKC_MODEL_FACTS_OF=() # each node's answer to SPARKC_MODEL_FACTS_SH for the weights, from its preflight
 
 # The weights' facts come with each node's preflight answer (check_weights); check_model_revision then
 # judges them in node order (a node without a full answer is asked again there, so its error is
 # reported as before).
 gather_model_facts() {
-  ((DRY_RUN)) && return 0
+  ((SPARKC_DRY_RUN)) && return 0
   local node
-  for node in "${NODES[@]}"; do
-    if [[ -n ${PF[$node,end]+x} ]]; then MODEL_FACTS_OF[$node]=$(pf "$node" weights); fi
+  for node in "${SPARKC_NODES[@]}"; do
+    if [[ -n ${SPARKC_PF[$node,end]+x} ]]; then SPARKC_MODEL_FACTS_OF[$node]=$(pf "$node" weights); fi
   done
 }
 
@@ -453,47 +453,47 @@ gather_model_facts() {
 # a Hugging Face branch or tag names the same commit on every node.
 check_model_revision() {
   local node=$1 facts line commit="" ref="" git="" branch="" other
-  ((DRY_RUN)) && return 0 # asked with the preflight checks (weights), printed there
-  if [[ -n ${MODEL_FACTS_OF[$node]+x} ]]; then
-    facts=${MODEL_FACTS_OF[$node]}
+  ((SPARKC_DRY_RUN)) && return 0 # asked with the preflight checks (weights), printed there
+  if [[ -n ${SPARKC_MODEL_FACTS_OF[$node]+x} ]]; then
+    facts=${SPARKC_MODEL_FACTS_OF[$node]}
   else
-    facts=$(on_node "$node" sh -c "$MODEL_FACTS_SH" sh "$MODEL_FOLDER" "$MODEL_REVISION" "$MODEL_HF" 2>&1) \
-      || fail "$node" "could not look into $MODEL_FOLDER on $node: $facts"
+    facts=$(on_node "$node" sh -c "$SPARKC_MODEL_FACTS_SH" sh "$SPARKC_MODEL_FOLDER" "$SPARKC_MODEL_REVISION" "$SPARKC_MODEL_HF" 2>&1) \
+      || fail "$node" "could not look into $SPARKC_MODEL_FOLDER on $node: $facts"
   fi
   while read -r line; do
     case $line in
-      "noref "*) fail "$node" "the Hugging Face cache on $node has no ${line#noref}: revision $MODEL_REVISION" \
+      "noref "*) fail "$node" "the Hugging Face cache on $node has no ${line#noref}: revision $SPARKC_MODEL_REVISION" \
         "was never downloaded there. Download it on every node, or pin model.revision to a commit" ;;
       "missing "*) fail "$node" "the snapshot ${line#missing } does not exist on $node: the cache does not hold" \
-        "revision $MODEL_REVISION. Download it there (huggingface-cli download --revision $MODEL_REVISION)" ;;
+        "revision $SPARKC_MODEL_REVISION. Download it there (huggingface-cli download --revision $SPARKC_MODEL_REVISION)" ;;
       "dangling "*) fail "$node" "${line#dangling } on $node is a link to a file that does not exist (an" \
         "interrupted download or copy); the engine would fail on it after a long load. Download or copy the" \
         "weights again" ;;
-      cut) warn "$node: the look for links into nothing in $MODEL_FOLDER took over 10 s and was cut there" ;;
+      cut) warn "$node: the look for links into nothing in $SPARKC_MODEL_FOLDER took over 10 s and was cut there" ;;
       "snapshot "*) commit=${line#snapshot } ;;
       "ref "*) ref=${line#ref } ;;
       "git "*) read -r git branch <<<"${line#git }" ;;
     esac
   done <<<"$facts"
-  if [[ -n $MODEL_HF ]]; then
-    SNAPSHOT_COMMIT[$node]=$commit
-    for other in "${!SNAPSHOT_COMMIT[@]}"; do
-      [[ ${SNAPSHOT_COMMIT[$other]} == "$commit" ]] || fail "$node" "revision $MODEL_REVISION is commit $commit" \
-        "on $node but ${SNAPSHOT_COMMIT[$other]} on $other: every node must serve the same weights. Update" \
+  if [[ -n $SPARKC_MODEL_HF ]]; then
+    SPARKC_SNAPSHOT_COMMIT[$node]=$commit
+    for other in "${!SPARKC_SNAPSHOT_COMMIT[@]}"; do
+      [[ ${SPARKC_SNAPSHOT_COMMIT[$other]} == "$commit" ]] || fail "$node" "revision $SPARKC_MODEL_REVISION is commit $commit" \
+        "on $node but ${SPARKC_SNAPSHOT_COMMIT[$other]} on $other: every node must serve the same weights. Update" \
         "the caches, or pin model.revision to one commit"
     done
     return 0
   fi
-  [[ -n $MODEL_REVISION ]] || return 0
+  [[ -n $SPARKC_MODEL_REVISION ]] || return 0
   if [[ -n $commit ]]; then
-    revision_matches "$commit" "${ref:-}" || fail "$node" "$MODEL_FOLDER on $node is snapshot $commit," \
-      "not revision $MODEL_REVISION${ref:+ (refs/$MODEL_REVISION names $ref)}: fix model.path or model.revision"
+    revision_matches "$commit" "${ref:-}" || fail "$node" "$SPARKC_MODEL_FOLDER on $node is snapshot $commit," \
+      "not revision $SPARKC_MODEL_REVISION${ref:+ (refs/$SPARKC_MODEL_REVISION names $ref)}: fix model.path or model.revision"
   elif [[ -n $git ]]; then
-    revision_matches "$git" "$branch" || fail "$node" "$MODEL_FOLDER on $node is a git checkout of $git" \
-      "${branch:+(branch $branch)}, not revision $MODEL_REVISION: check out that revision, or fix model.revision"
+    revision_matches "$git" "$branch" || fail "$node" "$SPARKC_MODEL_FOLDER on $node is a git checkout of $git" \
+      "${branch:+(branch $branch)}, not revision $SPARKC_MODEL_REVISION: check out that revision, or fix model.revision"
   else
-    warn "$node: $MODEL_FOLDER records no revision (no Hugging Face snapshot folder, no .git): revision" \
-      "$MODEL_REVISION is not checked there"
+    warn "$node: $SPARKC_MODEL_FOLDER records no revision (no Hugging Face snapshot folder, no .git): revision" \
+      "$SPARKC_MODEL_REVISION is not checked there"
   fi
 }
 
@@ -501,8 +501,8 @@ check_model_revision() {
 # the branch checked out, or the commit the cache's refs/ gives for it.
 revision_matches() {
   local commit=$1 name=$2
-  [[ $MODEL_REVISION == "$name" || $MODEL_REVISION == "$commit" ]] && return 0
-  [[ ${#MODEL_REVISION} -ge 7 && $MODEL_REVISION =~ ^[0-9a-f]+$ && $commit == "$MODEL_REVISION"* ]] && return 0
+  [[ $SPARKC_MODEL_REVISION == "$name" || $SPARKC_MODEL_REVISION == "$commit" ]] && return 0
+  [[ ${#SPARKC_MODEL_REVISION} -ge 7 && $SPARKC_MODEL_REVISION =~ ^[0-9a-f]+$ && $commit == "$SPARKC_MODEL_REVISION"* ]] && return 0
   [[ -n $name && $name == "$commit" ]]
 }
 
@@ -510,13 +510,13 @@ revision_matches() {
 # preflight answer (judge_draft); asked here only where there was none (a dry run prints the commands).
 check_draft_model() {
   local node=$1 facts
-  [[ -n $DRAFT_FOLDER ]] || return 0
-  [[ -z ${PF[$node,end]+x} ]] || return 0
-  run_on "$node" test -d "$DRAFT_FOLDER" \
-    || fail "$node" "draft model directory $DRAFT_FOLDER does not exist on $node: copy it to the same path" \
+  [[ -n $SPARKC_DRAFT_FOLDER ]] || return 0
+  [[ -z ${SPARKC_PF[$node,end]+x} ]] || return 0
+  run_on "$node" test -d "$SPARKC_DRAFT_FOLDER" \
+    || fail "$node" "draft model directory $SPARKC_DRAFT_FOLDER does not exist on $node: copy it to the same path" \
       "on every node"
-  ((DRY_RUN)) && return 0
-  facts=$(on_node "$node" sh -c "$MODEL_FACTS_SH" sh "$DRAFT_FOLDER" "" "" 2>&1) || facts=""
+  ((SPARKC_DRY_RUN)) && return 0
+  facts=$(on_node "$node" sh -c "$SPARKC_MODEL_FACTS_SH" sh "$SPARKC_DRAFT_FOLDER" "" "" 2>&1) || facts=""
   if [[ $facts == *"dangling "* ]]; then
     facts=${facts#*dangling }
     fail "$node" "${facts%%$'\n'*} on $node is a link to a file that does not exist: copy the draft model again"
@@ -526,25 +526,25 @@ check_draft_model() {
 # The commit a Hugging Face branch or tag names, in a `docker run` word: from preflight, or (preflight
 # skipped) as the head's cache says.
 substitute_snapshot() {
-  [[ -n $SNAPSHOT_PLACEHOLDER ]] || return 0
-  local i commit=${SNAPSHOT_COMMIT[$HEAD]:-}
-  if [[ -z $commit ]] && ((DRY_RUN == 0)); then
-    commit=$(on_node "$HEAD" cat "$MODEL_FOLDER/refs/$MODEL_REVISION" 2>/dev/null) \
-      || fail "$HEAD" "the Hugging Face cache has no $MODEL_FOLDER/refs/$MODEL_REVISION"
+  [[ -n $SPARKC_SNAPSHOT_PLACEHOLDER ]] || return 0
+  local i commit=${SPARKC_SNAPSHOT_COMMIT[$SPARKC_HEAD]:-}
+  if [[ -z $commit ]] && ((SPARKC_DRY_RUN == 0)); then
+    commit=$(on_node "$SPARKC_HEAD" cat "$SPARKC_MODEL_FOLDER/refs/$SPARKC_MODEL_REVISION" 2>/dev/null) \
+      || fail "$SPARKC_HEAD" "the Hugging Face cache has no $SPARKC_MODEL_FOLDER/refs/$SPARKC_MODEL_REVISION"
   fi
   [[ -n $commit ]] || return 0
-  for i in "${!ARGV[@]}"; do
-    ARGV[i]=${ARGV[i]//"$SNAPSHOT_PLACEHOLDER"/$commit}
+  for i in "${!SPARKC_ARGV[@]}"; do
+    SPARKC_ARGV[i]=${SPARKC_ARGV[i]//"$SPARKC_SNAPSHOT_PLACEHOLDER"/$commit}
   done
 }
 
 # On unified memory the page cache (a copy of the weights just made, say) counts against the engine's
 # budget, and SGLang compares free memory between ranks: drop it on every node before the load.
 drop_page_caches() {
-  ((DROP_PAGE_CACHE)) || return 0
+  ((SPARKC_DROP_PAGE_CACHE)) || return 0
   phase memory "drop the page cache on every node"
   local node
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     drop_page_cache "$node"
   done
   phase_done
@@ -557,7 +557,7 @@ drop_page_cache() {
   out=$(run_on "$node" sh -c "$script" 2>&1) \
     || fail "$node" "could not drop the page cache on $node: ${out:-no answer}. It needs root: run the launch" \
       "as root, allow this user 'sudo -n' for it, or set launch.drop_page_cache: false"
-  ((DRY_RUN)) || log "$node: page cache dropped"
+  ((SPARKC_DRY_RUN)) || log "$node: page cache dropped"
 }
 
 # -- preflight.sh ------------------------------------------------------------------------------------
@@ -566,11 +566,11 @@ drop_page_cache() {
 # dash, zsh or busybox sh; it runs under sh -c) gathers what each check needs and prints it as lines
 # "KEY VALUE"; the launcher then judges each node, in node order, and compares the nodes.
 # To add a check: a remote function check_NAME (reads its inputs as $a_KEY, prints KEY lines), its
-# name in PREFLIGHT_CHECKS, its inputs in preflight_args, and a judge_NAME function here that reads
+# name in SPARKC_PREFLIGHT_CHECKS, its inputs in preflight_args, and a judge_NAME function here that reads
 # the lines with pf and reports through pf_problem / pf_warn / pf_note.
 
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-readonly PREFLIGHT_REMOTE_LIB='# Preflight, node side (sh -c, one round trip per node): the check_NAME functions print "KEY VALUE" lines.
+readonly SPARKC_PREFLIGHT_REMOTE_LIB='# Preflight, node side (sh -c, one round trip per node): the check_NAME functions print "KEY VALUE" lines.
 # Each input arrives as an argument KEY=VALUE and is read as $a_KEY; container_format is set by the first line the launcher sends.
 # shellcheck disable=SC2154  # a_KEY: assigned from the arguments by the loop below
 for arg; do
@@ -699,104 +699,104 @@ check_sparkc() {
 }
 '
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
-PREFLIGHT_EXTRA_LIB=''
+SPARKC_PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory sparkc)
+SPARKC_PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory sparkc)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory start_gate beside)
+SPARKC_PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory start_gate beside)
 
-# PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
+# SPARKC_PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
   local node=$1 hca hcas=()
-  for hca in ${HCAS[$node]}; do
+  for hca in ${SPARKC_HCAS[$node]}; do
     hca=${hca#=}
     [[ $hca == *:* ]] || hca+=:1
     hcas+=("$hca")
   done
-  PF_ARGS=(
-    "image=$IMAGE"
-    "container=${CONTAINER[$node]}"
-    "model=$MODEL_HOST_PATH"
-    "netdev=${NETDEV[$node]}"
+  SPARKC_PF_ARGS=(
+    "image=$SPARKC_IMAGE"
+    "container=${SPARKC_CONTAINER[$node]}"
+    "model=$SPARKC_MODEL_HOST_PATH"
+    "netdev=${SPARKC_NETDEV[$node]}"
     "hcas=${hcas[*]}"
-    "weights=$MODEL_FOLDER"
-    "revision=$MODEL_REVISION"
-    "hf=$MODEL_HF"
-    "draft=$DRAFT_FOLDER"
+    "weights=$SPARKC_MODEL_FOLDER"
+    "revision=$SPARKC_MODEL_REVISION"
+    "hf=$SPARKC_MODEL_HF"
+    "draft=$SPARKC_DRAFT_FOLDER"
     # One path a line: no value of a spec holds a line break (the compiler refuses control characters).
-    "mounts=$(printf '%s\n' "${MOUNT_SOURCES[@]}")"
+    "mounts=$(printf '%s\n' "${SPARKC_MOUNT_SOURCES[@]}")"
   )
-  if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
-  if ((IS_RING)); then ring_preflight_args "$node"; fi
-  if ((HAS_FABRIC_ADDRESSES)); then addresses_preflight_args "$node"; fi
+  if ((SPARKC_HAS_PLANES)); then planes_preflight_args "$node"; fi
+  if ((SPARKC_IS_RING)); then ring_preflight_args "$node"; fi
+  if ((SPARKC_HAS_FABRIC_ADDRESSES)); then addresses_preflight_args "$node"; fi
 }
 
 preflight_script() {
   local check
-  printf 'container_format=%s\n' "$(sh_quote "$OLD_CONTAINER_FORMAT")"
-  printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
+  printf 'container_format=%s\n' "$(sh_quote "$SPARKC_OLD_CONTAINER_FORMAT")"
+  printf '%s\n' "$SPARKC_PREFLIGHT_REMOTE_LIB" "$SPARKC_PREFLIGHT_EXTRA_LIB"
   # The weights' revision and dangling links (model.sh), each line marked "weights".
   # shellcheck disable=SC2016  # for the node's sh
   printf 'check_weights() {\n  (\n    set -- "$a_weights" "$a_revision" "$a_hf"\n%s\n  ) | sed "s/^/weights /"\n}\n' \
-    "$MODEL_FACTS_SH"
+    "$SPARKC_MODEL_FACTS_SH"
   # The draft model's folder: "draft_dir yes" or "draft_dir no", and its dangling links, marked "draft".
   # shellcheck disable=SC2016  # for the node's sh
   printf 'check_draft() {\n  [ -n "$a_draft" ] || return 0\n  [ -d "$a_draft" ] || { echo "draft_dir no"; return 0; }
-  echo "draft_dir yes"\n  (\n    set -- "$a_draft" "" ""\n%s\n  ) | sed "s/^/draft /"\n}\n' "$MODEL_FACTS_SH"
-  for check in "${PREFLIGHT_CHECKS[@]}"; do
+  echo "draft_dir yes"\n  (\n    set -- "$a_draft" "" ""\n%s\n  ) | sed "s/^/draft /"\n}\n' "$SPARKC_MODEL_FACTS_SH"
+  for check in "${SPARKC_PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done
   printf 'echo end\n'
 }
 
-declare -A PF=()       # PF[node,KEY]: the values a node printed under KEY, one per line
-declare -A PF_RC=()    # how its ssh (or local sh) ended
-declare -a PF_PROBLEMS=() PF_PROBLEM_NODES=()
-declare -A PF_NOTES=() # PF_NOTES[node,COLUMN]: what the table shows
+declare -A SPARKC_PF=()       # SPARKC_PF[node,KEY]: the values a node printed under KEY, one per line
+declare -A SPARKC_PF_RC=()    # how its ssh (or local sh) ended
+declare -a SPARKC_PF_PROBLEMS=() SPARKC_PF_PROBLEM_NODES=()
+declare -A SPARKC_PF_NOTES=() # SPARKC_PF_NOTES[node,COLUMN]: what the table shows
 
 # Lines of KEY from a node's answer; pf_first: only the first.
-pf() { printf '%s' "${PF[$1,$2]-}"; }
+pf() { printf '%s' "${SPARKC_PF[$1,$2]-}"; }
 pf_first() {
-  local value=${PF[$1,$2]-}
+  local value=${SPARKC_PF[$1,$2]-}
   printf '%s' "${value%%$'\n'*}"
 }
 pf_problem() {
-  PF_PROBLEM_NODES+=("$1")
+  SPARKC_PF_PROBLEM_NODES+=("$1")
   shift
-  PF_PROBLEMS+=("$*")
+  SPARKC_PF_PROBLEMS+=("$*")
 }
 pf_warn() {
   local node=$1
   shift
   warn "$node: $*"
 }
-pf_note() { PF_NOTES[$1,$2]=$3; }
+pf_note() { SPARKC_PF_NOTES[$1,$2]=$3; }
 
-# Run the remote script on every node at once; answers land in PF, node by node.
+# Run the remote script on every node at once; answers land in SPARKC_PF, node by node.
 preflight_gather() {
   local dir i node script key value line pids=()
   script=$(preflight_script)
   dir=$(mktemp -d)
-  for i in "${!NODES[@]}"; do
-    node=${NODES[i]}
+  for i in "${!SPARKC_NODES[@]}"; do
+    node=${SPARKC_NODES[i]}
     preflight_args "$node"
     (
       trap - ERR
-      on_node "$node" sh -c "$script" sparkc-preflight "${PF_ARGS[@]}"
+      on_node "$node" sh -c "$script" sparkc-preflight "${SPARKC_PF_ARGS[@]}"
     ) >"$dir/$i.out" 2>"$dir/$i.err" </dev/null &
     pids+=("$!")
   done
-  for i in "${!NODES[@]}"; do
-    node=${NODES[i]}
-    PF_RC[$node]=0
-    wait "${pids[i]}" || PF_RC[$node]=$?
+  for i in "${!SPARKC_NODES[@]}"; do
+    node=${SPARKC_NODES[i]}
+    SPARKC_PF_RC[$node]=0
+    wait "${pids[i]}" || SPARKC_PF_RC[$node]=$?
     while IFS= read -r line; do
       key=${line%% *}
       value=""
       [[ $line == *" "* ]] && value=${line#* }
-      PF[$node,$key]+=$value$'\n'
+      SPARKC_PF[$node,$key]+=$value$'\n'
     done <"$dir/$i.out"
-    PF[$node,stderr]=$(tr '\n' ' ' <"$dir/$i.err")
+    SPARKC_PF[$node,stderr]=$(tr '\n' ' ' <"$dir/$i.err")
   done
   rm -rf "$dir"
 }
@@ -804,15 +804,15 @@ preflight_gather() {
 # A node that did not answer in full: nothing else about it can be judged.
 judge_reached() {
   local node=$1
-  [[ -n ${PF[$node,end]+x} ]] && return 0
-  local err=${PF[$node,stderr]% }
+  [[ -n ${SPARKC_PF[$node,end]+x} ]] && return 0
+  local err=${SPARKC_PF[$node,stderr]% }
   if is_local "$node"; then
     pf_problem "$node" "the preflight checks could not run on $node: ${err:-no output}"
-  elif ((PF_RC[$node] == 255)) || [[ -z ${PF[$node,host]+x} ]]; then
-    pf_problem "$node" "cannot reach ${TARGET[$node]} over ssh: ${err:-no answer}. Check the address, that" \
-      "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
+  elif ((SPARKC_PF_RC[$node] == 255)) || [[ -z ${SPARKC_PF[$node,host]+x} ]]; then
+    pf_problem "$node" "cannot reach ${SPARKC_TARGET[$node]} over ssh: ${err:-no answer}. Check the address, that" \
+      "sshd runs there and that this user's key is authorized (ssh-copy-id ${SPARKC_TARGET[$node]})"
   else
-    pf_problem "$node" "the preflight checks stopped early on $node (exit ${PF_RC[$node]}): ${err:-no output}"
+    pf_problem "$node" "the preflight checks stopped early on $node (exit ${SPARKC_PF_RC[$node]}): ${err:-no output}"
   fi
   return 1
 }
@@ -820,11 +820,11 @@ judge_reached() {
 # The node's fabric netdev exists and carries its fabric IP (names can differ from node to node); a
 # RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
 judge_fabric() {
-  local node=$1 netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]} addrs link mtu state cidr
+  local node=$1 netdev=${SPARKC_NETDEV[$1]} ip=${SPARKC_FABRIC_IP[$1]} addrs link mtu state cidr
   local here=""
   [[ -n $netdev ]] || { pf_note "$node" fabric "none (one node)"; return 0; }
-  is_local "$node" && here="; and run launch-cluster.sh on the head node, $HEAD"
-  if [[ -n ${PF[$node,netdev_error]+x} ]]; then
+  is_local "$node" && here="; and run launch-cluster.sh on the head node, $SPARKC_HEAD"
+  if [[ -n ${SPARKC_PF[$node,netdev_error]+x} ]]; then
     pf_problem "$node" "network interface $netdev does not exist on $node ($(pf_first "$node" netdev_error))." \
       "Interface names can differ from node to node: check 'ip -br addr' there and set" \
       "cluster.nodes[].fabric.netdev$here"
@@ -835,7 +835,7 @@ judge_fabric() {
   cidr=$(grep -oE "inet6? $ip/[0-9]+" <<<"$addrs" | head -n1 | cut -d' ' -f2 || true)
   if [[ -z $cidr ]]; then
     pf_problem "$node" "$ip is not an address of $netdev on $node (it has: $(grep -oE 'inet6? [^ ]+' <<<"$addrs" \
-      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec${here:+, or run launch-cluster.sh on the head node, $HEAD}"
+      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec${here:+, or run launch-cluster.sh on the head node, $SPARKC_HEAD}"
     pf_note "$node" fabric "$netdev lacks $ip"
     return 0
   fi
@@ -847,7 +847,7 @@ judge_fabric() {
     pf_problem "$node" "$netdev on $node is $state: the fabric link is not up. Check the cable, then" \
       "ip link set $netdev up"
   fi
-  if ((HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
+  if ((SPARKC_HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
     pf_warn "$node" "$netdev has MTU $mtu; the RoCE fabric is set up for 9000 (a firmware update can reset it):" \
       "ip link set $netdev mtu 9000"
   fi
@@ -855,7 +855,7 @@ judge_fabric() {
 
 judge_docker() {
   local node=$1
-  if [[ -n ${PF[$node,docker_error]+x} ]]; then
+  if [[ -n ${SPARKC_PF[$node,docker_error]+x} ]]; then
     pf_problem "$node" "docker does not answer on $node: $(pf_first "$node" docker_error). Start it (systemctl" \
       "start docker) and make sure this user may use it (group docker)"
     pf_note "$node" docker "no answer"
@@ -866,22 +866,22 @@ judge_docker() {
 
 judge_image() {
   local node=$1 id
-  [[ -n ${PF[$node,image_id]+x} ]] || return 0
+  [[ -n ${SPARKC_PF[$node,image_id]+x} ]] || return 0
   id=$(pf_first "$node" image_id)
   if [[ $id == - ]]; then
-    pf_problem "$node" "image $IMAGE is not on $node. Pull it there, or copy it from the head:" \
-      "docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
+    pf_problem "$node" "image $SPARKC_IMAGE is not on $node. Pull it there, or copy it from the head:" \
+      "docker save $SPARKC_IMAGE | ssh ${SPARKC_TARGET[$node]:-$node} docker load"
     pf_note "$node" image missing
     return 0
   fi
-  IMAGE_IDS[$node]=$id
+  SPARKC_IMAGE_IDS[$node]=$id
   pf_note "$node" image "${id:7:12}"
 }
 
 judge_model() {
   local node=$1 files
   if [[ $(pf_first "$node" model_dir) != yes ]]; then
-    pf_problem "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
+    pf_problem "$node" "model directory $SPARKC_MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
       "same absolute path on every node (copy them once over the fabric with rsync)"
     pf_note "$node" model missing
     return 0
@@ -889,20 +889,20 @@ judge_model() {
   files=$(pf "$node" model_file | sort -k2)
   pf_note "$node" model "$(model_summary "$files")"
   case $(pf_first "$node" model_cut) in
-    files) pf_warn "$node" "model directory $MODEL_HOST_PATH holds over 20000 files; the list was cut there, so it" \
+    files) pf_warn "$node" "model directory $SPARKC_MODEL_HOST_PATH holds over 20000 files; the list was cut there, so it" \
       "is not compared with the other nodes'" ;;
-    time) pf_warn "$node" "listing model directory $MODEL_HOST_PATH took over 10 s and was cut, so it is not" \
+    time) pf_warn "$node" "listing model directory $SPARKC_MODEL_HOST_PATH took over 10 s and was cut, so it is not" \
       "compared with the other nodes'" ;;
-    *) MODEL_FILES[$node]=$files ;;
+    *) SPARKC_MODEL_FILES[$node]=$files ;;
   esac
 }
 
 # The draft model's folder (speculative decoding) is on the node and holds no link into nothing.
 judge_draft() {
   local node=$1 dangling
-  [[ -n $DRAFT_FOLDER ]] || return 0
+  [[ -n $SPARKC_DRAFT_FOLDER ]] || return 0
   if [[ $(pf_first "$node" draft_dir) != yes ]]; then
-    pf_problem "$node" "draft model directory $DRAFT_FOLDER does not exist on $node: copy it to the same path" \
+    pf_problem "$node" "draft model directory $SPARKC_DRAFT_FOLDER does not exist on $node: copy it to the same path" \
       "on every node"
     return 0
   fi
@@ -931,7 +931,7 @@ human_bytes() {
 # The node's pinned NCCL_IB_GID_INDEX, if its container gets one.
 pinned_gid_index() {
   local words=() word
-  compiled_run DOCKER_RUN "$1" words
+  compiled_run SPARKC_DOCKER_RUN "$1" words
   for word in "${words[@]}"; do
     [[ $word == "NCCL_IB_GID_INDEX="* ]] && { printf '%s' "${word#*=}"; return 0; }
   done
@@ -939,7 +939,7 @@ pinned_gid_index() {
 
 judge_hcas() {
   local node=$1 entry hca state gids pinned ok=0 total=0
-  [[ -n ${HCAS[$node]} ]] || { pf_note "$node" rdma none; return 0; }
+  [[ -n ${SPARKC_HCAS[$node]} ]] || { pf_note "$node" rdma none; return 0; }
   if [[ $(pf_first "$node" dev_infiniband) == no ]] && ! docker_run_has "$node" --privileged; then
     pf_problem "$node" "/dev/infiniband does not exist on $node: the container gets no RDMA device and NCCL" \
       "falls back to sockets. Load the RDMA drivers there (modprobe ib_uverbs rdma_ucm) or clear" \
@@ -978,7 +978,7 @@ judge_hcas() {
 
 docker_run_has() {
   local words=() word
-  compiled_run DOCKER_RUN "$1" words
+  compiled_run SPARKC_DOCKER_RUN "$1" words
   for word in "${words[@]}"; do
     [[ $word == "$2" ]] && return 0
   done
@@ -992,7 +992,7 @@ judge_gpus() {
     pf_note "$node" gpus "unchecked"
     return 0
   fi
-  if [[ -n ${PF[$node,gpu_error]+x} ]]; then
+  if [[ -n ${SPARKC_PF[$node,gpu_error]+x} ]]; then
     local error
     error=$(pf_first "$node" gpu_error)
     if [[ $error != *"No devices were found"* ]]; then
@@ -1004,11 +1004,11 @@ judge_gpus() {
   count=$(pf "$node" gpu | grep -c . || true)
   procs=$(pf "$node" gpu_process | grep -c . || true)
   if ((procs)); then pf_note "$node" gpus "$count, $procs busy"; else pf_note "$node" gpus "$count idle"; fi
-  if ((count < GPUS[$node])); then
-    pf_problem "$node" "$node has $count GPU(s), the spec says ${GPUS[$node]}: check nvidia-smi there (driver" \
+  if ((count < SPARKC_GPUS[$node])); then
+    pf_problem "$node" "$node has $count GPU(s), the spec says ${SPARKC_GPUS[$node]}: check nvidia-smi there (driver" \
       "loaded? GPU visible?) or fix cluster.nodes[].gpus"
-  elif ((count > GPUS[$node])); then
-    pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
+  elif ((count > SPARKC_GPUS[$node])); then
+    pf_warn "$node" "has $count GPUs, the spec uses ${SPARKC_GPUS[$node]}"
   fi
   # sparkc's own containers (this deployment's, or another's beside it: judge_beside budgets those) may hold
   # the GPU; anything else must be stopped first.
@@ -1048,16 +1048,16 @@ foreign_gpu_processes() {
 judge_beside() {
   local node=$1 id state name container budget api ports word mine=0 port
   local total=0 parts=() unknown=() words=() mine_ports=() theirs=()
-  compiled_run DOCKER_RUN "$node" words
+  compiled_run SPARKC_DOCKER_RUN "$node" words
   for word in "${words[@]}"; do
     case $word in
       sparkc.memory-budget=*) mine=${word#*=} ;;
-      sparkc.api-port=*) mine_ports+=("$API_PORT") ;;  # this launch's: --port moves it
+      sparkc.api-port=*) mine_ports+=("$SPARKC_API_PORT") ;;  # this launch's: --port moves it
       sparkc.ports=*) IFS=, read -ra theirs <<<"${word#*=}" && mine_ports+=("${theirs[@]}") ;;
     esac
   done
   while read -r id state name container budget api ports _; do
-    [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] || continue
+    [[ -n $id && $state == running && $name != "$SPARKC_DEPLOYMENT" ]] || continue
     name=$(safe_word "$name") container=$(safe_word "$container")  # labels are anyone's text
     if [[ $budget =~ ^[0-9]+$ ]]; then
       total=$((total + budget))
@@ -1071,8 +1071,8 @@ judge_beside() {
     for port in "${mine_ports[@]}"; do
       for word in "${theirs[@]}"; do
         [[ $port == "$word" ]] || continue
-        pf_problem "$node" "port $port on $node, which $DEPLOYMENT listens on, is taken by deployment $name" \
-          "(container $container): stop $name, or give $DEPLOYMENT another port (launch-cluster.sh --port for" \
+        pf_problem "$node" "port $port on $node, which $SPARKC_DEPLOYMENT listens on, is taken by deployment $name" \
+          "(container $container): stop $name, or give $SPARKC_DEPLOYMENT another port (launch-cluster.sh --port for" \
           "the API; else in the spec) and compile again"
       done
     done
@@ -1080,24 +1080,24 @@ judge_beside() {
   ((${#parts[@]} + ${#unknown[@]})) || return 0
   if ((${#unknown[@]})); then
     pf_problem "$node" "${unknown[*]} runs on $node without a memory budget on its containers (compiled by an" \
-      "older sparkc, or SGLang without engine.gpu_memory_utilization), so $DEPLOYMENT cannot be budgeted beside" \
+      "older sparkc, or SGLang without engine.gpu_memory_utilization), so $SPARKC_DEPLOYMENT cannot be budgeted beside" \
       "it: stop it, or compile it again with this sparkc"
     return 0
   fi
   if ((mine == 0)); then
-    pf_problem "$node" "$DEPLOYMENT's memory on $node is not budgeted (PLAN.md says why) and other deployments" \
+    pf_problem "$node" "$SPARKC_DEPLOYMENT's memory on $node is not budgeted (PLAN.md says why) and other deployments" \
       "run there: set engine.gpu_memory_utilization (or engine.kv_cache_memory with model.size_gb) and compile again"
     return 0
   fi
-  local need=$((total + mine)) room=${MEMORY_ROOM[$node]} beside
+  local need=$((total + mine)) room=${SPARKC_MEMORY_ROOM[$node]} beside
   beside=$(printf '%s + ' "${parts[@]}")
   beside=${beside% + }
   if ((need > room)); then
-    pf_problem "$node" "$node cannot hold $DEPLOYMENT ($(gb "$mine")) beside what runs there: $beside;" \
+    pf_problem "$node" "$node cannot hold $SPARKC_DEPLOYMENT ($(gb "$mine")) beside what runs there: $beside;" \
       "$(gb "$need") in all, more than the $(gb "$room") it has for engines (memory_gb less the OS's share)." \
       "Stop one of them (its stop-cluster.sh), or lower engine.gpu_memory_utilization and compile again"
   else
-    log "$node: $DEPLOYMENT ($(gb "$mine")) beside $beside: $(gb "$need") of $(gb "$room") for engines"
+    log "$node: $SPARKC_DEPLOYMENT ($(gb "$mine")) beside $beside: $(gb "$need") of $(gb "$room") for engines"
   fi
 }
 
@@ -1124,10 +1124,10 @@ judge_memory() {
   pf_note "$node" memory "$(human_bytes $((free * 1024)))/$(human_bytes $((total * 1024)))"
   # GPU and CPU share this memory; the engine's share is a fraction of the whole (an engine with a start
   # check of free memory: judge_start_gate compares with its own fraction).
-  if ((available * 10 < total * 8 && START_GATE_PPM == 0)); then
+  if ((available * 10 < total * 8 && SPARKC_START_GATE_PPM == 0)); then
     pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
       "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
-  elif ((free * 10 < total * 8 && !DROP_PAGE_CACHE)); then
+  elif ((free * 10 < total * 8 && !SPARKC_DROP_PAGE_CACHE)); then
     # MemAvailable counts page cache as free; GB10's cudaMemGetInfo does not, and SGLang and older vLLM
     # size their memory pools from it.
     pf_warn "$node" "$node has $(human_bytes $((free * 1024))) free and $(human_bytes $((cached * 1024))) in page" \
@@ -1139,22 +1139,22 @@ judge_memory() {
 # Every node runs the same image build and sees the same model folder (file list and sizes).
 judge_across_nodes() {
   local node first_id="" first_node="" first_files="" model_node="" diff
-  for node in "${NODES[@]}"; do
-    if [[ -n ${IMAGE_IDS[$node]-} ]]; then
+  for node in "${SPARKC_NODES[@]}"; do
+    if [[ -n ${SPARKC_IMAGE_IDS[$node]-} ]]; then
       if [[ -z $first_id ]]; then
-        first_id=${IMAGE_IDS[$node]} first_node=$node
-      elif [[ ${IMAGE_IDS[$node]} != "$first_id" ]]; then
-        pf_problem "$node" "image $IMAGE differs between nodes: $first_node has $first_id, $node has" \
-          "${IMAGE_IDS[$node]}. Every node must run the same build: copy it with docker save $IMAGE |" \
-          "ssh ${TARGET[$node]:-$node} docker load"
+        first_id=${SPARKC_IMAGE_IDS[$node]} first_node=$node
+      elif [[ ${SPARKC_IMAGE_IDS[$node]} != "$first_id" ]]; then
+        pf_problem "$node" "image $SPARKC_IMAGE differs between nodes: $first_node has $first_id, $node has" \
+          "${SPARKC_IMAGE_IDS[$node]}. Every node must run the same build: copy it with docker save $SPARKC_IMAGE |" \
+          "ssh ${SPARKC_TARGET[$node]:-$node} docker load"
       fi
     fi
-    [[ -n ${MODEL_FILES[$node]+x} ]] || continue
+    [[ -n ${SPARKC_MODEL_FILES[$node]+x} ]] || continue
     if [[ -z $model_node ]]; then
-      model_node=$node first_files=${MODEL_FILES[$node]}
-    elif [[ ${MODEL_FILES[$node]} != "$first_files" ]]; then
-      diff=$(model_difference "$first_files" "${MODEL_FILES[$node]}" "$model_node" "$node")
-      pf_problem "$node" "model folder $MODEL_HOST_PATH on $node differs from $model_node: $diff. Copy it again" \
+      model_node=$node first_files=${SPARKC_MODEL_FILES[$node]}
+    elif [[ ${SPARKC_MODEL_FILES[$node]} != "$first_files" ]]; then
+      diff=$(model_difference "$first_files" "${SPARKC_MODEL_FILES[$node]}" "$model_node" "$node")
+      pf_problem "$node" "model folder $SPARKC_MODEL_HOST_PATH on $node differs from $model_node: $diff. Copy it again" \
         "from one node to the others (rsync -a --delete over the fabric)"
     fi
   done
@@ -1183,19 +1183,19 @@ model_difference() {
   printf '%s' "${out[*]}" | sed 's/;/; /g'
 }
 
-# Gather, judge every node, compare them. Returns 1 if anything is wrong (PF_PROBLEMS says what).
+# Gather, judge every node, compare them. Returns 1 if anything is wrong (SPARKC_PF_PROBLEMS says what).
 preflight_checks() {
   local node judge
-  declare -gA MODEL_FILES=()
+  declare -gA SPARKC_MODEL_FILES=()
   preflight_gather
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     judge_reached "$node" || continue
-    for judge in "${PREFLIGHT_JUDGES[@]}"; do
+    for judge in "${SPARKC_PREFLIGHT_JUDGES[@]}"; do
       "judge_$judge" "$node"
     done
   done
   judge_across_nodes
-  ((${#PF_PROBLEMS[@]} == 0))
+  ((${#SPARKC_PF_PROBLEMS[@]} == 0))
 }
 
 # Node by node: what preflight saw, and ok or what is wrong.
@@ -1204,28 +1204,28 @@ preflight_table() {
   local format='%-14s %-9s %-14s %-20s %-32s %-12s %-10s %-13s %s\n'
   # shellcheck disable=SC2059  # the format is the constant above
   printf "$format" NODE DOCKER IMAGE MODEL FABRIC RDMA GPUS "MEM FREE" RESULT
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     result=ok
-    for i in "${!PF_PROBLEM_NODES[@]}"; do
-      [[ ${PF_PROBLEM_NODES[i]} == "$node" ]] && { result=FAILED; break; }
+    for i in "${!SPARKC_PF_PROBLEM_NODES[@]}"; do
+      [[ ${SPARKC_PF_PROBLEM_NODES[i]} == "$node" ]] && { result=FAILED; break; }
     done
     local cells=()
     for i in "${columns[@]}"; do
-      cells+=("$(printable "${PF_NOTES[$node,$i]:--}")")
+      cells+=("$(printable "${SPARKC_PF_NOTES[$node,$i]:--}")")
     done
     # shellcheck disable=SC2059
     printf "$format" "$node" "${cells[@]}" "$result"
   done
-  for i in "${!PF_PROBLEMS[@]}"; do
-    printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "$(printable "${PF_PROBLEMS[i]}")"
+  for i in "${!SPARKC_PF_PROBLEMS[@]}"; do
+    printf '%s: %s\n' "${SPARKC_PF_PROBLEM_NODES[i]}" "$(printable "${SPARKC_PF_PROBLEMS[i]}")"
   done
 }
 
 # -- memory.sh ---------------------------------------------------------------------------------------
 # -- preflight: the engine's start check of free memory -------------------------------------------------
 # On unified memory (a Spark: one GPU whose memory is the node's RAM) vLLM refuses to start unless
-# START_GATE_PPM millionths of the node's total memory are available once its own init has taken
-# START_GATE_OVERHEAD_KB (the compiler's engine module says why and how much). The node's /proc/meminfo,
+# SPARKC_START_GATE_PPM millionths of the node's total memory are available once its own init has taken
+# SPARKC_START_GATE_OVERHEAD_KB (the compiler's engine module says why and how much). The node's /proc/meminfo,
 # gathered by check_memory, tells whether that holds now: if not, the launch stops here, with the largest
 # fraction that would start and what frees memory, instead of after the containers started.
 
@@ -1239,8 +1239,8 @@ meminfo_kb() { pf "$1" memory | awk -v key="$2:" '$1 == key { print $2; exit }';
 # replaces it, so that memory comes back before the engine starts.
 own_budget_kb() {
   local node=$1 words=() word
-  [[ $(pf_first "$node" container) == "running $DEPLOYMENT "* ]] || { echo 0; return 0; }
-  compiled_run DOCKER_RUN "$node" words
+  [[ $(pf_first "$node" container) == "running $SPARKC_DEPLOYMENT "* ]] || { echo 0; return 0; }
+  compiled_run SPARKC_DOCKER_RUN "$node" words
   for word in "${words[@]}"; do
     [[ $word == sparkc.memory-budget=* ]] && { echo $((${word#*=} / 1024)); return 0; }
   done
@@ -1251,7 +1251,7 @@ own_budget_kb() {
 running_beside() {
   local node=$1 id state name names=()
   while read -r id state name _; do
-    [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] && names+=("$(safe_word "$name")")
+    [[ -n $id && $state == running && $name != "$SPARKC_DEPLOYMENT" ]] && names+=("$(safe_word "$name")")
   done <<<"$(pf "$node" sparkc_container)"
   local IFS=','
   printf '%s' "${names[*]}" | sed 's/,/, /g'
@@ -1259,17 +1259,17 @@ running_beside() {
 
 judge_start_gate() {
   local node=$1 total available cached need have largest beside fixes=()
-  ((START_GATE_PPM > 0 && GPUS[$node] == 1)) || return 0
+  ((SPARKC_START_GATE_PPM > 0 && SPARKC_GPUS[$node] == 1)) || return 0
   total=$(meminfo_kb "$node" MemTotal)
   available=$(meminfo_kb "$node" MemAvailable)
   if ! [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || ((total == 0)); then
-    pf_warn "$node" "/proc/meminfo gave no MemTotal and MemAvailable: $START_GATE_ENGINE's start check of free" \
+    pf_warn "$node" "/proc/meminfo gave no MemTotal and MemAvailable: $SPARKC_START_GATE_ENGINE's start check of free" \
       "memory was not checked"
     return 0
   fi
   available=$((available + $(own_budget_kb "$node")))
-  need=$(((total * START_GATE_PPM + 999999) / 1000000))
-  have=$((available - START_GATE_OVERHEAD_KB))
+  need=$(((total * SPARKC_START_GATE_PPM + 999999) / 1000000))
+  have=$((available - SPARKC_START_GATE_OVERHEAD_KB))
   ((have >= need)) && return 0
   largest=0
   ((have > 0)) && largest=$((have * 100 / total))
@@ -1280,17 +1280,17 @@ judge_start_gate() {
   beside=$(running_beside "$node")
   [[ -z $beside ]] || fixes+=("stop a deployment that runs beside it ($beside: its stop-cluster.sh)")
   cached=$(meminfo_kb "$node" Cached)
-  if [[ $cached =~ ^[0-9]+$ ]] && ((cached > 1048576 && !DROP_PAGE_CACHE)); then
+  if [[ $cached =~ ^[0-9]+$ ]] && ((cached > 1048576 && !SPARKC_DROP_PAGE_CACHE)); then
     fixes+=("drop the $(kib_gib "$cached") GiB of page cache (launch.drop_page_cache: true)")
   fi
   fixes+=("stop other programs that hold memory there (free -g; top -o RES)")
   local fix
   fix=$(printf '%s; or ' "${fixes[@]}")
   pf_problem "$node" "$node has $(kib_gib "$available") of $(kib_gib "$total") GiB of memory available, and" \
-    "$START_GATE_ENGINE would refuse to start: it needs $START_GATE_SOURCE $START_GATE_FRACTION x $(kib_gib "$total")" \
-    "= $(kib_gib "$need") GiB free after its own init takes about $(kib_gib "$START_GATE_OVERHEAD_KB") GiB, which" \
+    "$SPARKC_START_GATE_ENGINE would refuse to start: it needs $SPARKC_START_GATE_SOURCE $SPARKC_START_GATE_FRACTION x $(kib_gib "$total")" \
+    "= $(kib_gib "$need") GiB free after its own init takes about $(kib_gib "$SPARKC_START_GATE_OVERHEAD_KB") GiB, which" \
     "leaves $(kib_gib $((have > 0 ? have : 0))) GiB. Fix: ${fix%; or }"
-  pf_note "$node" memory "$(kib_gib "$available")G avail < $START_GATE_FRACTION"
+  pf_note "$node" memory "$(kib_gib "$available")G avail < $SPARKC_START_GATE_FRACTION"
 }
 
 # -- planes.sh ---------------------------------------------------------------------------------------
@@ -1298,7 +1298,7 @@ judge_start_gate() {
 # control IP (Gloo, TensorPipe, the rendezvous and Ray bind to it), and every data netdev exists and
 # has its link up (NCCL fails at once on a missing interface and stalls on one without carrier).
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-readonly PLANES_REMOTE_LIB='# Split planes, node side: joins the preflight'\''s functions (one_line, the a_KEY inputs) when the spec splits them.
+readonly SPARKC_PLANES_REMOTE_LIB='# Split planes, node side: joins the preflight'\''s functions (one_line, the a_KEY inputs) when the spec splits them.
 # shellcheck disable=SC2154  # a_control, a_data: the preflight'\''s inputs
 check_planes() {
   if out=$(ip -o addr show dev "$a_control" 2>&1); then
@@ -1316,18 +1316,18 @@ check_planes() {
 }
 '
 
-# The checks above join the preflight where the deployment splits its planes (HAS_PLANES).
+# The checks above join the preflight where the deployment splits its planes (SPARKC_HAS_PLANES).
 planes_enable() {
-  PREFLIGHT_EXTRA_LIB+=$PLANES_REMOTE_LIB
-  PREFLIGHT_CHECKS+=(planes)
-  PREFLIGHT_JUDGES+=(planes)
+  SPARKC_PREFLIGHT_EXTRA_LIB+=$SPARKC_PLANES_REMOTE_LIB
+  SPARKC_PREFLIGHT_CHECKS+=(planes)
+  SPARKC_PREFLIGHT_JUDGES+=(planes)
 }
 
-planes_preflight_args() { PF_ARGS+=("control=${CONTROL_NETDEV[$1]}" "data=${DATA_NETDEVS[$1]}"); }
+planes_preflight_args() { SPARKC_PF_ARGS+=("control=${SPARKC_CONTROL_NETDEV[$1]}" "data=${SPARKC_DATA_NETDEVS[$1]}"); }
 
 judge_planes() {
-  local node=$1 control=${CONTROL_NETDEV[$1]} ip=${CONTROL_IP[$1]} addrs netdev rest
-  if [[ -n ${PF[$node,control_error]+x} ]]; then
+  local node=$1 control=${SPARKC_CONTROL_NETDEV[$1]} ip=${SPARKC_CONTROL_IP[$1]} addrs netdev rest
+  if [[ -n ${SPARKC_PF[$node,control_error]+x} ]]; then
     pf_problem "$node" "control interface $control does not exist on $node ($(pf_first "$node" control_error)):" \
       "check 'ip -br addr' there and set cluster.nodes[].control.netdev"
   else
@@ -1348,13 +1348,13 @@ judge_planes() {
       || pf_problem "$node" "data interface $netdev is down on $node ($(grep -oE '<[^>]*>' <<<"$rest")): bring it" \
         "up (ip link set $netdev up) and check its cable"
   done <<<"$(pf "$node" data_link)"
-  pf_note "$node" planes "control $ip on $control, data on ${DATA_NETDEVS[$node]}"
+  pf_note "$node" planes "control $ip on $control, data on ${SPARKC_DATA_NETDEVS[$node]}"
 }
 
 # fabric.addresses (the twins, the other cable's port): each netdev carries its address, which NCCL's
 # RDMA needs (a RoCE v2 IPv4 GID on every device NCCL_IB_HCA lists). setup-fabric.sh sets them.
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-readonly ADDRESSES_REMOTE_LIB='# fabric.addresses, node side: for each "NETDEV IP" pair of $a_addresses, whether the netdev carries the
+readonly SPARKC_ADDRESSES_REMOTE_LIB='# fabric.addresses, node side: for each "NETDEV IP" pair of $a_addresses, whether the netdev carries the
 # address (fabric_address NETDEV IP yes|no, and what it has), or does not exist (fabric_address_error).
 check_addresses() {
   # shellcheck disable=SC2086  # NETDEV IP words, split on purpose (interface names and IPv4 addresses)
@@ -1373,12 +1373,12 @@ check_addresses() {
 '
 
 addresses_enable() {
-  PREFLIGHT_EXTRA_LIB+=$ADDRESSES_REMOTE_LIB
-  PREFLIGHT_CHECKS+=(addresses)
-  PREFLIGHT_JUDGES+=(addresses)
+  SPARKC_PREFLIGHT_EXTRA_LIB+=$SPARKC_ADDRESSES_REMOTE_LIB
+  SPARKC_PREFLIGHT_CHECKS+=(addresses)
+  SPARKC_PREFLIGHT_JUDGES+=(addresses)
 }
 
-addresses_preflight_args() { PF_ARGS+=("addresses=${FABRIC_ADDRESSES[$1]}"); }
+addresses_preflight_args() { SPARKC_PF_ARGS+=("addresses=${SPARKC_FABRIC_ADDRESSES[$1]}"); }
 
 judge_addresses() {
   local node=$1 netdev ip state rest
@@ -1399,7 +1399,7 @@ judge_addresses() {
 # listed out of order reaches it another way (the control network) or not at all: NCCL's ring would
 # then run between nodes that no cable joins.
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-readonly RING_REMOTE_LIB='# A ring, node side: how this node reaches the node before it round the ring (that node'\''s fabric
+readonly SPARKC_RING_REMOTE_LIB='# A ring, node side: how this node reaches the node before it round the ring (that node'\''s fabric
 # address, at the other end of this node'\''s port 1 cable), and whether it answers there.
 # shellcheck disable=SC2154  # a_ring_from: the preflight'\''s input
 check_ring() {
@@ -1415,23 +1415,23 @@ check_ring() {
 '
 
 ring_enable() {
-  PREFLIGHT_EXTRA_LIB+=$RING_REMOTE_LIB
-  PREFLIGHT_CHECKS+=(ring)
-  PREFLIGHT_JUDGES+=(ring)
+  SPARKC_PREFLIGHT_EXTRA_LIB+=$SPARKC_RING_REMOTE_LIB
+  SPARKC_PREFLIGHT_CHECKS+=(ring)
+  SPARKC_PREFLIGHT_JUDGES+=(ring)
 }
 
-# The node before NODE round the ring (NODES is in rank order, which goes round it).
+# The node before NODE round the ring (SPARKC_NODES is in rank order, which goes round it).
 ring_from() {
-  local i count=${#NODES[@]}
-  for i in "${!NODES[@]}"; do
-    if [[ ${NODES[i]} == "$1" ]]; then
-      printf '%s' "${NODES[(i + count - 1) % count]}"
+  local i count=${#SPARKC_NODES[@]}
+  for i in "${!SPARKC_NODES[@]}"; do
+    if [[ ${SPARKC_NODES[i]} == "$1" ]]; then
+      printf '%s' "${SPARKC_NODES[(i + count - 1) % count]}"
       return 0
     fi
   done
 }
 
-ring_preflight_args() { PF_ARGS+=("ring_from=${FABRIC_IP[$(ring_from "$1")]}"); }
+ring_preflight_args() { SPARKC_PF_ARGS+=("ring_from=${SPARKC_FABRIC_IP[$(ring_from "$1")]}"); }
 
 judge_ring() {
   local node=$1 from route dev
@@ -1439,13 +1439,13 @@ judge_ring() {
   route=$(pf_first "$node" ring_route)
   dev=$(grep -oE ' dev [^ ]+' <<<" $route" | head -n 1 || true)
   dev=${dev# dev }
-  if [[ -z $dev || " ${DATA_NETDEVS[$node]} " != *" $dev "* ]]; then
-    pf_problem "$node" "$node reaches $from, the node before it round the ring, at ${FABRIC_IP[$from]} through" \
-      "${dev:-no route} (${route:-no answer}), not one of its cables (${DATA_NETDEVS[$node]}): in a ring each node's" \
+  if [[ -z $dev || " ${SPARKC_DATA_NETDEVS[$node]} " != *" $dev "* ]]; then
+    pf_problem "$node" "$node reaches $from, the node before it round the ring, at ${SPARKC_FABRIC_IP[$from]} through" \
+      "${dev:-no route} (${route:-no answer}), not one of its cables (${SPARKC_DATA_NETDEVS[$node]}): in a ring each node's" \
       "port 0 is cabled to the next node's port 1, and cluster.nodes lists the nodes in that order; fix the" \
       "order in the spec or the cabling"
   elif [[ $(pf_first "$node" ring_ping) == no ]]; then
-    pf_problem "$node" "$node does not reach $from at ${FABRIC_IP[$from]} over $dev: check the cable between" \
+    pf_problem "$node" "$node does not reach $from at ${SPARKC_FABRIC_IP[$from]} over $dev: check the cable between" \
       "them and $from's fabric address"
   elif [[ $(pf_first "$node" ring_ping) == missing ]]; then
     pf_warn "$node" "no ping on $node: the cable from $from was checked by its route ($dev) only"
@@ -1456,39 +1456,39 @@ judge_ring() {
 # container.hooks: the patch folder reaches every node before its container starts (the head's copy
 # is the one beside this script; each worker gets a fresh copy under its user's
 # ~/.cache/sparkc/<deployment>/ at every launch), and a hook that failed is named by the launch.
-declare -A PATCHES_AT=()
+declare -A SPARKC_PATCHES_AT=()
 
 stage_patches() {
-  ((HAS_PATCHES)) || return 0
-  local node home dir=".cache/sparkc/$DEPLOYMENT"
-  [[ -d $SCRIPT_DIR/$PATCHES_DIR ]] \
-    || fail "$HEAD" "the patch folder $PATCHES_DIR is missing beside this script: copy the whole compiled folder"
-  for node in "${NODES[@]}"; do
+  ((SPARKC_HAS_PATCHES)) || return 0
+  local node home dir=".cache/sparkc/$SPARKC_DEPLOYMENT"
+  [[ -d $SPARKC_SCRIPT_DIR/$SPARKC_PATCHES_DIR ]] \
+    || fail "$SPARKC_HEAD" "the patch folder $SPARKC_PATCHES_DIR is missing beside this script: copy the whole compiled folder"
+  for node in "${SPARKC_NODES[@]}"; do
     if is_local "$node"; then
-      PATCHES_AT[$node]=$SCRIPT_DIR/$PATCHES_DIR
+      SPARKC_PATCHES_AT[$node]=$SPARKC_SCRIPT_DIR/$SPARKC_PATCHES_DIR
       continue
     fi
-    if ((DRY_RUN)); then
-      printf '[%s] %s\n' "$node" "tar -C $SCRIPT_DIR -cf - $PATCHES_DIR | (cd && rm -rf $dir/$PATCHES_DIR && mkdir -p $dir && tar -C $dir -xf -)" >&3
-      PATCHES_AT[$node]="<home>/$dir/$PATCHES_DIR"
+    if ((SPARKC_DRY_RUN)); then
+      printf '[%s] %s\n' "$node" "tar -C $SPARKC_SCRIPT_DIR -cf - $SPARKC_PATCHES_DIR | (cd && rm -rf $dir/$SPARKC_PATCHES_DIR && mkdir -p $dir && tar -C $dir -xf -)" >&3
+      SPARKC_PATCHES_AT[$node]="<home>/$dir/$SPARKC_PATCHES_DIR"
       continue
     fi
-    FAILED_NODE=$node
-    home=$(tar -C "$SCRIPT_DIR" -cf - "$PATCHES_DIR" | ssh_node "$node" -- \
-      "cd && rm -rf $(sh_quote "$dir/$PATCHES_DIR") && mkdir -p $(sh_quote "$dir") && tar -C $(sh_quote "$dir") -xf - && pwd" \
+    SPARKC_FAILED_NODE=$node
+    home=$(tar -C "$SPARKC_SCRIPT_DIR" -cf - "$SPARKC_PATCHES_DIR" | ssh_node "$node" -- \
+      "cd && rm -rf $(sh_quote "$dir/$SPARKC_PATCHES_DIR") && mkdir -p $(sh_quote "$dir") && tar -C $(sh_quote "$dir") -xf - && pwd" \
       2>&1) || fail "$node" "could not copy the patch folder to $node: $home"
-    PATCHES_AT[$node]=$home/$dir/$PATCHES_DIR
-    log "$node: patch folder copied to ${PATCHES_AT[$node]}"
+    SPARKC_PATCHES_AT[$node]=$home/$dir/$SPARKC_PATCHES_DIR
+    log "$node: patch folder copied to ${SPARKC_PATCHES_AT[$node]}"
   done
-  FAILED_NODE=""
+  SPARKC_FAILED_NODE=""
 }
 
-# ARGV (a node's docker run): the patch folder's mount names that node's copy.
+# SPARKC_ARGV (a node's docker run): the patch folder's mount names that node's copy.
 patches_argv() {
   local i
-  for i in "${!ARGV[@]}"; do
-    if [[ $i -gt 0 && ${ARGV[i - 1]} == -v && ${ARGV[i]} == "$PATCHES_PLACEHOLDER:"* ]]; then
-      ARGV[i]=${PATCHES_AT[$1]}${ARGV[i]#"$PATCHES_PLACEHOLDER"}
+  for i in "${!SPARKC_ARGV[@]}"; do
+    if [[ $i -gt 0 && ${SPARKC_ARGV[i - 1]} == -v && ${SPARKC_ARGV[i]} == "$SPARKC_PATCHES_PLACEHOLDER:"* ]]; then
+      SPARKC_ARGV[i]=${SPARKC_PATCHES_AT[$1]}${SPARKC_ARGV[i]#"$SPARKC_PATCHES_PLACEHOLDER"}
     fi
   done
 }
@@ -1496,7 +1496,7 @@ patches_argv() {
 # The hook that stopped a node's container, as its runner wrote it into the container's log.
 hook_failure() {
   local line
-  line=$(on_node "$1" docker logs --tail 50 "${CONTAINER[$1]}" 2>&1 | grep -m1 'sparkc: hook pre_engine\[[0-9]*\] failed') \
+  line=$(on_node "$1" docker logs --tail 50 "${SPARKC_CONTAINER[$1]}" 2>&1 | grep -m1 'sparkc: hook pre_engine\[[0-9]*\] failed') \
     || return 0
   printf '; %s' "${line#*sparkc: }"
 }
@@ -1506,11 +1506,11 @@ hook_failure() {
 # node and the command. The command crosses ssh as one POSIX single-quoted word (on_node), so every
 # login shell hands it to sh exactly as the spec wrote it.
 run_host_hooks() {
-  ((${#HOST_HOOKS[@]})) || return 0
-  phase hooks "run cluster.hooks.pre_launch on every node's host (${#HOST_HOOKS[@]} command(s))"
+  ((${#SPARKC_HOST_HOOKS[@]})) || return 0
+  phase hooks "run cluster.hooks.pre_launch on every node's host (${#SPARKC_HOST_HOOKS[@]} command(s))"
   local node i
-  for node in "${NODES[@]}"; do
-    for i in "${!HOST_HOOKS[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
+    for i in "${!SPARKC_HOST_HOOKS[@]}"; do
       host_hook "$node" "$i"
     done
   done
@@ -1519,15 +1519,15 @@ run_host_hooks() {
 
 host_hook() {
   local node=$1 i=$2 out status=0 runner=()
-  ((HOST_HOOKS_SUDO)) && runner=(sudo -n)
-  FAILED_NODE=$node
-  out=$(run_on "$node" "${runner[@]}" sh -c "${HOST_HOOKS[i]}" 2>&1 </dev/null) || status=$?
+  ((SPARKC_HOST_HOOKS_SUDO)) && runner=(sudo -n)
+  SPARKC_FAILED_NODE=$node
+  out=$(run_on "$node" "${runner[@]}" sh -c "${SPARKC_HOST_HOOKS[i]}" 2>&1 </dev/null) || status=$?
   if ((status)); then
     out=$(printf '%s\n' "$out" | tail -n 5)
-    fail "$node" "host hook pre_launch[$i] failed on $node with status $status: ${HOST_HOOKS[i]}${out:+ (it said: $out)}"
+    fail "$node" "host hook pre_launch[$i] failed on $node with status $status: ${SPARKC_HOST_HOOKS[i]}${out:+ (it said: $out)}"
   fi
-  ((DRY_RUN)) || log "$node: host hook pre_launch[$i] done"
-  FAILED_NODE=""
+  ((SPARKC_DRY_RUN)) || log "$node: host hook pre_launch[$i] done"
+  SPARKC_FAILED_NODE=""
 }
 
 # -- probe.sh ----------------------------------------------------------------------------------------
@@ -1538,7 +1538,7 @@ host_hook() {
 # the whole load and run at about 3 GB/s. One container per node (<container>-probe), removed after.
 # The probe's program (runtime/probe.py), run by python3 -c in each rank's container.
 # shellcheck disable=SC2016  # Python's text, not the shell's
-readonly PROBE_PY='"""sparkc fabric probe: one short all-reduce across every node, before the engine'\''s long load.
+readonly SPARKC_PROBE_PY='"""sparkc fabric probe: one short all-reduce across every node, before the engine'\''s long load.
 
 Run once per node inside the deployment'\''s image, with its environment and torchrun-style variables
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK). Prints one line per rank:
@@ -1673,42 +1673,42 @@ if __name__ == "__main__":
         sys.exit(1)
 '
 probe_fabric() {
-  ((PROBE)) || return 0
-  phase probe "one all-reduce across ${#NODES[@]} node(s) in image $IMAGE (at most ${PROBE_TIMEOUT}s)"
+  ((SPARKC_PROBE)) || return 0
+  phase probe "one all-reduce across ${#SPARKC_NODES[@]} node(s) in image $SPARKC_IMAGE (at most ${SPARKC_PROBE_TIMEOUT}s)"
   local node dir line transport busbw error nccl state waited=0 probe_failures=() probe_waits=()
-  if ((DRY_RUN)); then
-    for node in "${NODES[@]}"; do
+  if ((SPARKC_DRY_RUN)); then
+    for node in "${SPARKC_NODES[@]}"; do
       probe_argv "$node"
-      dry_print "$node" "${ARGV[@]}" -c "<the probe program>" >&3
+      dry_print "$node" "${SPARKC_ARGV[@]}" -c "<the probe program>" >&3
     done
     phase_done
     return 0
   fi
-  if port_in_use 127.0.0.1 "$PROBE_PORT" || port_in_use "$HEAD_FABRIC_IP" "$PROBE_PORT"; then
-    fail "$HEAD" "the probe's port $PROBE_PORT (the rendezvous port) is already in use on the head by another program"
+  if port_in_use 127.0.0.1 "$SPARKC_PROBE_PORT" || port_in_use "$SPARKC_HEAD_FABRIC_IP" "$SPARKC_PROBE_PORT"; then
+    fail "$SPARKC_HEAD" "the probe's port $SPARKC_PROBE_PORT (the rendezvous port) is already in use on the head by another program"
   fi
   dir=$(mktemp -d)
-  for node in "${NODES[@]}"; do
-    on_node "$node" docker rm -f "${CONTAINER[$node]}-probe" >/dev/null 2>&1 || true
+  for node in "${SPARKC_NODES[@]}"; do
+    on_node "$node" docker rm -f "${SPARKC_CONTAINER[$node]}-probe" >/dev/null 2>&1 || true
     probe_argv "$node"
-    on_node "$node" "${ARGV[@]}" -c "$PROBE_PY" >"$dir/$node.start" 2>&1 \
+    on_node "$node" "${SPARKC_ARGV[@]}" -c "$SPARKC_PROBE_PY" >"$dir/$node.start" 2>&1 \
       || { probe_cleanup; fail "$node" "could not start the probe container: $(tail -n 3 "$dir/$node.start")"; }
   done
-  # The program stops itself after PROBE_TIMEOUT; the margin covers container start and exit.
-  for node in "${NODES[@]}"; do
-    until state=$(on_node "$node" docker inspect --format '{{.State.Status}}' "${CONTAINER[$node]}-probe" 2>&1) \
+  # The program stops itself after SPARKC_PROBE_TIMEOUT; the margin covers container start and exit.
+  for node in "${SPARKC_NODES[@]}"; do
+    until state=$(on_node "$node" docker inspect --format '{{.State.Status}}' "${SPARKC_CONTAINER[$node]}-probe" 2>&1) \
       && [[ $state == exited || $state == dead ]]; do
-      if ((waited > PROBE_TIMEOUT + 30)); then
+      if ((waited > SPARKC_PROBE_TIMEOUT + 30)); then
         warn "$node: the probe did not end by itself; removing it"
         break
       fi
       sleep 1
       waited=$((waited + 1))
     done
-    on_node "$node" docker logs "${CONTAINER[$node]}-probe" >"$dir/$node.log" 2>&1 || true
+    on_node "$node" docker logs "${SPARKC_CONTAINER[$node]}-probe" >"$dir/$node.log" 2>&1 || true
   done
   probe_cleanup
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     line=$(grep -m1 '^SPARKC_PROBE ' "$dir/$node.log" || true)
     transport=$(probe_field transport "$line")
     busbw=$(probe_field busbw_gbps "$line")
@@ -1721,15 +1721,15 @@ probe_fabric() {
       probe_waits+=("$node: $error")
     elif [[ -n $error ]]; then
       probe_failures+=("$node: $error")
-    elif ((HAS_RDMA[$node])) && [[ $transport != IB ]]; then
+    elif ((SPARKC_HAS_RDMA[$node])) && [[ $transport != IB ]]; then
       probe_failures+=("$node: NCCL used $transport, not RDMA, although the node lists RDMA devices; at about"
         "3 GB/s instead of the fabric's speed. Check NCCL_IB_HCA against ibdev2netdev on every node, that"
         "the containers see /dev/infiniband and that NCCL_IB_DISABLE is 0 ($(grep -m1 -E 'via NET/|Using network' \
           "$dir/$node.log" | sed 's/.*NCCL INFO //'))")
-    elif ((SWITCHLESS)) && [[ -n $nccl ]] && version_below "$nccl" "$SUBNET_ROUTING_NCCL"; then
-      probe_failures+=("$node: the image $IMAGE has NCCL $nccl, which ignores NCCL_IB_SUBNET_AWARE_ROUTING (read"
-        "from NCCL $SUBNET_ROUTING_NCCL on): in a mesh or ring each peer is reached over its own cable only with"
-        "it; use an image with NCCL $SUBNET_ROUTING_NCCL or later")
+    elif ((SPARKC_SWITCHLESS)) && [[ -n $nccl ]] && version_below "$nccl" "$SPARKC_SUBNET_ROUTING_NCCL"; then
+      probe_failures+=("$node: the image $SPARKC_IMAGE has NCCL $nccl, which ignores NCCL_IB_SUBNET_AWARE_ROUTING (read"
+        "from NCCL $SPARKC_SUBNET_ROUTING_NCCL on): in a mesh or ring each peer is reached over its own cable only with"
+        "it; use an image with NCCL $SPARKC_SUBNET_ROUTING_NCCL or later")
     else
       log "$node: probe transport $transport, bus bandwidth $busbw GB/s${nccl:+, NCCL $nccl}"
     fi
@@ -1739,18 +1739,18 @@ probe_fabric() {
   if ((${#probe_failures[@]})); then
     local first=${probe_failures[0]%%:*}
     # A new folder of its own: the files copied into it cannot meet a link planted there.
-    new_folder "$SCRIPT_DIR/logs" "probe-$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
-    cp "$dir"/*.log "$NEW_FOLDER/" 2>/dev/null || true
-    fail "$first" "the fabric probe failed: ${probe_failures[*]}. Each node's probe output: $NEW_FOLDER/;" \
+    new_folder "$SPARKC_SCRIPT_DIR/logs" "probe-$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+    cp "$dir"/*.log "$SPARKC_NEW_FOLDER/" 2>/dev/null || true
+    fail "$first" "the fabric probe failed: ${probe_failures[*]}. Each node's probe output: $SPARKC_NEW_FOLDER/;" \
       "launch-cluster.sh --no-probe (or launch.probe: false) skips the probe"
   fi
   rm -rf "$dir"
   phase_done
 }
 
-# ARGV: the probe's `docker run` words for a node (its program follows as python3 -c).
+# SPARKC_ARGV: the probe's `docker run` words for a node (its program follows as python3 -c).
 probe_argv() {
-  compiled_run PROBE_RUN "$1" ARGV
+  compiled_run SPARKC_PROBE_RUN "$1" SPARKC_ARGV
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
   with_api_port  # the engine's environment, as --port leaves it
@@ -1758,7 +1758,7 @@ probe_argv() {
 }
 
 # NCCL reads NCCL_IB_SUBNET_AWARE_ROUTING from this release on (NVIDIA/nccl commit 5c1c4288).
-readonly SUBNET_ROUTING_NCCL=2.30.7
+readonly SPARKC_SUBNET_ROUTING_NCCL=2.30.7
 
 # VERSION below MINIMUM, both dotted numbers (2.27.3 < 2.30.7); a part that is not a number counts as 0.
 version_below() {
@@ -1786,30 +1786,30 @@ probe_field() {
 
 probe_cleanup() {
   local node
-  for node in "${NODES[@]}"; do
-    on_node "$node" docker rm -f "${CONTAINER[$node]}-probe" >/dev/null 2>&1 || true
+  for node in "${SPARKC_NODES[@]}"; do
+    on_node "$node" docker rm -f "${SPARKC_CONTAINER[$node]}-probe" >/dev/null 2>&1 || true
   done
 }
 
 # -- launch.sh ---------------------------------------------------------------------------------------
 # Secret values, taken from this script's environment before anything else runs (launch_main).
-declare -A SECRET_VALUES=()
+declare -A SPARKC_SECRET_VALUES=()
 read_secrets() {
   local secret
-  for secret in "${SECRETS[@]}"; do
-    SECRET_VALUES[$secret]=${!secret-}
+  for secret in "${SPARKC_SECRETS[@]}"; do
+    SPARKC_SECRET_VALUES[$secret]=${!secret-}
   done
 }
 
 # A secret's length in bytes (not characters: the locale may be UTF-8).
 secret_bytes() {
   local LC_ALL=C
-  local value=${SECRET_VALUES[$1]}
+  local value=${SPARKC_SECRET_VALUES[$1]}
   printf '%s' "${#value}"
 }
 
-# compiled_run KIND NODE INTO: the array INTO set to a node's compiled `docker run` words (KIND DOCKER_RUN
-# for its container, PROBE_RUN for its probe): the words every node's has, then the node's own.
+# compiled_run KIND NODE INTO: the array INTO set to a node's compiled `docker run` words (KIND SPARKC_DOCKER_RUN
+# for its container, SPARKC_PROBE_RUN for its probe): the words every node's has, then the node's own.
 compiled_run() {
   local -n compiled_shared="$1_SHARED" compiled_nodes="$1_NODES" compiled_at="$1_AT" compiled_into=$3
   local span=${compiled_at[$2]}
@@ -1817,21 +1817,21 @@ compiled_run() {
   compiled_into=("${compiled_shared[@]}" "${compiled_nodes[@]:${span% *}:${span#* }}")
 }
 
-# ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.
+# SPARKC_ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.
 docker_run_argv() {
-  compiled_run DOCKER_RUN "$1" ARGV
-  local i engine_timeout=$((TIMEOUT - ENGINE_TIMEOUT_MARGIN))
+  compiled_run SPARKC_DOCKER_RUN "$1" SPARKC_ARGV
+  local i engine_timeout=$((SPARKC_TIMEOUT - SPARKC_ENGINE_TIMEOUT_MARGIN))
   ((engine_timeout >= 30)) || engine_timeout=30
-  for i in "${!ARGV[@]}"; do
-    if [[ -n $ENGINE_TIMEOUT_VARIABLE && ${ARGV[i]} == "$ENGINE_TIMEOUT_VARIABLE="* ]]; then
-      ARGV[i]="$ENGINE_TIMEOUT_VARIABLE=$engine_timeout"
-    elif [[ -n $ENGINE_TIMEOUT_FLAG && $i -gt 0 && ${ARGV[i - 1]} == "$ENGINE_TIMEOUT_FLAG" ]]; then
-      ARGV[i]=$engine_timeout
+  for i in "${!SPARKC_ARGV[@]}"; do
+    if [[ -n $SPARKC_ENGINE_TIMEOUT_VARIABLE && ${SPARKC_ARGV[i]} == "$SPARKC_ENGINE_TIMEOUT_VARIABLE="* ]]; then
+      SPARKC_ARGV[i]="$SPARKC_ENGINE_TIMEOUT_VARIABLE=$engine_timeout"
+    elif [[ -n $SPARKC_ENGINE_TIMEOUT_FLAG && $i -gt 0 && ${SPARKC_ARGV[i - 1]} == "$SPARKC_ENGINE_TIMEOUT_FLAG" ]]; then
+      SPARKC_ARGV[i]=$engine_timeout
     fi
   done
   with_api_port
   substitute_snapshot
-  if ((HAS_HOOKS)); then patches_argv "$1"; fi
+  if ((SPARKC_HAS_HOOKS)); then patches_argv "$1"; fi
   engine_files_argv
   with_extra_env
 }
@@ -1839,24 +1839,30 @@ docker_run_argv() {
 # The words an engine's own files need (TensorRT-LLM): the build folder's path on the head in a `-v`
 # source, and (backend mpi) the library's sshd script as each container's command. A dry run names it.
 engine_files_argv() {
-  [[ -n ${BUILD_PLACEHOLDER:-} ]] || return 0
+  [[ -n ${SPARKC_BUILD_PLACEHOLDER:-} ]] || return 0
   local i
-  for i in "${!ARGV[@]}"; do
-    if [[ ${ARGV[i]} == "$MPI_SSHD_PLACEHOLDER" ]]; then
-      if ((DRY_RUN)); then ARGV[i]="<the library's sshd script for mpirun>"; else ARGV[i]=$MPI_SSHD; fi
-    elif [[ $i -gt 0 && ${ARGV[i - 1]} == -v && ${ARGV[i]} == "$BUILD_PLACEHOLDER/"* ]]; then
-      ARGV[i]=$SCRIPT_DIR${ARGV[i]#"$BUILD_PLACEHOLDER"}
+  for i in "${!SPARKC_ARGV[@]}"; do
+    if [[ ${SPARKC_ARGV[i]} == "$SPARKC_MPI_SSHD_PLACEHOLDER" ]]; then
+      if ((SPARKC_DRY_RUN)); then SPARKC_ARGV[i]="<the library's sshd script for mpirun>"; else SPARKC_ARGV[i]=$SPARKC_MPI_SSHD; fi
+    elif [[ $i -gt 0 && ${SPARKC_ARGV[i - 1]} == -v && ${SPARKC_ARGV[i]} == "$SPARKC_BUILD_PLACEHOLDER/"* ]]; then
+      SPARKC_ARGV[i]=$SPARKC_SCRIPT_DIR${SPARKC_ARGV[i]#"$SPARKC_BUILD_PLACEHOLDER"}
     fi
   done
 }
 
 # -- launch-time overrides (--env, --port) ------------------------------------------------------
-EXTRA_ENV=()
-PORT_OVERRIDE=""
+SPARKC_EXTRA_ENV=()
+SPARKC_PORT_OVERRIDE=""
 
 usage_error() {
   echo "launch-cluster.sh: $*" >&2
   exit 2
+}
+
+# Whether NAME is one no --env may set: the shell's own, or a prefix the scripts and the shell keep, as the
+# compiler refuses it for a secret (compiler/names.py).
+env_name_reserved() {
+  [[ " $SPARKC_RESERVED_NAMES " == *" $1 "* || $1 == SPARKC_* || $1 == BASH_* || $1 == LC_* ]]
 }
 
 # One --env 'NAME=VALUE', checked as the compiler checks the spec's env; the value is never evaluated.
@@ -1867,30 +1873,30 @@ add_extra_env() {
     || usage_error "--env $name: control characters (newline, tab, ...) are not allowed in values, as in the spec"
   [[ $name =~ ^[A-Z_][A-Z0-9_]*$ ]] \
     || usage_error "--env $name: names are upper-case letters, digits and '_', not starting with a digit"
-  if [[ " $RESERVED_NAMES " == *" $name "* || $name == BASH_* || $name == LC_* || $name == DOCKER_RUN_* ]]; then
-    usage_error "--env $name: a name the shell or the generated scripts use themselves; choose another"
-  fi
-  if [[ $name =~ $SECRET_NAME_PATTERN || " ${SECRETS[*]} " == *" $name "* ]]; then
+  ! env_name_reserved "$name" \
+    || usage_error "--env $name: the shell's own name, or one starting with SPARKC_, BASH_ or LC_ (names the" \
+      "generated scripts and the shell keep for themselves); choose another"
+  if [[ $name =~ $SPARKC_SECRET_NAME_PATTERN || " ${SPARKC_SECRETS[*]} " == *" $name "* ]]; then
     usage_error "--env $name looks like a secret: list it under container.secrets in the spec, compile, and" \
       "export it where this script runs (a value given here would show in the process list)"
   fi
-  for known in "${EXTRA_ENV[@]}"; do
+  for known in "${SPARKC_EXTRA_ENV[@]}"; do
     [[ ${known%%=*} != "$name" ]] || usage_error "--env $name is given twice"
   done
-  EXTRA_ENV+=("$item")
+  SPARKC_EXTRA_ENV+=("$item")
 }
 
 # A name the plan already sets (the spec's env or sparkc's per-node settings) changes what was
 # compiled and checked together: refused, with the way to change it.
 check_extra_env() {
   local node item i planned=()
-  for node in "${NODES[@]}"; do
-    compiled_run DOCKER_RUN "$node" planned
+  for node in "${SPARKC_NODES[@]}"; do
+    compiled_run SPARKC_DOCKER_RUN "$node" planned
     for ((i = 1; i < ${#planned[@]}; i++)); do
       [[ ${planned[i - 1]} == -e ]] || continue
-      for item in "${EXTRA_ENV[@]}"; do
+      for item in "${SPARKC_EXTRA_ENV[@]}"; do
         [[ ${planned[i]%%=*} == "${item%%=*}" ]] || continue
-        [[ ${item%%=*} != "$API_PORT_VARIABLE" ]] || usage_error "--env ${item%%=*} carries the API's port: use --port"
+        [[ ${item%%=*} != "$SPARKC_API_PORT_VARIABLE" ]] || usage_error "--env ${item%%=*} carries the API's port: use --port"
         usage_error "--env ${item%%=*} is set by the compiled plan (on $node); change it in the spec and run" \
           "sparkc compile again"
       done
@@ -1898,44 +1904,44 @@ check_extra_env() {
   done
 }
 
-# ARGV with the --env variables added right after `docker run`, each as the two words -e and 'NAME=VALUE'.
+# SPARKC_ARGV with the --env variables added right after `docker run`, each as the two words -e and 'NAME=VALUE'.
 with_extra_env() {
-  ((${#EXTRA_ENV[@]})) || return 0
+  ((${#SPARKC_EXTRA_ENV[@]})) || return 0
   local item extra=()
-  for item in "${EXTRA_ENV[@]}"; do extra+=(-e "$item"); done
-  ARGV=("${ARGV[@]:0:2}" "${extra[@]}" "${ARGV[@]:2}")
+  for item in "${SPARKC_EXTRA_ENV[@]}"; do extra+=(-e "$item"); done
+  SPARKC_ARGV=("${SPARKC_ARGV[@]:0:2}" "${extra[@]}" "${SPARKC_ARGV[@]:2}")
 }
 
 # --port N: the API's port for this launch. Every use follows: the engine's words, the port-in-use
 # check, the readiness probes, the messages, and (through last-launch.txt) status.sh.
 set_port_override() {
   local port=$1 i
-  [[ -z $PORT_OVERRIDE ]] || usage_error "--port is given twice"
+  [[ -z $SPARKC_PORT_OVERRIDE ]] || usage_error "--port is given twice"
   valid_port "$port" || usage_error "--port needs a port number from 1 to 65535, got '$port'"
   port=$((10#$port))
-  if [[ -z $API_PORT_FLAG && -z $API_PORT_VARIABLE ]]; then
-    usage_error "--port: $API_PORT_FIXED, so a launch cannot move it. Set engine.port with entrypoint: adapt" \
+  if [[ -z $SPARKC_API_PORT_FLAG && -z $SPARKC_API_PORT_VARIABLE ]]; then
+    usage_error "--port: $SPARKC_API_PORT_FIXED, so a launch cannot move it. Set engine.port with entrypoint: adapt" \
       "or bypass in the spec and run sparkc compile again"
   fi
-  for i in "${!API_PORT_TAKEN[@]}"; do
-    ((port != API_PORT_TAKEN[i])) || usage_error "--port $port is this deployment's ${API_PORT_TAKEN_BY[i]} port; choose another"
+  for i in "${!SPARKC_API_PORT_TAKEN[@]}"; do
+    ((port != SPARKC_API_PORT_TAKEN[i])) || usage_error "--port $port is this deployment's ${SPARKC_API_PORT_TAKEN_BY[i]} port; choose another"
   done
-  PORT_OVERRIDE=$port
+  SPARKC_PORT_OVERRIDE=$port
   use_api_port "$port"
 }
 
-# ARGV with this launch's API port where the compiled plan carries it: the word after API_PORT_FLAG,
-# or API_PORT_VARIABLE=PORT after -e. Only words that are exactly the compiled port change.
+# SPARKC_ARGV with this launch's API port where the compiled plan carries it: the word after SPARKC_API_PORT_FLAG,
+# or SPARKC_API_PORT_VARIABLE=PORT after -e. Only words that are exactly the compiled port change.
 with_api_port() {
-  [[ -n $PORT_OVERRIDE ]] || return 0
+  [[ -n $SPARKC_PORT_OVERRIDE ]] || return 0
   local i
-  for ((i = 1; i < ${#ARGV[@]}; i++)); do
-    if [[ -n $API_PORT_FLAG && ${ARGV[i - 1]} == "$API_PORT_FLAG" && ${ARGV[i]} == "$COMPILED_API_PORT" ]]; then
-      ARGV[i]=$PORT_OVERRIDE
-    elif [[ -n $API_PORT_VARIABLE && ${ARGV[i - 1]} == -e && ${ARGV[i]} == "$API_PORT_VARIABLE=$COMPILED_API_PORT" ]]; then
-      ARGV[i]="$API_PORT_VARIABLE=$PORT_OVERRIDE"
-    elif [[ ${ARGV[i - 1]} == --label && ${ARGV[i]} == "sparkc.api-port=$COMPILED_API_PORT" ]]; then
-      ARGV[i]="sparkc.api-port=$PORT_OVERRIDE"  # where other deployments' preflight and status.sh --all look
+  for ((i = 1; i < ${#SPARKC_ARGV[@]}; i++)); do
+    if [[ -n $SPARKC_API_PORT_FLAG && ${SPARKC_ARGV[i - 1]} == "$SPARKC_API_PORT_FLAG" && ${SPARKC_ARGV[i]} == "$SPARKC_COMPILED_API_PORT" ]]; then
+      SPARKC_ARGV[i]=$SPARKC_PORT_OVERRIDE
+    elif [[ -n $SPARKC_API_PORT_VARIABLE && ${SPARKC_ARGV[i - 1]} == -e && ${SPARKC_ARGV[i]} == "$SPARKC_API_PORT_VARIABLE=$SPARKC_COMPILED_API_PORT" ]]; then
+      SPARKC_ARGV[i]="$SPARKC_API_PORT_VARIABLE=$SPARKC_PORT_OVERRIDE"
+    elif [[ ${SPARKC_ARGV[i - 1]} == --label && ${SPARKC_ARGV[i]} == "sparkc.api-port=$SPARKC_COMPILED_API_PORT" ]]; then
+      SPARKC_ARGV[i]="sparkc.api-port=$SPARKC_PORT_OVERRIDE"  # where other deployments' preflight and status.sh --all look
     fi
   done
 }
@@ -1943,17 +1949,17 @@ with_api_port() {
 # The head's engine must get the new port somewhere (its container's words, or the engine started in
 # it through Ray); a plan where it would not is a bug, stopped before anything starts.
 check_port_override() {
-  [[ -n $PORT_OVERRIDE ]] || return 0
+  [[ -n $SPARKC_PORT_OVERRIDE ]] || return 0
   local head_words=()
-  compiled_run DOCKER_RUN "$HEAD" head_words
-  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}") word read_before=() read_after=()
-  ARGV=("${before[@]}")
+  compiled_run SPARKC_DOCKER_RUN "$SPARKC_HEAD" head_words
+  local before=("${head_words[@]}" "${SPARKC_ENGINE_COMMAND[@]}") word read_before=() read_after=()
+  SPARKC_ARGV=("${before[@]}")
   with_api_port
   # Only the words the engine reads count: the label sparkc.api-port follows the port anyway.
   for word in "${before[@]}"; do [[ $word == sparkc.api-port=* ]] || read_before+=("$word"); done
-  for word in "${ARGV[@]}"; do [[ $word == sparkc.api-port=* ]] || read_after+=("$word"); done
+  for word in "${SPARKC_ARGV[@]}"; do [[ $word == sparkc.api-port=* ]] || read_after+=("$word"); done
   if [[ "${read_after[*]}" == "${read_before[*]}" ]]; then
-    echo "launch-cluster.sh: --port: the compiled words carry no port $COMPILED_API_PORT to replace (a bug in sparkc)" >&2
+    echo "launch-cluster.sh: --port: the compiled words carry no port $SPARKC_COMPILED_API_PORT to replace (a bug in sparkc)" >&2
     exit 3
   fi
 }
@@ -1961,8 +1967,8 @@ check_port_override() {
 # For last-launch.txt: the overrides of this run, the extra variables by name (values may be anything typed).
 describe_overrides() {
   local item
-  for item in "${EXTRA_ENV[@]}"; do printf 'override.env=%s\n' "${item%%=*}"; done
-  [[ -z $PORT_OVERRIDE ]] || printf 'override.port=%s\n' "$PORT_OVERRIDE"
+  for item in "${SPARKC_EXTRA_ENV[@]}"; do printf 'override.env=%s\n' "${item%%=*}"; done
+  [[ -z $SPARKC_PORT_OVERRIDE ]] || printf 'override.port=%s\n' "$SPARKC_PORT_OVERRIDE"
 }
 
 launch_usage() {
@@ -1996,82 +2002,82 @@ logs/ beside this script, containers kept for inspection), 2 usage, 130 interrup
 USAGE
 }
 
-PHASE=setup
-declare -A IMAGE_IDS=()
-PHASE_START=$SECONDS
-FAILED_NODE=""
-SKIP_PREFLIGHT=0
-PREFLIGHT_ONLY=0
-REPLACE=0
-TIMEOUT=0 # the compiled budget (DEFAULT_TIMEOUT), set by launch_main; --timeout changes it
-DEADLINE=0
+SPARKC_PHASE=setup
+declare -A SPARKC_IMAGE_IDS=()
+SPARKC_PHASE_START=$SECONDS
+SPARKC_FAILED_NODE=""
+SPARKC_SKIP_PREFLIGHT=0
+SPARKC_PREFLIGHT_ONLY=0
+SPARKC_REPLACE=0
+SPARKC_TIMEOUT=0 # the compiled budget (SPARKC_DEFAULT_TIMEOUT), set by launch_main; --timeout changes it
+SPARKC_DEADLINE=0
 
 phase() {
-  PHASE=$1
-  PHASE_START=$SECONDS
+  SPARKC_PHASE=$1
+  SPARKC_PHASE_START=$SECONDS
   log "== $1: $2"
 }
-phase_done() { log "== $PHASE done in $((SECONDS - PHASE_START))s"; }
+phase_done() { log "== $SPARKC_PHASE done in $((SECONDS - SPARKC_PHASE_START))s"; }
 
 # Stop the launch: save every node's logs and state, say which node and phase failed, exit 1.
 fail() {
-  FAILED_NODE=$1
+  SPARKC_FAILED_NODE=$1
   shift
   trap - ERR
-  printf '%s [sparkc] FAILED in phase %s on node %s: %s\n' "$(date +%H:%M:%S)" "$PHASE" "$FAILED_NODE" \
+  printf '%s [sparkc] FAILED in phase %s on node %s: %s\n' "$(date +%H:%M:%S)" "$SPARKC_PHASE" "$SPARKC_FAILED_NODE" \
     "$(printable "$*")" >&2
-  if ((DRY_RUN)); then
+  if ((SPARKC_DRY_RUN)); then
     exit 1
   fi
   local dir
-  new_folder "$SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
-  dir=$NEW_FOLDER
+  new_folder "$SPARKC_SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+  dir=$SPARKC_NEW_FOLDER
   collect_logs "$dir" 500
-  { printf 'phase=%s\nnode=%s\nreason=%s\n' "$PHASE" "$FAILED_NODE" "$*"; describe_overrides; } \
+  { printf 'phase=%s\nnode=%s\nreason=%s\n' "$SPARKC_PHASE" "$SPARKC_FAILED_NODE" "$*"; describe_overrides; } \
     | save_file "$dir/failure.txt"
-  [[ -z $LAUNCHED_AT ]] || record_launch failed
-  if [[ -n $FAILED_NODE && -f $dir/$FAILED_NODE.log ]]; then
-    printf -- '--- last lines of %s (%s) ---\n' "$FAILED_NODE" "${CONTAINER[$FAILED_NODE]:-}" >&2
-    tail -n 30 "$dir/$FAILED_NODE.log" | printable >&2
+  [[ -z $SPARKC_LAUNCHED_AT ]] || record_launch failed
+  if [[ -n $SPARKC_FAILED_NODE && -f $dir/$SPARKC_FAILED_NODE.log ]]; then
+    printf -- '--- last lines of %s (%s) ---\n' "$SPARKC_FAILED_NODE" "${SPARKC_CONTAINER[$SPARKC_FAILED_NODE]:-}" >&2
+    tail -n 30 "$dir/$SPARKC_FAILED_NODE.log" | printable >&2
     printf -- '---\n' >&2
   fi
   printf 'Logs and container states of every node: %s\n' "$dir" >&2
-  printf 'Containers are kept for inspection; stop them with %s/stop-cluster.sh\n' "$SCRIPT_DIR" >&2
+  printf 'Containers are kept for inspection; stop them with %s/stop-cluster.sh\n' "$SPARKC_SCRIPT_DIR" >&2
   exit 1
 }
 
-on_error() { fail "${FAILED_NODE:-$HEAD}" "unexpected error (exit $1) at line $2 of launch-cluster.sh"; }
+on_error() { fail "${SPARKC_FAILED_NODE:-$SPARKC_HEAD}" "unexpected error (exit $1) at line $2 of launch-cluster.sh"; }
 on_interrupt() {
   trap - ERR
-  warn "interrupted in phase $PHASE; containers started so far are kept (stop-cluster.sh removes them)"
+  warn "interrupted in phase $SPARKC_PHASE; containers started so far are kept (stop-cluster.sh removes them)"
   exit 130
 }
 
-time_left() { ((SECONDS < DEADLINE)); }
+time_left() { ((SECONDS < SPARKC_DEADLINE)); }
 
 # -- phase 1 ---------------------------------------------------------------------------------
 # The checks themselves are in the preflight part above: one round trip per node, all at once.
 # The weights' revision and links, and the draft model, judged from each node's preflight answer (asked
 # again, node by node, only where a node gave none).
 model_checks() {
-  FAILED_NODE=$1
+  SPARKC_FAILED_NODE=$1
   check_model_revision "$1"
   check_draft_model "$1"
-  FAILED_NODE=""
+  SPARKC_FAILED_NODE=""
 }
 
 # The secrets this launch hands on, checked before any node is touched, also with --skip-preflight:
 # each set, and the API key one the probes can send. A refusal here saves no logs: nothing ran yet.
 check_secrets() {
   local name problems=()
-  for name in "${SECRETS[@]}"; do
-    [[ -n ${SECRET_VALUES[$name]} ]] \
+  for name in "${SPARKC_SECRETS[@]}"; do
+    [[ -n ${SPARKC_SECRET_VALUES[$name]} ]] \
       || problems+=("secret $name is not set (or empty): export it in the shell that runs this script")
   done
   problems+=("$(api_key_problem)")
   for name in "${problems[@]}"; do
     [[ -n $name ]] || continue
-    ((DRY_RUN)) && { warn "$name; a real launch stops here"; continue; }
+    ((SPARKC_DRY_RUN)) && { warn "$name; a real launch stops here"; continue; }
     printf '%s [sparkc] FAILED before any node was touched: %s\n' "$(date +%H:%M:%S)" "$name" >&2
     exit 1
   done
@@ -2081,48 +2087,48 @@ preflight() {
   phase preflight "ssh, docker, image, model, fabric, RDMA and GPUs on every node, at once"
   local node out ray_out="" ray_pid="" i
   local tools=(docker curl)
-  if ((${#NODES[@]} > 1)); then tools+=(ssh); fi
+  if ((${#SPARKC_NODES[@]} > 1)); then tools+=(ssh); fi
   for out in "${tools[@]}"; do
     command -v "$out" >/dev/null && continue
-    ((DRY_RUN)) && { warn "'$out' is not installed here; a real launch stops here"; continue; }
-    fail "$HEAD" "'$out' is not installed on the head node"
+    ((SPARKC_DRY_RUN)) && { warn "'$out' is not installed here; a real launch stops here"; continue; }
+    fail "$SPARKC_HEAD" "'$out' is not installed on the head node"
   done
-  if ((DRY_RUN)); then
-    for node in "${NODES[@]}"; do
+  if ((SPARKC_DRY_RUN)); then
+    for node in "${SPARKC_NODES[@]}"; do
       preflight_args "$node"
-      printf '[%s] sh -c <preflight: %s> %s\n' "$node" "${PREFLIGHT_CHECKS[*]}" "$(printf '%q ' "${PF_ARGS[@]}")" >&3
+      printf '[%s] sh -c <preflight: %s> %s\n' "$node" "${SPARKC_PREFLIGHT_CHECKS[*]}" "$(printf '%q ' "${SPARKC_PF_ARGS[@]}")" >&3
       model_checks "$node"
     done
     check_profile
-    ((RAY_REQUIRED)) && run_on "$HEAD" docker run --rm --network none --entrypoint ray "$IMAGE" --version
-    if [[ $BACKEND == mpi ]]; then image_sshd_argv && run_on "$HEAD" "${ARGV[@]}"; fi
+    ((SPARKC_RAY_REQUIRED)) && run_on "$SPARKC_HEAD" docker run --rm --network none --entrypoint ray "$SPARKC_IMAGE" --version
+    if [[ $SPARKC_BACKEND == mpi ]]; then image_sshd_argv && run_on "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; fi
     phase_done
     return 0
   fi
-  [[ $BACKEND != mpi ]] || image_sshd_start
-  if ((RAY_REQUIRED)); then
+  [[ $SPARKC_BACKEND != mpi ]] || image_sshd_start
+  if ((SPARKC_RAY_REQUIRED)); then
     # Meanwhile, on the head: is Ray in the image? (never pulled here: a missing image is reported below)
     ray_out=$(mktemp)
     (
       trap - ERR
-      docker run --rm --pull never --network none --entrypoint ray "$IMAGE" --version
+      docker run --rm --pull never --network none --entrypoint ray "$SPARKC_IMAGE" --version
     ) >"$ray_out" 2>&1 </dev/null &
     ray_pid=$!
   fi
   if ! preflight_checks; then
     [[ -z $ray_pid ]] || { wait "$ray_pid" || true; rm -f "$ray_out"; }
     image_sshd_forget
-    for ((i = 1; i < ${#PF_PROBLEMS[@]}; i++)); do
-      warn "also on ${PF_PROBLEM_NODES[i]}: ${PF_PROBLEMS[i]}"
+    for ((i = 1; i < ${#SPARKC_PF_PROBLEMS[@]}; i++)); do
+      warn "also on ${SPARKC_PF_PROBLEM_NODES[i]}: ${SPARKC_PF_PROBLEMS[i]}"
     done
-    fail "${PF_PROBLEM_NODES[0]}" "${PF_PROBLEMS[0]}"
+    fail "${SPARKC_PF_PROBLEM_NODES[0]}" "${SPARKC_PF_PROBLEMS[0]}"
   fi
   gather_model_facts
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     model_checks "$node"
-    log "$node: docker ${PF_NOTES[$node,docker]-}, image ${PF_NOTES[$node,image]-}, model ${PF_NOTES[$node,model]-}," \
-      "fabric ${PF_NOTES[$node,fabric]-}, RDMA ${PF_NOTES[$node,rdma]-}, GPUs ${PF_NOTES[$node,gpus]-}," \
-      "memory free ${PF_NOTES[$node,memory]:--}${PF_NOTES[$node,planes]:+, ${PF_NOTES[$node,planes]}}"
+    log "$node: docker ${SPARKC_PF_NOTES[$node,docker]-}, image ${SPARKC_PF_NOTES[$node,image]-}, model ${SPARKC_PF_NOTES[$node,model]-}," \
+      "fabric ${SPARKC_PF_NOTES[$node,fabric]-}, RDMA ${SPARKC_PF_NOTES[$node,rdma]-}, GPUs ${SPARKC_PF_NOTES[$node,gpus]-}," \
+      "memory free ${SPARKC_PF_NOTES[$node,memory]:--}${SPARKC_PF_NOTES[$node,planes]:+, ${SPARKC_PF_NOTES[$node,planes]}}"
   done
   check_profile
   if [[ -n $ray_pid ]]; then
@@ -2130,11 +2136,11 @@ preflight() {
     wait "$ray_pid" || status=$?
     out=$(cat "$ray_out")
     rm -f "$ray_out"
-    ((status == 0)) || fail "$HEAD" "Ray is not in image $IMAGE (${out##*$'\n'}). Recent vLLM images ship without" \
+    ((status == 0)) || fail "$SPARKC_HEAD" "Ray is not in image $SPARKC_IMAGE (${out##*$'\n'}). Recent vLLM images ship without" \
       "it: use engine.backend native, or an image with Ray"
     log "image has ${out##*$'\n'}"
   fi
-  [[ $BACKEND != mpi ]] || image_sshd_judge
+  [[ $SPARKC_BACKEND != mpi ]] || image_sshd_judge
   phase_done
 }
 
@@ -2143,48 +2149,48 @@ preflight() {
 # image is reported by the node checks) while the node checks run.
 # Each program as "NAME PATH", or "NAME -" where the image lacks it (sshd: where mpi-sshd.sh looks for it).
 # shellcheck disable=SC2016  # for the container's sh
-readonly IMAGE_SSHD_SCRIPT='for p in sshd ssh-keygen ssh; do
+readonly SPARKC_IMAGE_SSHD_SCRIPT='for p in sshd ssh-keygen ssh; do
   w=$(command -v "$p") || w=""
   [ -n "$w" ] || [ ! -x "/usr/sbin/$p" ] || w=/usr/sbin/$p
   echo "$p ${w:--}"
 done'
 image_sshd_argv() {
-  ARGV=(docker run --rm --pull never --network none --entrypoint sh "$IMAGE" -c "$IMAGE_SSHD_SCRIPT")
+  SPARKC_ARGV=(docker run --rm --pull never --network none --entrypoint sh "$SPARKC_IMAGE" -c "$SPARKC_IMAGE_SSHD_SCRIPT")
 }
-IMAGE_SSHD_PID="" IMAGE_SSHD_OUT=""
+SPARKC_IMAGE_SSHD_PID="" SPARKC_IMAGE_SSHD_OUT=""
 image_sshd_start() {
   image_sshd_argv
-  IMAGE_SSHD_OUT=$(mktemp)
+  SPARKC_IMAGE_SSHD_OUT=$(mktemp)
   (
     trap - ERR
-    "${ARGV[@]}"
-  ) >"$IMAGE_SSHD_OUT" 2>&1 </dev/null &
-  IMAGE_SSHD_PID=$!
+    "${SPARKC_ARGV[@]}"
+  ) >"$SPARKC_IMAGE_SSHD_OUT" 2>&1 </dev/null &
+  SPARKC_IMAGE_SSHD_PID=$!
 }
 image_sshd_forget() {
-  [[ -n $IMAGE_SSHD_PID ]] || return 0
-  wait "$IMAGE_SSHD_PID" || true
-  rm -f "$IMAGE_SSHD_OUT"
-  IMAGE_SSHD_PID=""
+  [[ -n $SPARKC_IMAGE_SSHD_PID ]] || return 0
+  wait "$SPARKC_IMAGE_SSHD_PID" || true
+  rm -f "$SPARKC_IMAGE_SSHD_OUT"
+  SPARKC_IMAGE_SSHD_PID=""
 }
 image_sshd_judge() {
   local status=0 out missing
-  wait "$IMAGE_SSHD_PID" || status=$?
-  out=$(cat "$IMAGE_SSHD_OUT")
-  rm -f "$IMAGE_SSHD_OUT"
-  IMAGE_SSHD_PID=""
-  ((status == 0)) || fail "$HEAD" "could not look for sshd in image $IMAGE: ${out##*$'\n'}"
+  wait "$SPARKC_IMAGE_SSHD_PID" || status=$?
+  out=$(cat "$SPARKC_IMAGE_SSHD_OUT")
+  rm -f "$SPARKC_IMAGE_SSHD_OUT"
+  SPARKC_IMAGE_SSHD_PID=""
+  ((status == 0)) || fail "$SPARKC_HEAD" "could not look for sshd in image $SPARKC_IMAGE: ${out##*$'\n'}"
   missing=$(awk '$2 == "-" { printf "%s ", $1 }' <<<"$out")
   missing=${missing% }
   if [[ -z $missing ]]; then
     log "image has $(awk '$1 == "sshd" { print $2 }' <<<"$out") for mpirun"
-  elif ((MPI_SSHD_FROM_HOOKS)); then
+  elif ((SPARKC_MPI_SSHD_FROM_HOOKS)); then
     log "image has no $missing: container.hooks.pre_engine installs OpenSSH before sshd starts in each container"
   else
-    fail "$HEAD" "image $IMAGE has no OpenSSH ($missing missing): mpirun starts the ranks on the other nodes over" \
+    fail "$SPARKC_HEAD" "image $SPARKC_IMAGE has no OpenSSH ($missing missing): mpirun starts the ranks on the other nodes over" \
       "ssh into their containers, whose sshd would not start. Install it first: a container.hooks.pre_engine" \
       "command such as 'apt-get update && apt-get install -y openssh-server' (as NVIDIA's two-Spark playbook" \
-      "does; the nodes then need the package mirror), or an image built FROM $IMAGE with openssh-server installed"
+      "does; the nodes then need the package mirror), or an image built FROM $SPARKC_IMAGE with openssh-server installed"
   fi
 }
 
@@ -2194,83 +2200,83 @@ preflight_only() {
   local ok=0
   preflight_checks || ok=1
   preflight_table
-  ((ok == 0)) || { log "preflight FAILED on: $(printf '%s\n' "${PF_PROBLEM_NODES[@]}" | sort -u | tr '\n' ' ')"; exit 1; }
-  log "preflight passed on all ${#NODES[@]} node(s)"
+  ((ok == 0)) || { log "preflight FAILED on: $(printf '%s\n' "${SPARKC_PF_PROBLEM_NODES[@]}" | sort -u | tr '\n' ' ')"; exit 1; }
+  log "preflight passed on all ${#SPARKC_NODES[@]} node(s)"
   exit 0
 }
 
 # The image must still behave as its profile says (entrypoint, variables its entrypoint reads).
 check_profile() {
-  [[ -n $EXPECTED_ENTRYPOINT || ${#PROFILE_ENV_DEFAULTS[@]} -gt 0 || -n $ENTRYPOINT_SHA256 ]] || return 0
+  [[ -n $SPARKC_EXPECTED_ENTRYPOINT || ${#SPARKC_PROFILE_ENV_DEFAULTS[@]} -gt 0 || -n $SPARKC_ENTRYPOINT_SHA256 ]] || return 0
   local entry envs expected name line problems=()
-  if ((DRY_RUN)); then
-    run_on "$HEAD" docker image inspect --format '{{json .Config.Entrypoint}} {{json .Config.Env}}' "$IMAGE"
-    [[ -z $ENTRYPOINT_SHA256 ]] || { entrypoint_sum_argv && run_on "$HEAD" "${ARGV[@]}"; }
+  if ((SPARKC_DRY_RUN)); then
+    run_on "$SPARKC_HEAD" docker image inspect --format '{{json .Config.Entrypoint}} {{json .Config.Env}}' "$SPARKC_IMAGE"
+    [[ -z $SPARKC_ENTRYPOINT_SHA256 ]] || { entrypoint_sum_argv && run_on "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; }
     return 0
   fi
   check_entrypoint_sha256
-  entry=$(on_node "$HEAD" docker image inspect --format '{{json .Config.Entrypoint}}' "$IMAGE")
-  if [[ -n $EXPECTED_ENTRYPOINT && $entry != "$EXPECTED_ENTRYPOINT" ]]; then
-    problems+=("entrypoint is $entry, profile $PROFILE_NAME expects $EXPECTED_ENTRYPOINT")
+  entry=$(on_node "$SPARKC_HEAD" docker image inspect --format '{{json .Config.Entrypoint}}' "$SPARKC_IMAGE")
+  if [[ -n $SPARKC_EXPECTED_ENTRYPOINT && $entry != "$SPARKC_EXPECTED_ENTRYPOINT" ]]; then
+    problems+=("entrypoint is $entry, profile $SPARKC_PROFILE_NAME expects $SPARKC_EXPECTED_ENTRYPOINT")
   fi
-  envs=$(on_node "$HEAD" docker image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$IMAGE")
-  for expected in "${PROFILE_ENV_DEFAULTS[@]}"; do
+  envs=$(on_node "$SPARKC_HEAD" docker image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$SPARKC_IMAGE")
+  for expected in "${SPARKC_PROFILE_ENV_DEFAULTS[@]}"; do
     name=${expected%%=*}
     line=$(grep -m1 "^$name=" <<<"$envs" || true)
     if [[ -n $line && $line != "$expected" ]]; then
       problems+=("image sets $line, the plan assumed $expected")
     fi
   done
-  ((${#problems[@]})) || { log "image matches profile $PROFILE_NAME"; return 0; }
-  if ((PROFILE_MISMATCH_FATAL)); then
-    fail "$HEAD" "image $IMAGE no longer matches profile $PROFILE_NAME: ${problems[*]}." \
+  ((${#problems[@]})) || { log "image matches profile $SPARKC_PROFILE_NAME"; return 0; }
+  if ((SPARKC_PROFILE_MISMATCH_FATAL)); then
+    fail "$SPARKC_HEAD" "image $SPARKC_IMAGE no longer matches profile $SPARKC_PROFILE_NAME: ${problems[*]}." \
       "The port, model path or context length it uses may differ from the plan: use entrypoint: bypass" \
       "in the spec, or update the profile"
   fi
-  warn "image $IMAGE differs from profile $PROFILE_NAME: ${problems[*]} (entrypoint is bypassed, so the launch goes on)"
+  warn "image $SPARKC_IMAGE differs from profile $SPARKC_PROFILE_NAME: ${problems[*]} (entrypoint is bypassed, so the launch goes on)"
 }
 
 # The entrypoint's file must be the one the profile was written from: a tag such as :latest re-pulled can
 # bring an entrypoint that reads other variables (another port, another model path), which docker's
 # metadata does not show. Its sha256, in a throwaway container on the head.
 entrypoint_sum_argv() {
-  ARGV=(docker run --rm --pull never --network none --entrypoint sha256sum "$IMAGE" "$ENTRYPOINT_PATH")
+  SPARKC_ARGV=(docker run --rm --pull never --network none --entrypoint sha256sum "$SPARKC_IMAGE" "$SPARKC_ENTRYPOINT_PATH")
 }
 check_entrypoint_sha256() {
-  [[ -n $ENTRYPOINT_SHA256 ]] || return 0
+  [[ -n $SPARKC_ENTRYPOINT_SHA256 ]] || return 0
   local out sum
   entrypoint_sum_argv
-  out=$(on_node "$HEAD" "${ARGV[@]}" 2>&1) || out="cannot read it: ${out##*$'\n'}"
+  out=$(on_node "$SPARKC_HEAD" "${SPARKC_ARGV[@]}" 2>&1) || out="cannot read it: ${out##*$'\n'}"
   sum=${out%% *}
-  [[ $sum != "$ENTRYPOINT_SHA256" ]] || return 0
+  [[ $sum != "$SPARKC_ENTRYPOINT_SHA256" ]] || return 0
   [[ $sum =~ ^[0-9a-f]{64}$ ]] || sum=$out
-  if ((PROFILE_MISMATCH_FATAL)); then
-    fail "$HEAD" "the entrypoint $ENTRYPOINT_PATH of image $IMAGE changed since profile $PROFILE_NAME was written" \
-      "(sha256 $sum; the profile recorded $ENTRYPOINT_SHA256): it may read other variables, so the port, model" \
-      "path or context length may differ from the plan. Read it (docker run --rm --entrypoint cat $IMAGE" \
-      "$ENTRYPOINT_PATH), draft the profile again (sparkc profile $IMAGE), review it, save it with the new" \
+  if ((SPARKC_PROFILE_MISMATCH_FATAL)); then
+    fail "$SPARKC_HEAD" "the entrypoint $SPARKC_ENTRYPOINT_PATH of image $SPARKC_IMAGE changed since profile $SPARKC_PROFILE_NAME was written" \
+      "(sha256 $sum; the profile recorded $SPARKC_ENTRYPOINT_SHA256): it may read other variables, so the port, model" \
+      "path or context length may differ from the plan. Read it (docker run --rm --entrypoint cat $SPARKC_IMAGE" \
+      "$SPARKC_ENTRYPOINT_PATH), draft the profile again (sparkc profile $SPARKC_IMAGE), review it, save it with the new" \
       "entrypoint_sha256 and compile again; or use container.entrypoint: bypass"
   fi
-  warn "the entrypoint $ENTRYPOINT_PATH of image $IMAGE differs from profile $PROFILE_NAME's (sha256 $sum)"
+  warn "the entrypoint $SPARKC_ENTRYPOINT_PATH of image $SPARKC_IMAGE differs from profile $SPARKC_PROFILE_NAME's (sha256 $sum)"
 }
 
 # What ran, for the next person to ask: when, from which spec, and each node's image ID (a tag such
 # as :latest can name another build on the next pull). Written once the containers start (state
 # starting), again when the endpoint is ready, or failed: status.sh and the next launch read the
 # port of the containers that are on the nodes now, even when that launch failed.
-LAUNCHED_AT=""
+SPARKC_LAUNCHED_AT=""
 record_launch() { # STATE
   local node
-  ((DRY_RUN)) && return 0
-  LAUNCHED_AT=${LAUNCHED_AT:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
+  ((SPARKC_DRY_RUN)) && return 0
+  SPARKC_LAUNCHED_AT=${SPARKC_LAUNCHED_AT:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
   {
-    printf 'launched=%s\nstate=%s\nspec_sha256=%s\nimage=%s\n' "$LAUNCHED_AT" "$1" "$SPEC_SHA256" "$IMAGE"
-    for node in "${NODES[@]}"; do
-      printf 'image_id.%s=%s\n' "$node" "${IMAGE_IDS[$node]:-unknown (preflight skipped)}"
+    printf 'launched=%s\nstate=%s\nspec_sha256=%s\nimage=%s\n' "$SPARKC_LAUNCHED_AT" "$1" "$SPARKC_SPEC_SHA256" "$SPARKC_IMAGE"
+    for node in "${SPARKC_NODES[@]}"; do
+      printf 'image_id.%s=%s\n' "$node" "${SPARKC_IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
     describe_overrides
-  } | save_file "$SCRIPT_DIR/last-launch.txt"
-  [[ $1 != ready ]] || log "recorded in $SCRIPT_DIR/last-launch.txt"
+  } | save_file "$SPARKC_SCRIPT_DIR/last-launch.txt"
+  [[ $1 != ready ]] || log "recorded in $SPARKC_SCRIPT_DIR/last-launch.txt"
 }
 
 # Run `FUNC NODE` for every NODE at once, each in a subshell: its output (stdout and stderr) lands in
@@ -2300,83 +2306,83 @@ at_once_ok() { [[ $(<"$1.$2.rc") == 0 ]]; }
 # -- phase 2 ---------------------------------------------------------------------------------
 # Find this deployment's containers (by name and label, nothing else) and decide what to do with them.
 clear_old() {
-  phase cleanup "containers left by an earlier launch of $DEPLOYMENT"
+  phase cleanup "containers left by an earlier launch of $SPARKC_DEPLOYMENT"
   local node i label state sha running=0 same=0 existing=()
-  if ((DRY_RUN)); then
-    existing=("${NODES[@]}")
+  if ((SPARKC_DRY_RUN)); then
+    existing=("${SPARKC_NODES[@]}")
   else
-    old_containers_from_preflight || at_once "$SCRATCH/old" old_container "${NODES[@]}"
-    for i in "${!NODES[@]}"; do
-      node=${NODES[i]}
+    old_containers_from_preflight || at_once "$SPARKC_SCRATCH/old" old_container "${SPARKC_NODES[@]}"
+    for i in "${!SPARKC_NODES[@]}"; do
+      node=${SPARKC_NODES[i]}
       # By the status: for a missing container docker still prints an (empty) line.
-      at_once_ok "$SCRATCH/old" "$i" || continue
+      at_once_ok "$SPARKC_SCRATCH/old" "$i" || continue
       # A container without this deployment's label reads as label=its hash (or empty): not ours.
-      read -r state label sha <"$SCRATCH/old.$i" || label=""
-      if [[ $label != "$DEPLOYMENT" ]]; then
-        fail "$node" "a container named ${CONTAINER[$node]} exists on $node but was not created by deployment" \
-          "$DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
+      read -r state label sha <"$SPARKC_SCRATCH/old.$i" || label=""
+      if [[ $label != "$SPARKC_DEPLOYMENT" ]]; then
+        fail "$node" "a container named ${SPARKC_CONTAINER[$node]} exists on $node but was not created by deployment" \
+          "$SPARKC_DEPLOYMENT; sparkc will not remove it: remove or rename it yourself"
       fi
       existing+=("$node")
       if [[ $state == running ]]; then
         running=$((running + 1))
-        [[ $sha == "$SPEC_SHA256" ]] && same=$((same + 1))
+        [[ $sha == "$SPARKC_SPEC_SHA256" ]] && same=$((same + 1))
       fi
     done
   fi
-  if ((running > 0 && REPLACE == 0)); then
+  if ((running > 0 && SPARKC_REPLACE == 0)); then
     local last_port
     last_port=$(last_launch_port)
-    if ((same == ${#NODES[@]} && last_port != API_PORT)); then
-      fail "$HEAD" "$DEPLOYMENT is running from this spec; last-launch.txt records its API on port $last_port," \
-        "this launch asks for port $API_PORT. Pass --yes to replace it, or run stop-cluster.sh first"
+    if ((same == ${#SPARKC_NODES[@]} && last_port != SPARKC_API_PORT)); then
+      fail "$SPARKC_HEAD" "$SPARKC_DEPLOYMENT is running from this spec; last-launch.txt records its API on port $last_port," \
+        "this launch asks for port $SPARKC_API_PORT. Pass --yes to replace it, or run stop-cluster.sh first"
     fi
-    if ((same == ${#NODES[@]})) && endpoint_healthy; then
-      log "$DEPLOYMENT is already running from this spec and its endpoint is healthy: nothing to do"
+    if ((same == ${#SPARKC_NODES[@]})) && endpoint_healthy; then
+      log "$SPARKC_DEPLOYMENT is already running from this spec and its endpoint is healthy: nothing to do"
       log "(pass --yes to replace it anyway)"
       exit 0
     fi
-    fail "$HEAD" "$DEPLOYMENT is running on $running node(s) (from this spec on $same), but is not healthy" \
+    fail "$SPARKC_HEAD" "$SPARKC_DEPLOYMENT is running on $running node(s) (from this spec on $same), but is not healthy" \
       "or is from another spec. Pass --yes to replace it, or run stop-cluster.sh first"
   fi
-  if ((DRY_RUN)); then
-    for node in "${existing[@]}"; do run_on "$node" docker rm -f "${CONTAINER[$node]}"; done
+  if ((SPARKC_DRY_RUN)); then
+    for node in "${existing[@]}"; do run_on "$node" docker rm -f "${SPARKC_CONTAINER[$node]}"; done
     phase_done
     return 0
   fi
   for node in "${existing[@]}"; do
-    log "$node: removing old container ${CONTAINER[$node]}"
+    log "$node: removing old container ${SPARKC_CONTAINER[$node]}"
   done
-  at_once "$SCRATCH/rm" remove_container "${existing[@]}"
+  at_once "$SPARKC_SCRATCH/rm" remove_container "${existing[@]}"
   for i in "${!existing[@]}"; do
     node=${existing[i]}
-    at_once_ok "$SCRATCH/rm" "$i" || fail "$node" "could not remove the old container ${CONTAINER[$node]} on" \
-      "$node: $(tr '\n' ' ' <"$SCRATCH/rm.$i")"
+    at_once_ok "$SPARKC_SCRATCH/rm" "$i" || fail "$node" "could not remove the old container ${SPARKC_CONTAINER[$node]} on" \
+      "$node: $(tr '\n' ' ' <"$SPARKC_SCRATCH/rm.$i")"
   done
   phase_done
 }
 
 # A node's container of this name: its state, deployment label and spec hash (fails when there is none).
-readonly OLD_CONTAINER_FORMAT='{{.State.Status}} {{index .Config.Labels "sparkc.deployment"}} {{index .Config.Labels "sparkc.spec-sha256"}}'
-old_container() { on_node "$1" docker inspect --format "$OLD_CONTAINER_FORMAT" "${CONTAINER[$1]}" 2>/dev/null; }
+readonly SPARKC_OLD_CONTAINER_FORMAT='{{.State.Status}} {{index .Config.Labels "sparkc.deployment"}} {{index .Config.Labels "sparkc.spec-sha256"}}'
+old_container() { on_node "$1" docker inspect --format "$SPARKC_OLD_CONTAINER_FORMAT" "${SPARKC_CONTAINER[$1]}" 2>/dev/null; }
 
 # Preflight, just before, asked every node the same (check_docker): its answers, in the files
 # at_once would leave. Fails where preflight did not run or did not reach every node.
 old_containers_from_preflight() {
   local i node
-  for node in "${NODES[@]}"; do
-    [[ -n ${PF[$node,end]+x} ]] || return 1
+  for node in "${SPARKC_NODES[@]}"; do
+    [[ -n ${SPARKC_PF[$node,end]+x} ]] || return 1
   done
-  for i in "${!NODES[@]}"; do
-    node=${NODES[i]}
+  for i in "${!SPARKC_NODES[@]}"; do
+    node=${SPARKC_NODES[i]}
     if [[ $(pf_first "$node" container) == missing ]]; then
-      echo 1 >"$SCRATCH/old.$i.rc"
+      echo 1 >"$SPARKC_SCRATCH/old.$i.rc"
     else
-      printf '%s\n' "$(pf_first "$node" container)" >"$SCRATCH/old.$i"
-      echo 0 >"$SCRATCH/old.$i.rc"
+      printf '%s\n' "$(pf_first "$node" container)" >"$SPARKC_SCRATCH/old.$i"
+      echo 0 >"$SPARKC_SCRATCH/old.$i.rc"
     fi
   done
 }
-remove_container() { on_node "$1" docker rm -f "${CONTAINER[$1]}"; }
+remove_container() { on_node "$1" docker rm -f "${SPARKC_CONTAINER[$1]}"; }
 
 # -- phase 3 ---------------------------------------------------------------------------------
 # Something accepts connections on HOST:PORT (bash's /dev/tcp; bounded, an unroutable address must not hang).
@@ -2401,33 +2407,33 @@ port_taken_at() {
     done < <(ss -Hltn "sport = :$port" 2>/dev/null | awk '{ print $4 }')
     return 1
   fi
-  port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port" \
+  port_in_use 127.0.0.1 "$port" || port_in_use "$SPARKC_HEAD_FABRIC_IP" "$port" \
     || { [[ $host == 0.0.0.0 || $host == :: ]] || port_in_use "$host" "$port"; }
 }
 
 start_containers() {
-  phase containers "one container per node, in waves: $(printf '[%s] ' "${START_WAVES[@]}")"
+  phase containers "one container per node, in waves: $(printf '[%s] ' "${SPARKC_START_WAVES[@]}")"
   local i port wave nodes
-  if ((DRY_RUN == 0)); then
+  if ((SPARKC_DRY_RUN == 0)); then
     watch_pipes
-    for i in "${!HEAD_PORTS[@]}"; do
-      port=${HEAD_PORTS[i]}
-      if [[ ${HEAD_PORT_USES[i]} == API ]]; then
-        port=$API_PORT # this launch's, where --port moved it
-        if port_taken_at "$API_BIND_HOST" "$port"; then
-          fail "$HEAD" "the API port $port is already in use on the head by another program (where the engine" \
-            "binds it, $API_BIND_HOST): free it or choose another port in the spec"
+    for i in "${!SPARKC_HEAD_PORTS[@]}"; do
+      port=${SPARKC_HEAD_PORTS[i]}
+      if [[ ${SPARKC_HEAD_PORT_USES[i]} == API ]]; then
+        port=$SPARKC_API_PORT # this launch's, where --port moved it
+        if port_taken_at "$SPARKC_API_BIND_HOST" "$port"; then
+          fail "$SPARKC_HEAD" "the API port $port is already in use on the head by another program (where the engine" \
+            "binds it, $SPARKC_API_BIND_HOST): free it or choose another port in the spec"
         fi
-      elif port_in_use 127.0.0.1 "$port" || port_in_use "$HEAD_FABRIC_IP" "$port"; then
-        fail "$HEAD" "the ${HEAD_PORT_USES[i]} port $port is already in use on the head by another program:" \
+      elif port_in_use 127.0.0.1 "$port" || port_in_use "$SPARKC_HEAD_FABRIC_IP" "$port"; then
+        fail "$SPARKC_HEAD" "the ${SPARKC_HEAD_PORT_USES[i]} port $port is already in use on the head by another program:" \
           "free it or choose another port in the spec"
       fi
     done
   fi
-  for wave in "${START_WAVES[@]}"; do
+  for wave in "${SPARKC_START_WAVES[@]}"; do
     read -ra nodes <<<"$wave"
     start_wave "${nodes[@]}"
-    if [[ $BACKEND == ray && $wave == "$HEAD" ]]; then
+    if [[ $SPARKC_BACKEND == ray && $wave == "$SPARKC_HEAD" ]]; then
       wait_ray_head
     fi
   done
@@ -2437,16 +2443,16 @@ start_containers() {
 # Start these nodes' containers at once; then fail naming the first, in order, that did not start.
 start_wave() {
   local node dir i=0 failed="" pids=()
-  if ((DRY_RUN)); then
+  if ((SPARKC_DRY_RUN)); then
     for node; do
       docker_run_argv "$node"
-      run_on "$node" "${ARGV[@]}"
+      run_on "$node" "${SPARKC_ARGV[@]}"
     done
     return 0
   fi
   dir=$(mktemp -d)
   for node; do
-    log "$node: starting ${CONTAINER[$node]}"
+    log "$node: starting ${SPARKC_CONTAINER[$node]}"
     (
       trap - ERR
       start_one "$node"
@@ -2466,7 +2472,7 @@ start_wave() {
   fi
   i=0
   for node; do
-    CONTAINER_ID[$node]=$(tail -n 1 "$dir/$i")
+    SPARKC_CONTAINER_ID[$node]=$(tail -n 1 "$dir/$i")
     watch_start "$node"
     i=$((i + 1))
   done
@@ -2478,20 +2484,20 @@ start_wave() {
 start_one() {
   local node=$1 out
   docker_run_argv "$node"
-  if ((${#SECRETS[@]})) && ! is_local "$node"; then
+  if ((${#SPARKC_SECRETS[@]})) && ! is_local "$node"; then
     # Secret values travel over ssh's stdin and are read into the remote environment, where
     # `docker run -e NAME` picks them up: they never appear on a command line. Each is read as its
     # exact byte count (dd, one byte at a time, never past it), so any byte but NUL arrives as sent;
     # the x keeps $(...) from dropping trailing newlines.
     local name reads=""
-    for name in "${SECRETS[@]}"; do
+    for name in "${SPARKC_SECRETS[@]}"; do
       reads+="$name=\$(dd bs=1 count=$(secret_bytes "$name") 2>/dev/null; echo x) && $name=\${$name%x} && export $name && "
     done
-    out=$(for name in "${SECRETS[@]}"; do printf '%s' "${SECRET_VALUES[$name]}"; done |
-      ssh_node "$node" -- "$reads$(sh_quote "${ARGV[@]}")" 2>&1) \
+    out=$(for name in "${SPARKC_SECRETS[@]}"; do printf '%s' "${SPARKC_SECRET_VALUES[$name]}"; done |
+      ssh_node "$node" -- "$reads$(sh_quote "${SPARKC_ARGV[@]}")" 2>&1) \
       || { printf '%s\n' "$out"; return 1; }
   else
-    out=$(on_node "$node" "${ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
+    out=$(on_node "$node" "${SPARKC_ARGV[@]}" 2>&1) || { printf '%s\n' "$out"; return 1; }
   fi
   printf '%s\n' "${out##*$'\n'}"
 }
@@ -2501,10 +2507,10 @@ start_one() {
 # have followed it).
 require_running() {
   local node i=0 state finished first="" first_at="" first_state=""
-  at_once "$SCRATCH/state" container_status "$@"
+  at_once "$SPARKC_SCRATCH/state" container_status "$@"
   for node; do
     state=missing finished=""
-    at_once_ok "$SCRATCH/state" "$i" && { read -r state finished <"$SCRATCH/state.$i" || state=missing; }
+    at_once_ok "$SPARKC_SCRATCH/state" "$i" && { read -r state finished <"$SPARKC_SCRATCH/state.$i" || state=missing; }
     i=$((i + 1))
     [[ $state == running ]] && continue
     finished=$(sortable_time "$finished")
@@ -2515,8 +2521,8 @@ require_running() {
   [[ -n $first ]] || return 0
   first_state=${first_state:-missing}
   # Steps of optional spec features are defined only in the scripts of specs that use them.
-  if ((HAS_HOOKS)); then first_state+=$(hook_failure "$first"); fi
-  fail "$first" "container ${CONTAINER[$first]} is $first_state on $first"
+  if ((SPARKC_HAS_HOOKS)); then first_state+=$(hook_failure "$first"); fi
+  fail "$first" "container ${SPARKC_CONTAINER[$first]} is $first_state on $first"
 }
 # docker's FinishedAt (RFC 3339, its nanoseconds without trailing zeros: 12:44:03.5Z, 12:44:03Z) with a
 # fraction of 9 digits, so that times compare as text: as given, 12:44:03.5Z sorts after 12:44:03.51Z.
@@ -2529,19 +2535,19 @@ sortable_time() {
   fi
 }
 container_status() {
-  on_node "$1" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${CONTAINER[$1]}" 2>/dev/null
+  on_node "$1" docker inspect --format '{{.State.Status}} {{.State.FinishedAt}}' "${SPARKC_CONTAINER[$1]}" 2>/dev/null
 }
 
 # -- the container watch -------------------------------------------------------------------------
 # Once a node's container started, docker itself reports its death as it happens: one `docker events`
-# per node (over the shared ssh connection) writes a line to $SCRATCH/watch.I when the container dies.
+# per node (over the shared ssh connection) writes a line to $SPARKC_SCRATCH/watch.I when the container dies.
 # A look at those files costs nothing, so the waits below look every tenth of a second, and ask
 # docker inspect (require_running: which container stopped first, and how) only when a watch reported
 # a death or ended. --since replays what the container did before its watch began, by its ID (no
 # earlier container of the same name counts). On the node, sh stops docker events once its stdin
 # ends: a pipe that only this script holds open, closed when it exits, however it exits.
 # shellcheck disable=SC2016  # expanded by the node's sh
-readonly WATCH_SH='# A container'\''s death, node side (sh -c SCRIPT sparkc-watch SINCE ID): docker events until stdin closes.
+readonly SPARKC_WATCH_SH='# A container'\''s death, node side (sh -c SCRIPT sparkc-watch SINCE ID): docker events until stdin closes.
 exec 3<&0
 docker events --since "$1" --filter "container=$2" --filter event=die --format "{{.Action}} {{.Actor.Attributes.exitCode}}" &
 pid=$!
@@ -2553,7 +2559,7 @@ wait "$pid"
 # on the head, filtered there, brings that line alone. It ends as the watches do (its stdin closed), its
 # docker logs stopped with it. The head's container is this launch's, so its whole log counts.
 # shellcheck disable=SC2016  # expanded by the node's sh
-readonly ENGINE_WATCH_SH='# The Ray engine'\''s end, node side (sh -c SCRIPT sparkc-engine-watch CONTAINER): the line its wrapper writes in the log.
+readonly SPARKC_ENGINE_WATCH_SH='# The Ray engine'\''s end, node side (sh -c SCRIPT sparkc-engine-watch CONTAINER): the line its wrapper writes in the log.
 exec 3<&0
 dir=$(mktemp -d) || exit 1
 mkfifo "$dir/log" || { rm -rf "$dir"; exit 1; }
@@ -2569,39 +2575,39 @@ fi
 kill "$logs" 2>/dev/null
 rm -rf "$dir"
 '
-declare -A CONTAINER_ID=() WATCH_START=() WATCH_WARNED=()
-WATCH_IN="" # the watches' stdin, held open by this script
-WAKE=""     # a pipe a background probe writes to when it ends, so a pause ends with it
+declare -A SPARKC_CONTAINER_ID=() SPARKC_WATCH_START=() SPARKC_WATCH_WARNED=()
+SPARKC_WATCH_IN="" # the watches' stdin, held open by this script
+SPARKC_WAKE=""     # a pipe a background probe writes to when it ends, so a pause ends with it
 
 # The two pipes (made once, before the first container starts).
 watch_pipes() {
-  mkfifo "$SCRATCH/watch.in" "$SCRATCH/wake"
-  exec {WATCH_IN}<>"$SCRATCH/watch.in" {WAKE}<>"$SCRATCH/wake"
+  mkfifo "$SPARKC_SCRATCH/watch.in" "$SPARKC_SCRATCH/wake"
+  exec {SPARKC_WATCH_IN}<>"$SPARKC_SCRATCH/watch.in" {SPARKC_WAKE}<>"$SPARKC_SCRATCH/wake"
 }
 
-# Watch a node's container; its events go to $SCRATCH/watch.I, docker's complaints to watch.I.err,
+# Watch a node's container; its events go to $SPARKC_SCRATCH/watch.I, docker's complaints to watch.I.err,
 # its exit status to watch.I.rc when it ends. Replayed from this launch's budget back, before the
 # container was created. Without an ID from `docker run -d` (never seen), by name and from now on only:
 # an earlier container of that name may have died within the budget.
 watch_start() {
-  local node=$1 i id=${CONTAINER_ID[$1]} since="${TIMEOUT}s"
-  [[ $id =~ ^[0-9a-f]{12,64}$ ]] || { id=${CONTAINER[$node]}; since=0s; }
+  local node=$1 i id=${SPARKC_CONTAINER_ID[$1]} since="${SPARKC_TIMEOUT}s"
+  [[ $id =~ ^[0-9a-f]{12,64}$ ]] || { id=${SPARKC_CONTAINER[$node]}; since=0s; }
   i=$(node_index "$node")
-  WATCH_START[$node]=$SECONDS
-  rm -f "$SCRATCH/watch.$i.rc"
+  SPARKC_WATCH_START[$node]=$SECONDS
+  rm -f "$SPARKC_SCRATCH/watch.$i.rc"
   (
     trap - ERR
-    exec {WATCH_IN}>&-  # only this script may hold the watches' stdin open
+    exec {SPARKC_WATCH_IN}>&-  # only this script may hold the watches' stdin open
     status=0
-    on_node "$node" sh -c "$WATCH_SH" sparkc-watch "$since" "$id" \
-      <"$SCRATCH/watch.in" >>"$SCRATCH/watch.$i" 2>"$SCRATCH/watch.$i.err" || status=$?
-    echo "$status" >"$SCRATCH/watch.$i.rc"
+    on_node "$node" sh -c "$SPARKC_WATCH_SH" sparkc-watch "$since" "$id" \
+      <"$SPARKC_SCRATCH/watch.in" >>"$SPARKC_SCRATCH/watch.$i" 2>"$SPARKC_SCRATCH/watch.$i.err" || status=$?
+    echo "$status" >"$SPARKC_SCRATCH/watch.$i.rc"
   ) 2>/dev/null & # a watch that ends with the script finds its scratch folder gone: nothing to tell
 }
 node_index() {
   local i
-  for i in "${!NODES[@]}"; do
-    [[ ${NODES[i]} != "$1" ]] || { printf '%s' "$i"; return 0; }
+  for i in "${!SPARKC_NODES[@]}"; do
+    [[ ${SPARKC_NODES[i]} != "$1" ]] || { printf '%s' "$i"; return 0; }
   done
 }
 
@@ -2609,74 +2615,74 @@ node_index() {
 # names the container that stopped first and its state. A watch that ended (node unreachable, docker
 # refused) is replaced, at most once a second, after docker inspect says its container still runs.
 # Under Ray, the engine's log watch tells when the engine ended.
-ENGINE_LOOKED=0
+SPARKC_ENGINE_LOOKED=0
 watch_check() {
   local node i
-  for i in "${!NODES[@]}"; do
-    node=${NODES[i]}
-    [[ -n ${WATCH_START[$node]+x} ]] || continue
-    if [[ -s $SCRATCH/watch.$i ]]; then
-      require_running "${NODES[@]}"
-      fail "$node" "container ${CONTAINER[$node]} died on $node ($(head -n 1 "$SCRATCH/watch.$i"))"
+  for i in "${!SPARKC_NODES[@]}"; do
+    node=${SPARKC_NODES[i]}
+    [[ -n ${SPARKC_WATCH_START[$node]+x} ]] || continue
+    if [[ -s $SPARKC_SCRATCH/watch.$i ]]; then
+      require_running "${SPARKC_NODES[@]}"
+      fail "$node" "container ${SPARKC_CONTAINER[$node]} died on $node ($(head -n 1 "$SPARKC_SCRATCH/watch.$i"))"
     fi
-    if [[ -e $SCRATCH/watch.$i.rc ]] && ((SECONDS > WATCH_START[$node])); then
+    if [[ -e $SPARKC_SCRATCH/watch.$i.rc ]] && ((SECONDS > SPARKC_WATCH_START[$node])); then
       require_running "$node"
-      [[ -n ${WATCH_WARNED[$node]+x} ]] || warn "$node: docker events ended ($(tr '\n' ' ' <"$SCRATCH/watch.$i.err"))," \
-        "watching ${CONTAINER[$node]} again"
-      WATCH_WARNED[$node]=1
+      [[ -n ${SPARKC_WATCH_WARNED[$node]+x} ]] || warn "$node: docker events ended ($(tr '\n' ' ' <"$SPARKC_SCRATCH/watch.$i.err"))," \
+        "watching ${SPARKC_CONTAINER[$node]} again"
+      SPARKC_WATCH_WARNED[$node]=1
       watch_start "$node"
     fi
   done
-  ((ENGINE_STARTED)) || return 0
-  if [[ -s $SCRATCH/engine.watch ]]; then
+  ((SPARKC_ENGINE_STARTED)) || return 0
+  if [[ -s $SPARKC_SCRATCH/engine.watch ]]; then
     local line
-    line=$(head -n 1 "$SCRATCH/engine.watch")
-    fail "$HEAD" "the engine exited with status ${line##* }"
+    line=$(head -n 1 "$SPARKC_SCRATCH/engine.watch")
+    fail "$SPARKC_HEAD" "the engine exited with status ${line##* }"
   fi
   # The watch ended without that line (docker logs refused, ssh lost): the exit file, once a second.
-  if [[ -e $SCRATCH/engine.watch.rc ]] && ((SECONDS > ENGINE_LOOKED)); then
-    ((ENGINE_LOOKED)) || warn "$HEAD: the engine's log watch ended ($(tr '\n' ' ' <"$SCRATCH/engine.watch.err"))," \
+  if [[ -e $SPARKC_SCRATCH/engine.watch.rc ]] && ((SECONDS > SPARKC_ENGINE_LOOKED)); then
+    ((SPARKC_ENGINE_LOOKED)) || warn "$SPARKC_HEAD: the engine's log watch ended ($(tr '\n' ' ' <"$SPARKC_SCRATCH/engine.watch.err"))," \
       "looking at its exit file once a second"
-    ENGINE_LOOKED=$SECONDS
+    SPARKC_ENGINE_LOOKED=$SECONDS
     engine_still_running
   fi
 }
 
-# Watch the engine's log on the head for its end (see ENGINE_WATCH_SH): the line to $SCRATCH/engine.watch.
+# Watch the engine's log on the head for its end (see SPARKC_ENGINE_WATCH_SH): the line to $SPARKC_SCRATCH/engine.watch.
 engine_watch_start() {
   (
     trap - ERR
-    exec {WATCH_IN}>&-  # only this script may hold the watches' stdin open
+    exec {SPARKC_WATCH_IN}>&-  # only this script may hold the watches' stdin open
     status=0
-    on_node "$HEAD" sh -c "$ENGINE_WATCH_SH" sparkc-engine-watch "${CONTAINER[$HEAD]}" \
-      <"$SCRATCH/watch.in" >>"$SCRATCH/engine.watch" 2>"$SCRATCH/engine.watch.err" || status=$?
-    echo "$status" >"$SCRATCH/engine.watch.rc"
+    on_node "$SPARKC_HEAD" sh -c "$SPARKC_ENGINE_WATCH_SH" sparkc-engine-watch "${SPARKC_CONTAINER[$SPARKC_HEAD]}" \
+      <"$SPARKC_SCRATCH/watch.in" >>"$SPARKC_SCRATCH/engine.watch" 2>"$SPARKC_SCRATCH/engine.watch.err" || status=$?
+    echo "$status" >"$SPARKC_SCRATCH/engine.watch.rc"
   ) 2>/dev/null &
 }
 
 # Up to $1 seconds, less where a background probe ends first (no process started for it).
-pause() { read -rt "$1" -u "$WAKE" _ || true; }
+pause() { read -rt "$1" -u "$SPARKC_WAKE" _ || true; }
 
-# Run a probe (a function and its words) in the background, its output in $SCRATCH/probe, while every
+# Run a probe (a function and its words) in the background, its output in $SPARKC_SCRATCH/probe, while every
 # container is watched; returns the probe's status. A probe may take long (an HTTP request, Ray's
 # client); a dead container still ends the launch within a tenth of a second or so.
 watch_probe() {
-  rm -f "$SCRATCH/probe.rc"
+  rm -f "$SPARKC_SCRATCH/probe.rc"
   (
     trap - ERR
     status=0
-    "$@" >"$SCRATCH/probe" 2>&1 </dev/null || status=$?
-    echo "$status" >"$SCRATCH/probe.rc"
-    echo >&"$WAKE"
+    "$@" >"$SPARKC_SCRATCH/probe" 2>&1 </dev/null || status=$?
+    echo "$status" >"$SPARKC_SCRATCH/probe.rc"
+    echo >&"$SPARKC_WAKE"
   ) &
-  BACKGROUND_PID=$!
-  while [[ ! -s $SCRATCH/probe.rc ]]; do
+  SPARKC_BACKGROUND_PID=$!
+  while [[ ! -s $SPARKC_SCRATCH/probe.rc ]]; do
     watch_check
     pause 0.1
   done
-  wait "$BACKGROUND_PID" || true
-  BACKGROUND_PID=""
-  return "$(cat "$SCRATCH/probe.rc")"
+  wait "$SPARKC_BACKGROUND_PID" || true
+  SPARKC_BACKGROUND_PID=""
+  return "$(cat "$SPARKC_SCRATCH/probe.rc")"
 }
 
 # Between probes: every container still running? Then a pause of $1 seconds.
@@ -2686,40 +2692,40 @@ watch_pause() {
 }
 
 # Once started on the head through Ray, the engine must not have exited (its container stays up).
-ENGINE_STARTED=0
+SPARKC_ENGINE_STARTED=0
 engine_still_running() {
-  ((ENGINE_STARTED)) || return 0
+  ((SPARKC_ENGINE_STARTED)) || return 0
   local status
   if status=$(engine_exit_status); then
-    fail "$HEAD" "the engine exited with status $status"
+    fail "$SPARKC_HEAD" "the engine exited with status $status"
   fi
 }
 
 # -- phase 4 (Ray) -----------------------------------------------------------------------------
 wait_ray_head() {
-  ((DRY_RUN)) && return 0
-  log "waiting for the Ray head on $HEAD_FABRIC_IP"
-  until port_in_use "$HEAD_FABRIC_IP" "$RAY_PORT"; do
+  ((SPARKC_DRY_RUN)) && return 0
+  log "waiting for the Ray head on $SPARKC_HEAD_FABRIC_IP"
+  until port_in_use "$SPARKC_HEAD_FABRIC_IP" "$SPARKC_RAY_PORT"; do
     watch_check
-    time_left || fail "$HEAD" "the Ray head did not open port $RAY_PORT within the timeout"
+    time_left || fail "$SPARKC_HEAD" "the Ray head did not open port $SPARKC_RAY_PORT within the timeout"
     sleep 0.3
   done
 }
 
 form_ray() {
-  phase ray "wait until Ray reports ${#NODES[@]} nodes and $TOTAL_GPUS GPU(s) alive"
-  if ((DRY_RUN)); then
-    printf '[%s] %s\n' "$HEAD" "docker exec ${CONTAINER[$HEAD]} python3 -c <ray check> ${#NODES[@]} $TOTAL_GPUS ${RAY_EXPECTED_IPS[*]}"
+  phase ray "wait until Ray reports ${#SPARKC_NODES[@]} nodes and $SPARKC_TOTAL_GPUS GPU(s) alive"
+  if ((SPARKC_DRY_RUN)); then
+    printf '[%s] %s\n' "$SPARKC_HEAD" "docker exec ${SPARKC_CONTAINER[$SPARKC_HEAD]} python3 -c <ray check> ${#SPARKC_NODES[@]} $SPARKC_TOTAL_GPUS ${SPARKC_RAY_EXPECTED_IPS[*]}"
     phase_done
     return 0
   fi
   local out=""
   until watch_probe ray_check; do
-    out=$(cat "$SCRATCH/probe")
-    time_left || fail "$HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
+    out=$(cat "$SPARKC_SCRATCH/probe")
+    time_left || fail "$SPARKC_HEAD" "Ray did not form within the timeout: ${out##*$'\n'}"
     watch_pause 0.5  # Ray's client is slow to start and costs the engines CPU
   done
-  out=$(cat "$SCRATCH/probe")
+  out=$(cat "$SPARKC_SCRATCH/probe")
   log "${out##*$'\n'}"
   phase_done
 }
@@ -2727,7 +2733,7 @@ form_ray() {
 # -- phase 4 (MPI) -----------------------------------------------------------------------------
 # Every container runs sshd for mpirun (this script, by the placeholder in its docker run words).
 # shellcheck disable=SC2016  # expanded by the container's sh
-readonly MPI_SSHD='# backend mpi: every container'\''s main process (sh -c SCRIPT sparkc-mpi-sshd PORT ADDRESS [SECRET...]). It gives
+readonly SPARKC_MPI_SSHD='# backend mpi: every container'\''s main process (sh -c SCRIPT sparkc-mpi-sshd PORT ADDRESS [SECRET...]). It gives
 # the container a key pair (the head'\''s public key is installed in every container by the launcher), the
 # client settings mpirun'\''s ssh uses (PORT; host keys checked: the launcher records each container'\''s key,
 # made here at its start and read through the launcher'\''s own checked ssh, in the head'\''s known_hosts), writes
@@ -2769,64 +2775,64 @@ echo "sparkc: sshd for mpirun on $address:$port"
 exec "$sshd" -D -e -f /etc/ssh/sparkc_sshd_config
 '
 # Seconds a node's sshd may take to answer the head's container before its rank is reported unreachable.
-readonly MPI_SSH_WAIT=20
+readonly SPARKC_MPI_SSH_WAIT=20
 
 # The head's container gets every container's trust (its public key in their authorized_keys), then
 # reaches each other node's container over ssh as mpirun will: a rank that cannot be reached is named
 # here, before mpirun would stop with ORTE's "unable to reliably start one or more daemons".
 form_mpi() {
-  phase mpi "the head's container reaches sshd in every other node's container (port $MPI_SSH_PORT), as mpirun will"
+  phase mpi "the head's container reaches sshd in every other node's container (port $SPARKC_MPI_SSH_PORT), as mpirun will"
   local node key="" out start
-  if ((DRY_RUN)); then
-    for node in "${NODES[@]}"; do
+  if ((SPARKC_DRY_RUN)); then
+    for node in "${SPARKC_NODES[@]}"; do
       printf '[%s] docker exec %s cat /root/.ssh/id_ed25519.pub | [%s] docker exec -i %s tee -a /root/.ssh/authorized_keys\n' \
-        "$HEAD" "${CONTAINER[$HEAD]}" "$node" "${CONTAINER[$node]}"
-      [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s cat /etc/ssh/sparkc_host_key.pub | [%s] docker exec -i %s tee -a /root/.ssh/known_hosts\n' \
-        "$node" "${CONTAINER[$node]}" "$HEAD" "${CONTAINER[$HEAD]}"
-      [[ $node == "$HEAD" ]] || printf '[%s] docker exec %s ssh %s true\n' "$HEAD" "${CONTAINER[$HEAD]}" "${MPI_HOST[$node]}"
+        "$SPARKC_HEAD" "${SPARKC_CONTAINER[$SPARKC_HEAD]}" "$node" "${SPARKC_CONTAINER[$node]}"
+      [[ $node == "$SPARKC_HEAD" ]] || printf '[%s] docker exec %s cat /etc/ssh/sparkc_host_key.pub | [%s] docker exec -i %s tee -a /root/.ssh/known_hosts\n' \
+        "$node" "${SPARKC_CONTAINER[$node]}" "$SPARKC_HEAD" "${SPARKC_CONTAINER[$SPARKC_HEAD]}"
+      [[ $node == "$SPARKC_HEAD" ]] || printf '[%s] docker exec %s ssh %s true\n' "$SPARKC_HEAD" "${SPARKC_CONTAINER[$SPARKC_HEAD]}" "${SPARKC_MPI_HOST[$node]}"
     done
     phase_done
     return 0
   fi
-  until key=$(on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" cat /root/.ssh/id_ed25519.pub 2>/dev/null) && [[ -n $key ]]; do
+  until key=$(on_node "$SPARKC_HEAD" docker exec "${SPARKC_CONTAINER[$SPARKC_HEAD]}" cat /root/.ssh/id_ed25519.pub 2>/dev/null) && [[ -n $key ]]; do
     watch_check
-    time_left || fail "$HEAD" "the head's container made no ssh key for mpirun within the timeout"
+    time_left || fail "$SPARKC_HEAD" "the head's container made no ssh key for mpirun within the timeout"
     sleep 0.3
   done
-  for node in "${NODES[@]}"; do
-    printf '%s\n' "$key" | on_node "$node" docker exec -i "${CONTAINER[$node]}" sh -c 'cat >>/root/.ssh/authorized_keys' \
-      || fail "$node" "could not give ${CONTAINER[$node]} the head container's ssh key for mpirun"
+  for node in "${SPARKC_NODES[@]}"; do
+    printf '%s\n' "$key" | on_node "$node" docker exec -i "${SPARKC_CONTAINER[$node]}" sh -c 'cat >>/root/.ssh/authorized_keys' \
+      || fail "$node" "could not give ${SPARKC_CONTAINER[$node]} the head container's ssh key for mpirun"
   done
   # mpirun's ssh checks host keys: each container's, made at its start and read here over the launcher's own
   # checked ssh, goes into the head container's known_hosts under the address and port mpirun uses.
   local hostkey kind blob name
-  for node in "${NODES[@]}"; do
-    [[ $node != "$HEAD" ]] || continue
-    until hostkey=$(on_node "$node" docker exec "${CONTAINER[$node]}" cat /etc/ssh/sparkc_host_key.pub 2>/dev/null) &&
+  for node in "${SPARKC_NODES[@]}"; do
+    [[ $node != "$SPARKC_HEAD" ]] || continue
+    until hostkey=$(on_node "$node" docker exec "${SPARKC_CONTAINER[$node]}" cat /etc/ssh/sparkc_host_key.pub 2>/dev/null) &&
       read -r kind blob _ <<<"$hostkey" && [[ -n $blob ]]; do
       watch_check
-      time_left || fail "$node" "${CONTAINER[$node]} made no ssh host key for mpirun within the timeout"
+      time_left || fail "$node" "${SPARKC_CONTAINER[$node]} made no ssh host key for mpirun within the timeout"
       sleep 0.3
     done
-    name=${MPI_HOST[$node],,}
-    ((MPI_SSH_PORT == 22)) || name="[$name]:$MPI_SSH_PORT"
+    name=${SPARKC_MPI_HOST[$node],,}
+    ((SPARKC_MPI_SSH_PORT == 22)) || name="[$name]:$SPARKC_MPI_SSH_PORT"
     printf '%s %s %s\n' "$name" "$kind" "$blob" \
-      | on_node "$HEAD" docker exec -i "${CONTAINER[$HEAD]}" sh -c 'cat >>/root/.ssh/known_hosts' \
-      || fail "$HEAD" "could not record ${CONTAINER[$node]}'s ssh host key in ${CONTAINER[$HEAD]} for mpirun"
+      | on_node "$SPARKC_HEAD" docker exec -i "${SPARKC_CONTAINER[$SPARKC_HEAD]}" sh -c 'cat >>/root/.ssh/known_hosts' \
+      || fail "$SPARKC_HEAD" "could not record ${SPARKC_CONTAINER[$node]}'s ssh host key in ${SPARKC_CONTAINER[$SPARKC_HEAD]} for mpirun"
   done
-  for node in "${NODES[@]}"; do
-    [[ $node != "$HEAD" ]] || continue
+  for node in "${SPARKC_NODES[@]}"; do
+    [[ $node != "$SPARKC_HEAD" ]] || continue
     start=$SECONDS
-    until out=$(on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" ssh -o ConnectTimeout=5 "${MPI_HOST[$node]}" true 2>&1); do
+    until out=$(on_node "$SPARKC_HEAD" docker exec "${SPARKC_CONTAINER[$SPARKC_HEAD]}" ssh -o ConnectTimeout=5 "${SPARKC_MPI_HOST[$node]}" true 2>&1); do
       watch_check
-      if ((SECONDS - start >= MPI_SSH_WAIT)) || ! time_left; then
-        fail "$node" "node rank ${RANK[$node]} ($node) cannot be reached by mpirun: ssh from the head's container" \
-          "to ${MPI_HOST[$node]} port $MPI_SSH_PORT failed (${out##*$'\n'}). Check that the port is open between the" \
-          "nodes and that ${CONTAINER[$node]} runs sshd (its log)"
+      if ((SECONDS - start >= SPARKC_MPI_SSH_WAIT)) || ! time_left; then
+        fail "$node" "node rank ${SPARKC_RANK[$node]} ($node) cannot be reached by mpirun: ssh from the head's container" \
+          "to ${SPARKC_MPI_HOST[$node]} port $SPARKC_MPI_SSH_PORT failed (${out##*$'\n'}). Check that the port is open between the" \
+          "nodes and that ${SPARKC_CONTAINER[$node]} runs sshd (its log)"
       fi
       sleep 0.5
     done
-    log "$node: mpirun reaches node rank ${RANK[$node]} at ${MPI_HOST[$node]}:$MPI_SSH_PORT"
+    log "$node: mpirun reaches node rank ${SPARKC_RANK[$node]} at ${SPARKC_MPI_HOST[$node]}:$SPARKC_MPI_SSH_PORT"
   done
   phase_done
 }
@@ -2834,7 +2840,7 @@ form_mpi() {
 # -- phase 5 -----------------------------------------------------------------------------------
 # Under Ray the engine is started in the head's container by docker exec, through this wrapper.
 # shellcheck disable=SC2016  # expanded by the container's sh
-readonly ENGINE_WRAPPER='# The engine under Ray, in the head'\''s container (sh -c SCRIPT sparkc-engine ENGINE-WORDS...): it records its
+readonly SPARKC_ENGINE_WRAPPER='# The engine under Ray, in the head'\''s container (sh -c SCRIPT sparkc-engine ENGINE-WORDS...): it records its
 # pid, writes SPARKC_RAY_NON_CARRY_OVER where vLLM reads the variables its Ray executor must leave to each
 # worker (each node'\''s own netdev, RDMA devices, GID), runs the engine with its output in the container'\''s log,
 # and records how the engine ended, in the log and in /tmp/sparkc-engine.exit.
@@ -2850,58 +2856,58 @@ echo "sparkc: engine exited with status $code" >>/proc/1/fd/2
 echo "$code" >/tmp/sparkc-engine.exit
 '
 
-# engine_argv WRAPPER: ARGV, the engine's start under Ray in the head's container through WRAPPER (the
-# library's ENGINE_WRAPPER; a dry run shows it by name), with this launch's API port.
+# engine_argv WRAPPER: SPARKC_ARGV, the engine's start under Ray in the head's container through WRAPPER (the
+# library's SPARKC_ENGINE_WRAPPER; a dry run shows it by name), with this launch's API port.
 engine_argv() {
-  ARGV=(docker exec -d "${CONTAINER[$HEAD]}" sh -c "$1" sparkc-engine "${ENGINE_COMMAND[@]}")
+  SPARKC_ARGV=(docker exec -d "${SPARKC_CONTAINER[$SPARKC_HEAD]}" sh -c "$1" sparkc-engine "${SPARKC_ENGINE_COMMAND[@]}")
   with_api_port
 }
 
 start_engine() {
-  if ((${#ENGINE_COMMAND[@]} == 0)); then
+  if ((${#SPARKC_ENGINE_COMMAND[@]} == 0)); then
     phase engine "the engine is each container's main process; nothing more to start"
     phase_done
     return 0
   fi
-  if [[ $BACKEND == mpi ]]; then
-    phase engine "$ENGINE on every node by mpirun in the head's container"
+  if [[ $SPARKC_BACKEND == mpi ]]; then
+    phase engine "$SPARKC_ENGINE on every node by mpirun in the head's container"
   else
-    phase engine "$ENGINE on the head through Ray"
+    phase engine "$SPARKC_ENGINE on the head through Ray"
   fi
-  FAILED_NODE=$HEAD
-  if ((DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
+  SPARKC_FAILED_NODE=$SPARKC_HEAD
+  if ((SPARKC_DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
     engine_argv "<the engine wrapper>"
-    dry_print "$HEAD" "${ARGV[@]}" >&3
+    dry_print "$SPARKC_HEAD" "${SPARKC_ARGV[@]}" >&3
   else
-    engine_argv "$ENGINE_WRAPPER"
-    on_node "$HEAD" "${ARGV[@]}" >/dev/null || fail "$HEAD" "could not start the engine in ${CONTAINER[$HEAD]}"
+    engine_argv "$SPARKC_ENGINE_WRAPPER"
+    on_node "$SPARKC_HEAD" "${SPARKC_ARGV[@]}" >/dev/null || fail "$SPARKC_HEAD" "could not start the engine in ${SPARKC_CONTAINER[$SPARKC_HEAD]}"
   fi
-  ENGINE_STARTED=$((DRY_RUN == 0))
-  ((DRY_RUN)) || engine_watch_start
-  FAILED_NODE=""
+  SPARKC_ENGINE_STARTED=$((SPARKC_DRY_RUN == 0))
+  ((SPARKC_DRY_RUN)) || engine_watch_start
+  SPARKC_FAILED_NODE=""
   phase_done
 }
 
 # The engine's exit status once it ended (Ray: it runs by docker exec); fails while it runs, or
 # where the engine is the container's main process (then the container's state tells).
 engine_exit_status() {
-  ((${#ENGINE_COMMAND[@]})) || return 1
-  on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" cat /tmp/sparkc-engine.exit 2>/dev/null
+  ((${#SPARKC_ENGINE_COMMAND[@]})) || return 1
+  on_node "$SPARKC_HEAD" docker exec "${SPARKC_CONTAINER[$SPARKC_HEAD]}" cat /tmp/sparkc-engine.exit 2>/dev/null
 }
 
 # -- phase 6 -----------------------------------------------------------------------------------
 wait_ready() {
-  phase readiness "$PROBE_URL: port, /health, /v1/models, one-token completion; every container alive"
-  if ((DRY_RUN)); then
+  phase readiness "$SPARKC_PROBE_URL: port, /health, /v1/models, one-token completion; every container alive"
+  if ((SPARKC_DRY_RUN)); then
     printf "[%s] curl %s/health; curl %s/v1/models; curl -d '%s' %s/v1/completions\n" \
-      "$HEAD" "$PROBE_URL" "$PROBE_URL" "$PROBE_BODY" "$PROBE_URL"
+      "$SPARKC_HEAD" "$SPARKC_PROBE_URL" "$SPARKC_PROBE_URL" "$SPARKC_PROBE_BODY" "$SPARKC_PROBE_URL"
     phase_done
     return 0
   fi
   local stage="" want
   while :; do
     watch_probe readiness_stage || true
-    want=$(cat "$SCRATCH/probe")
+    want=$(cat "$SPARKC_SCRATCH/probe")
     if [[ $want == ready ]]; then
       # The probes took a while: a node that died meanwhile must not be reported ready.
       watch_check
@@ -2909,16 +2915,16 @@ wait_ready() {
       break
     fi
     if [[ $want == "elsewhere "* ]]; then
-      fail "$HEAD" "the engine answers on port ${want#elsewhere }, not on port $API_PORT where this launch waits for" \
+      fail "$SPARKC_HEAD" "the engine answers on port ${want#elsewhere }, not on port $SPARKC_API_PORT where this launch waits for" \
         "it: the image's entrypoint chose its own port (an image re-pulled under the same tag may read other" \
-        "variables). Read its entrypoint, re-profile the image (sparkc profile $IMAGE) and compile again, or use" \
+        "variables). Read its entrypoint, re-profile the image (sparkc profile $SPARKC_IMAGE) and compile again, or use" \
         "container.entrypoint: bypass"
     fi
     if [[ $want != "$stage" ]]; then
       stage=$want
-      log "waiting for $want ($((DEADLINE - SECONDS))s left)"
+      log "waiting for $want ($((SPARKC_DEADLINE - SECONDS))s left)"
     fi
-    time_left || fail "$HEAD" "not ready within ${TIMEOUT}s: still waiting for $want"
+    time_left || fail "$SPARKC_HEAD" "not ready within ${SPARKC_TIMEOUT}s: still waiting for $want"
     watch_pause 0.1
   done
   phase_done
@@ -2928,16 +2934,16 @@ wait_ready() {
 # the engine serves on PORT instead.
 readiness_stage() {
   local other
-  if ! port_in_use "$PROBE_HOST" "$API_PORT"; then
+  if ! port_in_use "$SPARKC_PROBE_HOST" "$SPARKC_API_PORT"; then
     if other=$(engine_port_elsewhere) && [[ -n $other ]]; then
       echo "elsewhere $other"
       return 0
     fi
-    echo "port $API_PORT"
+    echo "port $SPARKC_API_PORT"
   elif ! probe_health; then
     echo /health
   elif ! probe_models; then
-    echo "/v1/models naming $SERVED_MODEL"
+    echo "/v1/models naming $SPARKC_SERVED_MODEL"
   elif ! probe_completion; then
     echo "a completion"
   else
@@ -2949,21 +2955,21 @@ readiness_stage() {
 # host's network (--network host), matched by socket inode with the container's processes (its own pid
 # namespace). Needs only sh, ls, sed and awk in the image, no ss and no root on the host.
 # shellcheck disable=SC2016  # for the container's sh
-readonly LISTEN_PORTS_SH='inodes=$(ls -l /proc/[0-9]*/fd 2>/dev/null | sed -n "s/.*socket:\[\([0-9]*\)\].*/\1/p" | sort -u | tr "\n" " ")
+readonly SPARKC_LISTEN_PORTS_SH='inodes=$(ls -l /proc/[0-9]*/fd 2>/dev/null | sed -n "s/.*socket:\[\([0-9]*\)\].*/\1/p" | sort -u | tr "\n" " ")
 cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v inodes=" $inodes" "\$4 == \"0A\" && index(inodes, \" \" \$10 \" \") { sub(/.*:/, \"\", \$2); print \$2 }"'
-readonly ELSEWHERE_EVERY=3  # seconds between two looks while the API port stays closed
+readonly SPARKC_ELSEWHERE_EVERY=3  # seconds between two looks while the API port stays closed
 
 # A port, other than the one this launch waits on, where the head container's engine answers the API's
-# /v1/models: the engine came up on a port of its own choosing. Looks at most every ELSEWHERE_EVERY seconds.
+# /v1/models: the engine came up on a port of its own choosing. Looks at most every SPARKC_ELSEWHERE_EVERY seconds.
 engine_port_elsewhere() {
-  local stamp=$SCRATCH/elsewhere.at hex port
-  [[ -s $stamp ]] && ((SECONDS - $(<"$stamp") < ELSEWHERE_EVERY)) && return 0
+  local stamp=$SPARKC_SCRATCH/elsewhere.at hex port
+  [[ -s $stamp ]] && ((SECONDS - $(<"$stamp") < SPARKC_ELSEWHERE_EVERY)) && return 0
   echo "$SECONDS" >"$stamp"
-  for hex in $(on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" sh -c "$LISTEN_PORTS_SH" 2>/dev/null | sort -u); do
+  for hex in $(on_node "$SPARKC_HEAD" docker exec "${SPARKC_CONTAINER[$SPARKC_HEAD]}" sh -c "$SPARKC_LISTEN_PORTS_SH" 2>/dev/null | sort -u); do
     [[ $hex =~ ^[0-9A-Fa-f]{1,4}$ ]] || continue
     port=$((16#$hex))
-    ((port != API_PORT)) || continue
-    if api_curl -fsS --max-time 2 "http://$PROBE_URL_HOST:$port/v1/models" 2>/dev/null | grep -q '"data"'; then
+    ((port != SPARKC_API_PORT)) || continue
+    if api_curl -fsS --max-time 2 "http://$SPARKC_PROBE_URL_HOST:$port/v1/models" 2>/dev/null | grep -q '"data"'; then
       echo "$port"
       return 0
     fi
@@ -2976,19 +2982,19 @@ engine_port_elsewhere() {
 check_fabric() {
   phase fabric "NCCL's transport on every node"
   local node lines socket
-  for node in "${NODES[@]}"; do
-    [[ -n ${NCCL_WANT[$node]} ]] || continue
-    if ((DRY_RUN)); then
-      printf "[%s] docker logs %s | grep -E 'via NET/|Using network'\n" "$node" "${CONTAINER[$node]}" >&3
+  for node in "${SPARKC_NODES[@]}"; do
+    [[ -n ${SPARKC_NCCL_WANT[$node]} ]] || continue
+    if ((SPARKC_DRY_RUN)); then
+      printf "[%s] docker logs %s | grep -E 'via NET/|Using network'\n" "$node" "${SPARKC_CONTAINER[$node]}" >&3
       continue
     fi
-    lines=$(on_node "$node" docker logs "${CONTAINER[$node]}" 2>&1 | grep -E 'via NET/|Using network' || true)
+    lines=$(on_node "$node" docker logs "${SPARKC_CONTAINER[$node]}" 2>&1 | grep -E 'via NET/|Using network' || true)
     if [[ -z $lines ]]; then
       warn "$node: no NCCL transport lines in its log (NCCL_DEBUG overridden?); the fabric was not checked"
       continue
     fi
     socket=$(grep -m1 -E 'via NET/Socket|Using network Socket' <<<"$lines" || true)
-    if [[ -n $socket && ${NCCL_WANT[$node]} == IB ]]; then
+    if [[ -n $socket && ${SPARKC_NCCL_WANT[$node]} == IB ]]; then
       fail "$node" "NCCL fell back to sockets (about 3 GB/s instead of RDMA): '${socket##*NCCL INFO }'." \
         "Check NCCL_IB_HCA against ibdev2netdev on every node, that the containers see /dev/infiniband" \
         "and that NCCL_IB_DISABLE is 0; set launch.nccl_check: false to accept it"
@@ -3002,25 +3008,25 @@ check_fabric() {
 # number before comparing it.
 timeout_in_bounds() {
   [[ $1 =~ ^[1-9][0-9]{0,9}$ ]] || return 1
-  (($1 >= TIMEOUT_MIN && $1 <= TIMEOUT_MAX))
+  (($1 >= SPARKC_TIMEOUT_MIN && $1 <= SPARKC_TIMEOUT_MAX))
 }
 
 launch_main() {
   read_secrets
-  TIMEOUT=$DEFAULT_TIMEOUT
-  if ((HAS_PLANES)); then planes_enable; fi
-  if ((IS_RING)); then ring_enable; fi
-  if ((HAS_FABRIC_ADDRESSES)); then addresses_enable; fi
+  SPARKC_TIMEOUT=$SPARKC_DEFAULT_TIMEOUT
+  if ((SPARKC_HAS_PLANES)); then planes_enable; fi
+  if ((SPARKC_IS_RING)); then ring_enable; fi
+  if ((SPARKC_HAS_FABRIC_ADDRESSES)); then addresses_enable; fi
   while (($#)); do
     case $1 in
-      --dry-run) DRY_RUN=1 ;;
-      --skip-preflight) SKIP_PREFLIGHT=1 ;;
-      --preflight-only) PREFLIGHT_ONLY=1 ;;
-      --no-probe) PROBE=0 ;;
-      --yes) REPLACE=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
+      --skip-preflight) SPARKC_SKIP_PREFLIGHT=1 ;;
+      --preflight-only) SPARKC_PREFLIGHT_ONLY=1 ;;
+      --no-probe) SPARKC_PROBE=0 ;;
+      --yes) SPARKC_REPLACE=1 ;;
       --timeout)
-        timeout_in_bounds "${2:-}" || usage_error "--timeout needs whole seconds from $TIMEOUT_MIN to $TIMEOUT_MAX"
-        TIMEOUT=$2
+        timeout_in_bounds "${2:-}" || usage_error "--timeout needs whole seconds from $SPARKC_TIMEOUT_MIN to $SPARKC_TIMEOUT_MAX"
+        SPARKC_TIMEOUT=$2
         shift
         ;;
       --env)
@@ -3038,21 +3044,21 @@ launch_main() {
     esac
     shift
   done
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
   check_port_override
   # The record and the failure logs go beside this script: a link there is refused before any node is touched.
-  ((DRY_RUN)) || { own_path "$SCRIPT_DIR/last-launch.txt" && own_path "$SCRIPT_DIR/logs" folder; } || exit 1
-  DEADLINE=$((SECONDS + TIMEOUT))
-  SCRATCH=$(mktemp -d)
+  ((SPARKC_DRY_RUN)) || { own_path "$SPARKC_SCRIPT_DIR/last-launch.txt" && own_path "$SPARKC_SCRIPT_DIR/logs" folder; } || exit 1
+  SPARKC_DEADLINE=$((SECONDS + SPARKC_TIMEOUT))
+  SPARKC_SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
   trap on_interrupt INT TERM
-  log "launching $DEPLOYMENT: ${#NODES[@]} node(s), head $HEAD, image $IMAGE, timeout ${TIMEOUT}s"
-  ((DRY_RUN)) && log "dry run: printing commands, touching nothing"
-  [[ -z $PORT_OVERRIDE ]] || log "API port $API_PORT for this launch (--port; compiled: $COMPILED_API_PORT)"
-  ((PREFLIGHT_ONLY && !DRY_RUN)) && preflight_only
+  log "launching $SPARKC_DEPLOYMENT: ${#SPARKC_NODES[@]} node(s), head $SPARKC_HEAD, image $SPARKC_IMAGE, timeout ${SPARKC_TIMEOUT}s"
+  ((SPARKC_DRY_RUN)) && log "dry run: printing commands, touching nothing"
+  [[ -z $SPARKC_PORT_OVERRIDE ]] || log "API port $SPARKC_API_PORT for this launch (--port; compiled: $SPARKC_COMPILED_API_PORT)"
+  ((SPARKC_PREFLIGHT_ONLY && !SPARKC_DRY_RUN)) && preflight_only
   check_secrets
-  if ((SKIP_PREFLIGHT)); then
+  if ((SPARKC_SKIP_PREFLIGHT)); then
     log "== preflight skipped"
   else
     preflight
@@ -3060,31 +3066,31 @@ launch_main() {
   clear_old
   drop_page_caches
   run_host_hooks
-  if ((HAS_HOOKS)); then stage_patches; fi
+  if ((SPARKC_HAS_HOOKS)); then stage_patches; fi
   probe_fabric
   record_launch starting
   start_containers
-  if [[ $BACKEND == ray ]]; then
+  if [[ $SPARKC_BACKEND == ray ]]; then
     form_ray
-  elif [[ $BACKEND == mpi ]]; then
+  elif [[ $SPARKC_BACKEND == mpi ]]; then
     form_mpi
   fi
   start_engine
   wait_ready
-  if ((NCCL_CHECK)); then
+  if ((SPARKC_NCCL_CHECK)); then
     check_fabric
   fi
-  ((DRY_RUN)) && { log "dry run complete"; return 0; }
-  log "READY in ${SECONDS}s: $SERVED_MODEL at $ENDPOINT/v1"
+  ((SPARKC_DRY_RUN)) && { log "dry run complete"; return 0; }
+  log "READY in ${SECONDS}s: $SPARKC_SERVED_MODEL at $SPARKC_ENDPOINT/v1"
   record_launch ready
   local auth=""
-  if [[ -n $API_KEY_VAR ]]; then
-    auth=" -H \"Authorization: Bearer \$$API_KEY_VAR\""  # the key stays in the variable: not printed
-  elif [[ -n $API_KEY_GIVEN ]]; then
+  if [[ -n $SPARKC_API_KEY_VAR ]]; then
+    auth=" -H \"Authorization: Bearer \$$SPARKC_API_KEY_VAR\""  # the key stays in the variable: not printed
+  elif [[ -n $SPARKC_API_KEY_GIVEN ]]; then
     auth=" -H 'Authorization: Bearer <the key after --api-key in the spec>'"
   fi
-  printf 'Try it:\n  curl %s/v1/chat/completions%s -H %q -d %q\n' "$ENDPOINT" "$auth" 'Content-Type: application/json' \
-    "{\"model\": $SERVED_MODEL_JSON, \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 32}"
+  printf 'Try it:\n  curl %s/v1/chat/completions%s -H %q -d %q\n' "$SPARKC_ENDPOINT" "$auth" 'Content-Type: application/json' \
+    "{\"model\": $SPARKC_SERVED_MODEL_JSON, \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 32}"
 }
 
 # -- stop.sh -----------------------------------------------------------------------------------------
@@ -3099,14 +3105,14 @@ USAGE
 }
 
 stop_one() {
-  local node=$1 name=${CONTAINER[$1]} label
-  if ((DRY_RUN)); then
+  local node=$1 name=${SPARKC_CONTAINER[$1]} label
+  if ((SPARKC_DRY_RUN)); then
     run_on "$node" docker stop --time 30 "$name"
     run_on "$node" docker rm "$name"
     return 0
   fi
   if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
-    warn "$node: unreachable over ssh (${TARGET[$node]}); its container is left as it is"
+    warn "$node: unreachable over ssh (${SPARKC_TARGET[$node]}); its container is left as it is"
     return 1
   fi
   if ! label=$(on_node "$node" docker inspect --type container \
@@ -3120,8 +3126,8 @@ stop_one() {
     warn "$node: docker did not answer (${label##*$'\n'}); its container, if any, is left as it is"
     return 1
   fi
-  if [[ $label != "$DEPLOYMENT" ]]; then
-    warn "$node: $name was not created by deployment $DEPLOYMENT; left alone"
+  if [[ $label != "$SPARKC_DEPLOYMENT" ]]; then
+    warn "$node: $name was not created by deployment $SPARKC_DEPLOYMENT; left alone"
     return 1
   fi
   log "$node: stopping $name"
@@ -3132,21 +3138,21 @@ stop_one() {
 stop_main() {
   while (($#)); do
     case $1 in
-      --dry-run) DRY_RUN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
       -h | --help) stop_usage; exit 0 ;;
       *) echo "stop-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
   done
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   local node status=0
-  for node in "${NODES[@]:1}" "$HEAD"; do
+  for node in "${SPARKC_NODES[@]:1}" "$SPARKC_HEAD"; do
     stop_one "$node" || status=1
   done
   if ((status)); then
-    warn "some containers of $DEPLOYMENT could not be stopped"
+    warn "some containers of $SPARKC_DEPLOYMENT could not be stopped"
   else
-    log "$DEPLOYMENT stopped on every node"
+    log "$SPARKC_DEPLOYMENT stopped on every node"
   fi
   return "$status"
 }
@@ -3177,27 +3183,27 @@ status_main() {
     -h | --help) status_usage; exit 0 ;;
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   local node state healthy=1 out problem
   use_api_port "$(last_launch_port)"
-  ((API_PORT == COMPILED_API_PORT)) || log "API port $API_PORT, from the last launch (launch-cluster.sh --port)"
+  ((SPARKC_API_PORT == SPARKC_COMPILED_API_PORT)) || log "API port $SPARKC_API_PORT, from the last launch (launch-cluster.sh --port)"
   local last
   last=$(last_launch_field state)
   case $last in
     failed) warn "the last launch ($(last_launch_field launched)) failed; its containers are kept for inspection" ;;
     starting) log "the last launch ($(last_launch_field launched)) has started its containers and not (yet) reported ready" ;;
   esac
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
-      printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "UNREACHABLE (${TARGET[$node]})"
+      printf '%-20s %-40s %s\n' "$node" "${SPARKC_CONTAINER[$node]}" "UNREACHABLE (${SPARKC_TARGET[$node]})"
       healthy=0
       continue
     fi
     state=$(container_state "$node")
-    printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "$(printable "$state")"
+    printf '%-20s %-40s %s\n' "$node" "${SPARKC_CONTAINER[$node]}" "$(printable "$state")"
     [[ $state == running ]] || healthy=0
   done
-  if [[ $BACKEND == ray ]]; then
+  if [[ $SPARKC_BACKEND == ray ]]; then
     if out=$(ray_check 2>&1); then
       printf '%s\n' "$(printable "${out##*$'\n'}")"
     else
@@ -3205,39 +3211,39 @@ status_main() {
       healthy=0
     fi
   fi
-  if [[ -n $API_KEY_VAR && -z ${!API_KEY_VAR-} ]]; then
-    warn "$API_KEY_VAR is not set here: the engine answers 401 on /v1 without it; export it as for the launch"
+  if [[ -n $SPARKC_API_KEY_VAR && -z ${!SPARKC_API_KEY_VAR-} ]]; then
+    warn "$SPARKC_API_KEY_VAR is not set here: the engine answers 401 on /v1 without it; export it as for the launch"
   fi
   problem=$(api_key_problem)
   [[ -z $problem ]] || warn "$problem (the probes below are not sent)"
   if ! probe_health; then
-    printf 'endpoint %s: /health does not answer\n' "$ENDPOINT"
+    printf 'endpoint %s: /health does not answer\n' "$SPARKC_ENDPOINT"
     healthy=0
   elif ! probe_models; then
-    printf 'endpoint %s: /v1/models does not list %s\n' "$ENDPOINT" "$SERVED_MODEL"
+    printf 'endpoint %s: /v1/models does not list %s\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
     healthy=0
   elif ! probe_completion; then
     # A wedged engine can still answer /health and /v1/models.
-    printf 'endpoint %s: lists %s but does not complete a one-token request\n' "$ENDPOINT" "$SERVED_MODEL"
+    printf 'endpoint %s: lists %s but does not complete a one-token request\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
     healthy=0
   else
-    printf 'endpoint %s: healthy, serving %s\n' "$ENDPOINT" "$SERVED_MODEL"
+    printf 'endpoint %s: healthy, serving %s\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
   fi
   if ((healthy)); then
-    log "$DEPLOYMENT is healthy"
+    log "$SPARKC_DEPLOYMENT is healthy"
     return 0
   fi
-  log "$DEPLOYMENT is NOT healthy"
+  log "$SPARKC_DEPLOYMENT is NOT healthy"
   return 1
 }
 
 # status.sh --all: every sparkc deployment on these nodes, one line each, from its containers' labels.
-readonly STATUS_ALL_FORMAT='{{.Label "sparkc.deployment"}} {{.State}} {{or (.Label "sparkc.endpoint-host") "-"}} {{or (.Label "sparkc.api-port") "-"}}'
+readonly SPARKC_STATUS_ALL_FORMAT='{{.Label "sparkc.deployment"}} {{.State}} {{or (.Label "sparkc.endpoint-host") "-"}} {{or (.Label "sparkc.api-port") "-"}}'
 status_all() {
   local node name state host port out rc=0 order=() health
   declare -A where=() states=() endpoint=()
-  for node in "${NODES[@]}"; do
-    if ! out=$(on_node "$node" docker ps -a --filter label=sparkc.deployment --format "$STATUS_ALL_FORMAT" 2>&1); then
+  for node in "${SPARKC_NODES[@]}"; do
+    if ! out=$(on_node "$node" docker ps -a --filter label=sparkc.deployment --format "$SPARKC_STATUS_ALL_FORMAT" 2>&1); then
       warn "$node: cannot list its containers: ${out//$'\n'/ }"
       rc=1
       continue
@@ -3271,7 +3277,7 @@ status_all() {
     fi
     printf '%-24s %-10s %-28s %s\n' "$name" "$state" "${where[$name]}" "${endpoint[$name]:--}$health"
   done
-  ((${#order[@]})) || log "no sparkc deployment has a container on ${NODES[*]}"
+  ((${#order[@]})) || log "no sparkc deployment has a container on ${SPARKC_NODES[*]}"
   return "$rc"
 }
 
@@ -3318,20 +3324,20 @@ logs_main() {
     esac
     shift
   done
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   if ((follow)); then
     ssh_mux_stop  # exec ends this shell without its EXIT trap
     # Without --since, the last lines for context; with it, everything since then.
     local follow_args=(--follow --tail "${tail:-$([[ -n $since ]] && echo all || echo 200)}")
     [[ -z $since ]] || follow_args+=(--since "$since")
-    exec docker logs "${follow_args[@]}" "${CONTAINER[$HEAD]}"
+    exec docker logs "${follow_args[@]}" "${SPARKC_CONTAINER[$SPARKC_HEAD]}"
   fi
   if [[ -z $dir ]]; then
-    new_folder "$SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
-    dir=$NEW_FOLDER
+    new_folder "$SPARKC_SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+    dir=$SPARKC_NEW_FOLDER
   fi
   collect_logs "$dir" "${tail:-all}" "$since" || exit 1
-  log "logs of ${#NODES[@]} node(s) in $dir"
+  log "logs of ${#SPARKC_NODES[@]} node(s) in $dir"
   if grep -l -e '^(no logs' -e '^missing or unreachable' "$dir"/*.log "$dir"/*.state >/dev/null 2>&1; then
     warn "some nodes' logs could not be read; see the files in $dir"
     return 1
@@ -3377,16 +3383,16 @@ Exit status: 0 every node matches, 1 a copy failed, 2 usage.
 USAGE
 }
 
-IMAGE_ONLY=0
-MODEL_ONLY=0
-CHAIN=0
-declare -A KEY_NAME=()  # per node: the name its host key is known under (HostKeyAlias)
-COPIES=()  # the copies running now (process IDs), which copy_progress watches
-COPY_ARGV=() # set by model_copy_argv
-PROGRESS_EVERY=30
-[[ -t 1 ]] && PROGRESS_EVERY=5
-REPORT=$SCRIPT_DIR/distribute-report.txt
-REPORT_FD=""  # open on the report, made anew for this run (no dry run)
+SPARKC_IMAGE_ONLY=0
+SPARKC_MODEL_ONLY=0
+SPARKC_CHAIN=0
+declare -A SPARKC_KEY_NAME=()  # per node: the name its host key is known under (HostKeyAlias)
+SPARKC_COPIES=()  # the copies running now (process IDs), which copy_progress watches
+SPARKC_COPY_ARGV=() # set by model_copy_argv
+SPARKC_PROGRESS_EVERY=30
+[[ -t 1 ]] && SPARKC_PROGRESS_EVERY=5
+SPARKC_REPORT=$SPARKC_SCRIPT_DIR/distribute-report.txt
+SPARKC_REPORT_FD=""  # open on the report, made anew for this run (no dry run)
 
 # rsync's remote shell as one -e string. rsync splits that string itself, not as a shell would: on
 # spaces, where '...' and "..." group, a doubled quote inside them stands for one, and a backslash is
@@ -3407,20 +3413,20 @@ rsync_shell() {
 # so HostKeyAlias keeps verification on there, and BatchMode still refuses a key nobody recorded.
 host_key_name() { # NODE
   local name
-  name=$(ssh -G "${SSH_OPTS[@]}" "${TARGET[$1]}" 2>/dev/null | awk '
+  name=$(ssh -G "${SPARKC_SSH_OPTS[@]}" "${SPARKC_TARGET[$1]}" 2>/dev/null | awk '
     $1 == "hostname" { host = $2 } $1 == "port" { port = $2 } $1 == "hostkeyalias" { alias = $2 }
     END {
       if (alias != "") print alias
       else if (host == "") exit 1
       else if (port == "" || port == 22) print host
       else printf "[%s]:%s\n", host, port
-    }') || name=${TARGET[$1]#*@}
+    }') || name=${SPARKC_TARGET[$1]#*@}
   printf '%s' "$name"
 }
 
 # ssh's words for a copy to NODE: the spec's options, the node's host key name, its fabric address.
 fabric_words() { # NODE
-  printf '%s\0' "${SSH_OPTS[@]}" -o "HostKeyAlias=${KEY_NAME[$1]}"
+  printf '%s\0' "${SPARKC_SSH_OPTS[@]}" -o "HostKeyAlias=${SPARKC_KEY_NAME[$1]}"
 }
 
 # ssh to a node's fabric address: copies must not crawl over the management network.
@@ -3428,7 +3434,7 @@ fabric_ssh() {
   local node=$1 words=()
   shift
   mapfile -d '' words < <(fabric_words "$node")
-  ssh "${words[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote "$@")"
+  ssh "${words[@]}" "${SPARKC_FABRIC_TARGET[$node]}" -- "$(sh_quote "$@")"
 }
 
 # What to do about a copy's ssh errors (FILE) where ssh refused a host key: the fix, not just the symptom.
@@ -3437,19 +3443,19 @@ key_hint() { # NODE FILE...
   shift
   if grep -qs 'HOST IDENTIFICATION HAS CHANGED' "$@"; then
     printf ' (%s answers with another host key than the one known for %s: if it was reinstalled, remove the old' \
-      "$node" "${KEY_NAME[$node]}"
+      "$node" "${SPARKC_KEY_NAME[$node]}"
     printf ' entry with ssh-keygen -R %s, then connect once with ssh %s and compare the fingerprint)' \
-      "${KEY_NAME[$node]}" "${TARGET[$node]}"
+      "${SPARKC_KEY_NAME[$node]}" "${SPARKC_TARGET[$node]}"
   elif grep -qs 'Host key verification failed' "$@"; then
     printf ' (the host key of %s is not known as %s here: connect once with ssh %s and compare the fingerprint' \
-      "$node" "${KEY_NAME[$node]}" "${TARGET[$node]}"
+      "$node" "${SPARKC_KEY_NAME[$node]}" "${SPARKC_TARGET[$node]}"
     printf ' with ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on %s; %s)' "$node" \
-      "$( ((CHAIN)) && echo "with --chain, each node needs the next one's key too" || echo "setup-fabric checks this")"
+      "$( ((SPARKC_CHAIN)) && echo "with --chain, each node needs the next one's key too" || echo "setup-fabric checks this")"
   fi
 }
 
 record() { # NODE ITEM ACTION BYTES SECONDS VIA
-  [[ -z $REPORT_FD ]] || printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s\n' "$@" >&"$REPORT_FD"
+  [[ -z $SPARKC_REPORT_FD ]] || printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s\n' "$@" >&"$SPARKC_REPORT_FD"
 }
 
 rate() { # BYTES SECONDS: MB/s, one decimal
@@ -3465,15 +3471,15 @@ sent_bytes() { # FILE
     | awk '$1 ~ /^[0-9,]+$/ && ($2 == "bytes" || $2 ~ /%$/) { n = $1 } END { gsub(",", "", n); print n + 0 }'
 }
 
-# While any of COPIES (process IDs) runs, every PROGRESS_EVERY seconds: each copy's bytes so far, of
+# While any of SPARKC_COPIES (process IDs) runs, every SPARKC_PROGRESS_EVERY seconds: each copy's bytes so far, of
 # TOTAL where known. It ends on its own, within a second of the copies (no sleep left behind).
 copy_progress() { # WHAT TOTAL LABEL FILE [LABEL FILE]...
   local what=$1 total=$2 start=$SECONDS waited=0 sent of percent i pairs
   shift 2
   pairs=("$@")
-  while kill -0 "${COPIES[@]}" 2>/dev/null; do
+  while kill -0 "${SPARKC_COPIES[@]}" 2>/dev/null; do
     sleep 1
-    ((++waited % PROGRESS_EVERY)) && continue
+    ((++waited % SPARKC_PROGRESS_EVERY)) && continue
     for ((i = 0; i < ${#pairs[@]}; i += 2)); do
       sent=$(sent_bytes "${pairs[i + 1]}")
       of=""
@@ -3488,12 +3494,12 @@ copy_progress() { # WHAT TOTAL LABEL FILE [LABEL FILE]...
   done
 }
 
-# Until the COPIES end (a copy that fails is judged by the node's state afterwards), with progress lines.
+# Until the SPARKC_COPIES end (a copy that fails is judged by the node's state afterwards), with progress lines.
 wait_copies() { # WHAT TOTAL LABEL FILE [LABEL FILE]...
   local watcher
   copy_progress "$@" &
   watcher=$!
-  wait "${COPIES[@]}" || true
+  wait "${SPARKC_COPIES[@]}" || true
   wait "$watcher" || true
 }
 
@@ -3505,7 +3511,7 @@ count_bytes() { # FILE
 
 # One hop of the image chain, run on a node: load what arrives on stdin and, while loading, pass the
 # same bytes on to the next hop. Its own text arrives as $0 (bash -c TEXT TEXT ARGS), so each hop
-# hands the program on. Arguments: the number of ssh options, the options, then NAME|TARGET|KEY-NAME
+# hands the program on. Arguments: the number of ssh options, the options, then NAME|SPARKC_TARGET|KEY-NAME
 # per hop (KEY-NAME: the name the hop's host key is known under, for HostKeyAlias).
 relay() {
   local count=$1
@@ -3531,36 +3537,36 @@ relay() {
   echo "sparkc-relay: $here loaded" >&2
   return "$status"
 }
-RELAY_PROGRAM="$(declare -f sh_quote relay)
+SPARKC_RELAY_PROGRAM="$(declare -f sh_quote relay)
 relay \"\$@\""
-readonly RELAY_PROGRAM
+readonly SPARKC_RELAY_PROGRAM
 
-image_id() { on_node "$1" docker image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true; }
+image_id() { on_node "$1" docker image inspect --format '{{.Id}}' "$SPARKC_IMAGE" 2>/dev/null || true; }
 
 distribute_image() {
   local head_id node id start seconds bytes hops=() need=() dir failed=0
-  head_id=$(image_id "$HEAD")
-  [[ -n $head_id ]] || { warn "image $IMAGE is not on the head, $HEAD: pull it there first"; return 1; }
-  for node in "${NODES[@]:1}"; do
+  head_id=$(image_id "$SPARKC_HEAD")
+  [[ -n $head_id ]] || { warn "image $SPARKC_IMAGE is not on the head, $SPARKC_HEAD: pull it there first"; return 1; }
+  for node in "${SPARKC_NODES[@]:1}"; do
     id=$(image_id "$node")
     if [[ $id == "$head_id" ]]; then
-      log "$node: image $IMAGE ${head_id:7:12} already there, skipped"
-      ((DRY_RUN)) || record "$node" image skipped 0 0 -
+      log "$node: image $SPARKC_IMAGE ${head_id:7:12} already there, skipped"
+      ((SPARKC_DRY_RUN)) || record "$node" image skipped 0 0 -
     else
       if [[ -n $id ]]; then log "$node: image ${id:7:12} differs: copy"; else log "$node: image missing: copy"; fi
       need+=("$node")
-      hops+=("$node|${FABRIC_TARGET[$node]}|${KEY_NAME[$node]}")
+      hops+=("$node|${SPARKC_FABRIC_TARGET[$node]}|${SPARKC_KEY_NAME[$node]}")
     fi
   done
   ((${#need[@]})) || return 0
-  if ((DRY_RUN)); then
-    if ((CHAIN)); then
-      printf '[%s] docker save %q | ssh -> %s (each loads and passes it on)\n' "$HEAD" "$IMAGE" \
-        "$(for node in "${need[@]}"; do printf '%s ' "${FABRIC_TARGET[$node]}"; done)" >&3
+  if ((SPARKC_DRY_RUN)); then
+    if ((SPARKC_CHAIN)); then
+      printf '[%s] docker save %q | ssh -> %s (each loads and passes it on)\n' "$SPARKC_HEAD" "$SPARKC_IMAGE" \
+        "$(for node in "${need[@]}"; do printf '%s ' "${SPARKC_FABRIC_TARGET[$node]}"; done)" >&3
     else
       for node in "${need[@]}"; do
-        printf '[%s] docker save %q | ssh -o HostKeyAlias=%s %s docker load\n' "$HEAD" "$IMAGE" \
-          "${KEY_NAME[$node]}" "${FABRIC_TARGET[$node]}" >&3
+        printf '[%s] docker save %q | ssh -o HostKeyAlias=%s %s docker load\n' "$SPARKC_HEAD" "$SPARKC_IMAGE" \
+          "${SPARKC_KEY_NAME[$node]}" "${SPARKC_FABRIC_TARGET[$node]}" >&3
       done
     fi
     return 0
@@ -3568,20 +3574,20 @@ distribute_image() {
   dir=$(mktemp -d)
   start=$SECONDS
   local total watched=()
-  COPIES=()
-  total=$(docker image inspect --format '{{.Size}}' "$IMAGE" 2>/dev/null) || total=0
+  SPARKC_COPIES=()
+  total=$(docker image inspect --format '{{.Size}}' "$SPARKC_IMAGE" 2>/dev/null) || total=0
   [[ $total =~ ^[0-9]+$ ]] || total=0
-  if ((CHAIN == 0)); then
+  if ((SPARKC_CHAIN == 0)); then
     for node in "${need[@]}"; do
-      (docker save "$IMAGE" | count_bytes "$dir/bytes.$node" | fabric_ssh "$node" docker load >&2) \
+      (docker save "$SPARKC_IMAGE" | count_bytes "$dir/bytes.$node" | fabric_ssh "$node" docker load >&2) \
         2>"$dir/$node.err" &
-      COPIES+=($!)
+      SPARKC_COPIES+=($!)
       watched+=("$node" "$dir/bytes.$node")
     done
   else
-    docker save "$IMAGE" | count_bytes "$dir/bytes" | fabric_ssh "${need[0]}" bash -c "$RELAY_PROGRAM" \
-      "$RELAY_PROGRAM" "${#SSH_OPTS[@]}" "${SSH_OPTS[@]}" "${hops[@]}" 2>"$dir/chain.err" &
-    COPIES+=($!)
+    docker save "$SPARKC_IMAGE" | count_bytes "$dir/bytes" | fabric_ssh "${need[0]}" bash -c "$SPARKC_RELAY_PROGRAM" \
+      "$SPARKC_RELAY_PROGRAM" "${#SPARKC_SSH_OPTS[@]}" "${SPARKC_SSH_OPTS[@]}" "${hops[@]}" 2>"$dir/chain.err" &
+    SPARKC_COPIES+=($!)
     watched+=("${need[*]}" "$dir/bytes")
   fi
   wait_copies image "$total" "${watched[@]}"
@@ -3590,12 +3596,12 @@ distribute_image() {
   for i in "${!need[@]}"; do
     node=${need[i]}
     # The chain's hop i got the stream from hop i-1; every hop receives the same bytes.
-    via=$HEAD
-    ((CHAIN == 0 || i == 0)) || via=${need[i - 1]}
-    if ((CHAIN)); then bytes=$(sent_bytes "$dir/bytes"); else bytes=$(sent_bytes "$dir/bytes.$node"); fi
+    via=$SPARKC_HEAD
+    ((SPARKC_CHAIN == 0 || i == 0)) || via=${need[i - 1]}
+    if ((SPARKC_CHAIN)); then bytes=$(sent_bytes "$dir/bytes"); else bytes=$(sent_bytes "$dir/bytes.$node"); fi
     if [[ $(image_id "$node") != "$head_id" ]]; then
       err=$dir/$node.err
-      ((CHAIN == 0)) || err=$dir/chain.err
+      ((SPARKC_CHAIN == 0)) || err=$dir/chain.err
       warn "$node: image copy failed: $(tail -n 3 "$err" 2>/dev/null | tr '\n' ' ')$(key_hint "$node" "$err")"
       failed=1
       continue
@@ -3614,25 +3620,25 @@ model_signature() { # NODE FOLDER
     find . -type f -printf "%P %s\n" | LC_ALL=C sort | sha256sum' sparkc-model "$2" 2>/dev/null || echo unknown
 }
 
-# COPY_ARGV: the command that mirrors FOLDER onto NODE; --dry-run prints the same words.
+# SPARKC_COPY_ARGV: the command that mirrors FOLDER onto NODE; --dry-run prints the same words.
 model_copy_argv() { # NODE FOLDER
   local words
   mapfile -d '' words < <(fabric_words "$1")
-  COPY_ARGV=(rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${words[@]}")" "$2/"
-    "${FABRIC_TARGET[$1]}:$2/")
+  SPARKC_COPY_ARGV=(rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${words[@]}")" "$2/"
+    "${SPARKC_FABRIC_TARGET[$1]}:$2/")
 }
 
 # One of the model's folders (ITEM: model, draft) from the head to every node where it differs.
 distribute_model() { # ITEM FOLDER
   local item=$1 folder=$2 head_sig node sig need=() dir start failed=0 bytes seconds
-  head_sig=$(model_signature "$HEAD" "$folder")
+  head_sig=$(model_signature "$SPARKC_HEAD" "$folder")
   [[ $head_sig != missing && $head_sig != unknown ]] \
-    || { warn "$item folder $folder is not on the head, $HEAD"; return 1; }
-  for node in "${NODES[@]:1}"; do
+    || { warn "$item folder $folder is not on the head, $SPARKC_HEAD"; return 1; }
+  for node in "${SPARKC_NODES[@]:1}"; do
     sig=$(model_signature "$node" "$folder")
     if [[ $sig == "$head_sig" ]]; then
       log "$node: $item folder $folder already matches (file names and sizes), skipped"
-      ((DRY_RUN)) || record "$node" "$item" skipped 0 0 -
+      ((SPARKC_DRY_RUN)) || record "$node" "$item" skipped 0 0 -
     else
       log "$node: $item folder $folder ${sig/#missing/is missing}: copy"
       [[ $sig == missing ]] || log "$node: (it differs from the head's)"
@@ -3640,28 +3646,28 @@ distribute_model() { # ITEM FOLDER
     fi
   done
   ((${#need[@]})) || return 0
-  if ((DRY_RUN)); then
+  if ((SPARKC_DRY_RUN)); then
     for node in "${need[@]}"; do
       local words
       mapfile -d '' words < <(fabric_words "$node")
-      dry_print "$HEAD" ssh "${words[@]}" "${FABRIC_TARGET[$node]}" -- "$(sh_quote mkdir -p "$folder")" >&3
+      dry_print "$SPARKC_HEAD" ssh "${words[@]}" "${SPARKC_FABRIC_TARGET[$node]}" -- "$(sh_quote mkdir -p "$folder")" >&3
       model_copy_argv "$node" "$folder"
-      dry_print "$HEAD" "${COPY_ARGV[@]}" >&3
+      dry_print "$SPARKC_HEAD" "${SPARKC_COPY_ARGV[@]}" >&3
     done
     return 0
   fi
   dir=$(mktemp -d)
   start=$SECONDS
   local total watched=()
-  COPIES=()
+  SPARKC_COPIES=()
   total=$(du -sb -- "$folder" 2>/dev/null | cut -f1) || total=0
   [[ $total =~ ^[0-9]+$ ]] || total=0
   for node in "${need[@]}"; do
     (
       model_copy_argv "$node" "$folder"
-      fabric_ssh "$node" mkdir -p "$folder" && "${COPY_ARGV[@]}"
+      fabric_ssh "$node" mkdir -p "$folder" && "${SPARKC_COPY_ARGV[@]}"
     ) >"$dir/$node.out" 2>&1 &
-    COPIES+=($!)
+    SPARKC_COPIES+=($!)
     watched+=("$node" "$dir/$node.out")
   done
   wait_copies "$item" "$total" "${watched[@]}"
@@ -3673,8 +3679,8 @@ distribute_model() { # ITEM FOLDER
       continue
     fi
     bytes=$(grep -m1 'Total bytes sent' "$dir/$node.out" | tr -dc 0-9)
-    log "$node: $item copied, ${bytes:-0} bytes in ${seconds}s ($(rate "${bytes:-0}" "$seconds")) from $HEAD"
-    record "$node" "$item" copied "${bytes:-0}" "$seconds" "$HEAD"
+    log "$node: $item copied, ${bytes:-0} bytes in ${seconds}s ($(rate "${bytes:-0}" "$seconds")) from $SPARKC_HEAD"
+    record "$node" "$item" copied "${bytes:-0}" "$seconds" "$SPARKC_HEAD"
   done
   rm -rf "$dir"
   return "$failed"
@@ -3683,17 +3689,17 @@ distribute_model() { # ITEM FOLDER
 distribute_main() {
   while (($#)); do
     case $1 in
-      --dry-run) DRY_RUN=1 ;;
-      --image-only) IMAGE_ONLY=1 ;;
-      --model-only) MODEL_ONLY=1 ;;
-      --star) CHAIN=0 ;;
-      --chain) CHAIN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
+      --image-only) SPARKC_IMAGE_ONLY=1 ;;
+      --model-only) SPARKC_MODEL_ONLY=1 ;;
+      --star) SPARKC_CHAIN=0 ;;
+      --chain) SPARKC_CHAIN=1 ;;
       --progress)
         [[ ${2:-} =~ ^[1-9][0-9]{0,4}$ ]] || {
           echo "distribute.sh: --progress needs a number of seconds from 1 to 99999" >&2
           exit 2
         }
-        PROGRESS_EVERY=$2
+        SPARKC_PROGRESS_EVERY=$2
         shift
         ;;
       -h | --help) distribute_usage; exit 0 ;;
@@ -3701,34 +3707,34 @@ distribute_main() {
     esac
     shift
   done
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
-  if ((IMAGE_ONLY && MODEL_ONLY)); then
+  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  if ((SPARKC_IMAGE_ONLY && SPARKC_MODEL_ONLY)); then
     echo "distribute.sh: --image-only and --model-only exclude each other" >&2
     exit 2
   fi
   local status=0 node
-  for node in "${NODES[@]:1}"; do
-    KEY_NAME[$node]=$(host_key_name "$node")
+  for node in "${SPARKC_NODES[@]:1}"; do
+    SPARKC_KEY_NAME[$node]=$(host_key_name "$node")
   done
-  if ((DRY_RUN == 0)); then
+  if ((SPARKC_DRY_RUN == 0)); then
     local new
-    new=$(fresh_file "$REPORT") || exit 1
-    exec {REPORT_FD}>>"$new"
-    place_file "$new" "$REPORT" || exit 1
+    new=$(fresh_file "$SPARKC_REPORT") || exit 1
+    exec {SPARKC_REPORT_FD}>>"$new"
+    place_file "$new" "$SPARKC_REPORT" || exit 1
   fi
-  if ((MODEL_ONLY == 0)); then
-    log "== image $IMAGE"
+  if ((SPARKC_MODEL_ONLY == 0)); then
+    log "== image $SPARKC_IMAGE"
     distribute_image || status=1
   fi
-  if ((IMAGE_ONLY == 0)); then
-    log "== model folder $MODEL_HOST_PATH"
-    distribute_model model "$MODEL_HOST_PATH" || status=1
-    if [[ -n $DRAFT_FOLDER ]]; then
-      log "== draft model folder $DRAFT_FOLDER"
-      distribute_model draft "$DRAFT_FOLDER" || status=1
+  if ((SPARKC_IMAGE_ONLY == 0)); then
+    log "== model folder $SPARKC_MODEL_HOST_PATH"
+    distribute_model model "$SPARKC_MODEL_HOST_PATH" || status=1
+    if [[ -n $SPARKC_DRAFT_FOLDER ]]; then
+      log "== draft model folder $SPARKC_DRAFT_FOLDER"
+      distribute_model draft "$SPARKC_DRAFT_FOLDER" || status=1
     fi
   fi
-  ((DRY_RUN)) || log "report: $REPORT"
+  ((SPARKC_DRY_RUN)) || log "report: $SPARKC_REPORT"
   return "$status"
 }
 
@@ -3737,11 +3743,11 @@ service_usage() {
   cat <<USAGE
 Usage: install-service.sh [--dry-run] [--user USER] [--uninstall]
 
-Installs systemd/$SERVICE_UNIT (beside this script) on this node, the head: links this folder at
-$SERVICE_FOLDER, copies the unit into /etc/systemd/system with a drop-in that runs it
+Installs systemd/$SPARKC_SERVICE_UNIT (beside this script) on this node, the head: links this folder at
+$SPARKC_SERVICE_FOLDER, copies the unit into /etc/systemd/system with a drop-in that runs it
 as USER (default: the user who ran sudo, else the one running this), and enables it, so that
 launch-cluster.sh runs once the network and docker are up after every boot. Start it now with
-systemctl start $SERVICE_UNIT. --uninstall disables and removes it (the containers stay).
+systemctl start $SPARKC_SERVICE_UNIT. --uninstall disables and removes it (the containers stay).
 --dry-run prints every step and changes nothing. Needs root (sudo) unless --dry-run.
 Exit status: 0 done, 1 a step failed, 2 usage.
 USAGE
@@ -3751,7 +3757,7 @@ service_main() {
   local user=${SUDO_USER:-} uninstall=0
   while (($#)); do
     case $1 in
-      --dry-run) DRY_RUN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
       --user)
         [[ ${2:-} =~ ^[a-z_][a-z0-9_.-]*$ ]] \
           || { echo "install-service.sh: --user needs a user name (lower-case letters, digits, _ . -)" >&2; exit 2; }
@@ -3768,38 +3774,38 @@ service_main() {
   [[ $user =~ ^[a-z_][a-z0-9_.-]*$ ]] || { echo "install-service.sh: pass --user USER: '$user' is no user name" >&2; exit 2; }
   local root=${SPARKC_SYSTEM_ROOT:-}  # tests install into a folder instead of /
   local systemd_dir=$root/etc/systemd/system
-  local link=$root$SERVICE_FOLDER dropin=$root/etc/systemd/system/$SERVICE_UNIT.d
-  ((DRY_RUN)) && log "dry run: printing the steps, changing nothing"
-  if ((!DRY_RUN)) && [[ ! -w $systemd_dir ]]; then
-    warn "cannot write to $systemd_dir: run it as root (sudo $SCRIPT_DIR/install-service.sh)"
+  local link=$root$SPARKC_SERVICE_FOLDER dropin=$root/etc/systemd/system/$SPARKC_SERVICE_UNIT.d
+  ((SPARKC_DRY_RUN)) && log "dry run: printing the steps, changing nothing"
+  if ((!SPARKC_DRY_RUN)) && [[ ! -w $systemd_dir ]]; then
+    warn "cannot write to $systemd_dir: run it as root (sudo $SPARKC_SCRIPT_DIR/install-service.sh)"
     exit 1
   fi
   if ((uninstall)); then
-    service_step systemctl disable "$SERVICE_UNIT"
-    service_step rm -f "$systemd_dir/$SERVICE_UNIT" "$dropin/user.conf"
+    service_step systemctl disable "$SPARKC_SERVICE_UNIT"
+    service_step rm -f "$systemd_dir/$SPARKC_SERVICE_UNIT" "$dropin/user.conf"
     service_step rmdir "$dropin"
     service_step rm -f "$link"
     service_step systemctl daemon-reload
-    ((DRY_RUN)) || log "$SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
+    ((SPARKC_DRY_RUN)) || log "$SPARKC_SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
     return 0
   fi
-  [[ -f $SCRIPT_DIR/systemd/$SERVICE_UNIT ]] \
-    || { warn "$SCRIPT_DIR/systemd/$SERVICE_UNIT is missing: copy the whole compiled folder"; exit 1; }
+  [[ -f $SPARKC_SCRIPT_DIR/systemd/$SPARKC_SERVICE_UNIT ]] \
+    || { warn "$SPARKC_SCRIPT_DIR/systemd/$SPARKC_SERVICE_UNIT is missing: copy the whole compiled folder"; exit 1; }
   service_step mkdir -p "${link%/*}" "$dropin"
-  service_step ln -sfn "$SCRIPT_DIR" "$link"
-  service_step install -m 0644 "$SCRIPT_DIR/systemd/$SERVICE_UNIT" "$systemd_dir/$SERVICE_UNIT"
+  service_step ln -sfn "$SPARKC_SCRIPT_DIR" "$link"
+  service_step install -m 0644 "$SPARKC_SCRIPT_DIR/systemd/$SPARKC_SERVICE_UNIT" "$systemd_dir/$SPARKC_SERVICE_UNIT"
   service_step write_file "$dropin/user.conf" "$(printf '[Service]\nUser=%s\n' "$user")"
   service_step systemctl daemon-reload
-  service_step systemctl enable "$SERVICE_UNIT"
-  ((DRY_RUN)) || log "$SERVICE_UNIT enabled, as $user: it launches $DEPLOYMENT after every boot (start it now:" \
-    "systemctl start $SERVICE_UNIT; follow it: journalctl -u $SERVICE_UNIT -f)"
+  service_step systemctl enable "$SPARKC_SERVICE_UNIT"
+  ((SPARKC_DRY_RUN)) || log "$SPARKC_SERVICE_UNIT enabled, as $user: it launches $SPARKC_DEPLOYMENT after every boot (start it now:" \
+    "systemctl start $SPARKC_SERVICE_UNIT; follow it: journalctl -u $SPARKC_SERVICE_UNIT -f)"
 }
 
 # One step: printed under --dry-run, else run; a failure stops the script, naming the step.
 service_step() {
   local word shown=()
   for word; do shown+=("$(dry_word "$word")"); done
-  if ((DRY_RUN)); then
+  if ((SPARKC_DRY_RUN)); then
     printf '%s\n' "${shown[*]}"
     return 0
   fi
@@ -3814,7 +3820,7 @@ fetch_usage() {
   cat <<USAGE
 Usage: fetch-model.sh [--dry-run]
 
-Downloads ${FETCH_REPO:-model.repo} at $FETCH_REVISION into $FETCH_TARGET on this node, the
+Downloads ${SPARKC_FETCH_REPO:-model.repo} at $SPARKC_FETCH_REVISION into $SPARKC_FETCH_TARGET on this node, the
 head, inside the deployment's image (docker run --rm, which needs huggingface_hub), then says to run
 distribute.sh, which copies the weights on to the other nodes. HF_TOKEN (for gated or private repos) and
 HF_ENDPOINT (a mirror) are read from this environment and passed by name, never on a command line.
@@ -3827,7 +3833,7 @@ USAGE
 
 # The download's program (runtime/fetch.py), run by python3 -c inside the image.
 # shellcheck disable=SC2016  # Python's text, not the shell's
-readonly FETCH_PY='"""sparkc fetch-model: download a Hugging Face repo at a revision, on the head, inside the deployment'\''s image
+readonly SPARKC_FETCH_PY='"""sparkc fetch-model: download a Hugging Face repo at a revision, on the head, inside the deployment'\''s image
 (which ships huggingface_hub), into a Hugging Face cache or into the weights'\'' folder.
 
 Arguments: REPO REVISION TARGET MODE (MODE: cache, TARGET the hub folder; folder, TARGET the weights'\''
@@ -3930,21 +3936,21 @@ if __name__ == "__main__":
 fetch_main() {
   while (($#)); do
     case $1 in
-      --dry-run) DRY_RUN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
       -h | --help) fetch_usage; exit 0 ;;
       *) echo "fetch-model.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
   done
-  if [[ -z $FETCH_REPO ]]; then
+  if [[ -z $SPARKC_FETCH_REPO ]]; then
     echo "fetch-model.sh: the spec names no model.repo: add model.repo (the Hugging Face repo id, ORG/NAME)" \
       "and compile again" >&2
     exit 2
   fi
   # As the operator's user, so the files are theirs; huggingface_hub's own state in a folder it can write.
-  local argv=(docker run --rm --name "$FETCH_CONTAINER" --network host --user "$(id -u):$(id -g)"
+  local argv=(docker run --rm --name "$SPARKC_FETCH_CONTAINER" --network host --user "$(id -u):$(id -g)"
     -e HF_HOME=/tmp/sparkc-hf-home
-    -v "$FETCH_TARGET:$FETCH_TARGET"
+    -v "$SPARKC_FETCH_TARGET:$SPARKC_FETCH_TARGET"
     -e HF_TOKEN
     -e HF_ENDPOINT
   )
@@ -3955,18 +3961,18 @@ fetch_main() {
       -e HF_HUB_DISABLE_PROGRESS_BARS=1
     )  # one line per file instead
   fi
-  argv+=(--entrypoint python3 "$IMAGE" -c)
-  log "$FETCH_REPO at $FETCH_REVISION into $FETCH_TARGET ($FETCH_MODE), in image $IMAGE"
-  if ((DRY_RUN)); then
-    dry_print "$HEAD" mkdir -p "$FETCH_TARGET"
-    dry_print "$HEAD" "${argv[@]}" "<the program in runtime/fetch.py>" "$FETCH_REPO" "$FETCH_REVISION" \
-      "$FETCH_TARGET" "$FETCH_MODE"
+  argv+=(--entrypoint python3 "$SPARKC_IMAGE" -c)
+  log "$SPARKC_FETCH_REPO at $SPARKC_FETCH_REVISION into $SPARKC_FETCH_TARGET ($SPARKC_FETCH_MODE), in image $SPARKC_IMAGE"
+  if ((SPARKC_DRY_RUN)); then
+    dry_print "$SPARKC_HEAD" mkdir -p "$SPARKC_FETCH_TARGET"
+    dry_print "$SPARKC_HEAD" "${argv[@]}" "<the program in runtime/fetch.py>" "$SPARKC_FETCH_REPO" "$SPARKC_FETCH_REVISION" \
+      "$SPARKC_FETCH_TARGET" "$SPARKC_FETCH_MODE"
     return 0
   fi
-  mkdir -p -- "$FETCH_TARGET" || { warn "cannot create $FETCH_TARGET on $HEAD"; exit 1; }
-  local out=$SCRIPT_DIR/fetch-report.txt status=0 new
+  mkdir -p -- "$SPARKC_FETCH_TARGET" || { warn "cannot create $SPARKC_FETCH_TARGET on $SPARKC_HEAD"; exit 1; }
+  local out=$SPARKC_SCRIPT_DIR/fetch-report.txt status=0 new
   new=$(fresh_file "$out") || exit 1
-  "${argv[@]}" "$FETCH_PY" "$FETCH_REPO" "$FETCH_REVISION" "$FETCH_TARGET" "$FETCH_MODE" </dev/null \
+  "${argv[@]}" "$SPARKC_FETCH_PY" "$SPARKC_FETCH_REPO" "$SPARKC_FETCH_REVISION" "$SPARKC_FETCH_TARGET" "$SPARKC_FETCH_MODE" </dev/null \
     | tee "$new" || status=$?
   place_file "$new" "$out" || exit 1
   if ! grep -q '^SPARKC_FETCH {.*"ok": true' "$out"; then
@@ -3975,7 +3981,7 @@ fetch_main() {
     warn "the download failed${why:+: $why} (exit $status); the report is in $out"
     exit 1
   fi
-  log "done: $FETCH_REPO is in $FETCH_TARGET on $HEAD; run distribute.sh to copy it to the other nodes"
+  log "done: $SPARKC_FETCH_REPO is in $SPARKC_FETCH_TARGET on $SPARKC_HEAD; run distribute.sh to copy it to the other nodes"
 }
 
 # -- bench.sh ----------------------------------------------------------------------------------------
@@ -3984,9 +3990,9 @@ bench_usage() {
 Usage: bench.sh [--concurrency LIST] [--input-len N] [--output-len N] [--prompts N] [--timeout SECONDS]
                 [--out DIR] [--dry-run]
 
-Runs the engine's own serving benchmark (${BENCH_COMMAND[*]:0:3} ...) in the deployment's image on this
-node, the head, against the live endpoint, once per concurrency (default $BENCH_CONCURRENCIES), with random
-prompts of --input-len tokens (default $BENCH_INPUT_LEN) asking for --output-len (default $BENCH_OUTPUT_LEN),
+Runs the engine's own serving benchmark (${SPARKC_BENCH_COMMAND[*]:0:3} ...) in the deployment's image on this
+node, the head, against the live endpoint, once per concurrency (default $SPARKC_BENCH_CONCURRENCIES), with random
+prompts of --input-len tokens (default $SPARKC_BENCH_INPUT_LEN) asking for --output-len (default $SPARKC_BENCH_OUTPUT_LEN),
 --prompts per run (default 4 x the concurrency, at least 8); so no data set is downloaded. The API key,
 where the deployment has one, is passed by name. Each run has --timeout seconds (default 600) and is
 stopped after them. Writes one JSON per run, summary.md and summary.json (with the spec's sha256 and
@@ -3998,7 +4004,7 @@ USAGE
 
 # Reads the runs' JSON and writes the summary (runtime/bench_summary.py), with the head's python3.
 # shellcheck disable=SC2016  # Python's text, not the shell's
-readonly BENCH_SUMMARY_PY='"""sparkc bench summary: the runs of bench.sh (one JSON per concurrency, as vLLM'\''s `bench serve` and SGLang'\''s
+readonly SPARKC_BENCH_SUMMARY_PY='"""sparkc bench summary: the runs of bench.sh (one JSON per concurrency, as vLLM'\''s `bench serve` and SGLang'\''s
 bench_serving write them) as a table on the terminal, summary.md and summary.json.
 
 Arguments: DIR DEPLOYMENT SPEC_SHA256 IMAGE_ID INPUT_LEN OUTPUT_LEN CONCURRENCY...
@@ -4103,7 +4109,7 @@ if __name__ == "__main__":
     main(sys.argv)
 '
 bench_main() {
-  local list=$BENCH_CONCURRENCIES input=$BENCH_INPUT_LEN output=$BENCH_OUTPUT_LEN prompts="" limit=600 dir=""
+  local list=$SPARKC_BENCH_CONCURRENCIES input=$SPARKC_BENCH_INPUT_LEN output=$SPARKC_BENCH_OUTPUT_LEN prompts="" limit=600 dir=""
   while (($#)); do
     case $1 in
       --concurrency)
@@ -4127,7 +4133,7 @@ bench_main() {
         dir=$2
         shift
         ;;
-      --dry-run) DRY_RUN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
       -h | --help) bench_usage; exit 0 ;;
       *) bench_usage_error "unknown option: $1 (see --help)" ;;
     esac
@@ -4135,34 +4141,34 @@ bench_main() {
   done
   use_api_port "$(last_launch_port)"
   local key=""
-  if [[ -n $API_KEY_VAR ]]; then
-    key=${!API_KEY_VAR:-}
-    [[ -n $key ]] || bench_usage_error "the endpoint needs its API key: export $API_KEY_VAR where bench.sh runs"
-  elif [[ -n $API_KEY_GIVEN ]]; then
-    key=$API_KEY_GIVEN
+  if [[ -n $SPARKC_API_KEY_VAR ]]; then
+    key=${!SPARKC_API_KEY_VAR:-}
+    [[ -n $key ]] || bench_usage_error "the endpoint needs its API key: export $SPARKC_API_KEY_VAR where bench.sh runs"
+  elif [[ -n $SPARKC_API_KEY_GIVEN ]]; then
+    key=$SPARKC_API_KEY_GIVEN
   fi
   local snapshot="" image_id="" level i=0 count failed=0 levels=() new fd stamp
   stamp=$(date -u +%Y%m%dT%H%M%SZ)
   IFS=, read -r -a levels <<<"$list"
-  log "benchmark of $DEPLOYMENT at $PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
-  if ((DRY_RUN == 0)); then
+  log "benchmark of $SPARKC_DEPLOYMENT at $SPARKC_PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
+  if ((SPARKC_DRY_RUN == 0)); then
     if [[ -z $dir ]]; then
-      new_folder "$SCRIPT_DIR/bench" "$stamp" || exit 1
-      dir=$NEW_FOLDER
+      new_folder "$SPARKC_SCRIPT_DIR/bench" "$stamp" || exit 1
+      dir=$SPARKC_NEW_FOLDER
     fi
     own_path "$dir" folder && mkdir -p -- "$dir" || exit 1
-    image_id=$(docker image inspect --format '{{.Id}}' "$IMAGE") || { warn "no image $IMAGE on $HEAD"; exit 1; }
-    if [[ -n $BENCH_SNAPSHOT_REF ]]; then
-      snapshot=$(cat -- "$BENCH_SNAPSHOT_REF") || { warn "cannot read $BENCH_SNAPSHOT_REF"; exit 1; }
+    image_id=$(docker image inspect --format '{{.Id}}' "$SPARKC_IMAGE") || { warn "no image $SPARKC_IMAGE on $SPARKC_HEAD"; exit 1; }
+    if [[ -n $SPARKC_BENCH_SNAPSHOT_REF ]]; then
+      snapshot=$(cat -- "$SPARKC_BENCH_SNAPSHOT_REF") || { warn "cannot read $SPARKC_BENCH_SNAPSHOT_REF"; exit 1; }
     fi
   fi
-  [[ -n $dir ]] || dir=$SCRIPT_DIR/bench/$stamp  # what a dry run shows
+  [[ -n $dir ]] || dir=$SPARKC_SCRIPT_DIR/bench/$stamp  # what a dry run shows
   for level in "${levels[@]}"; do
     i=$((i + 1))
     count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
     bench_argv "$level" "$count" "$input" "$output" "$dir" "$snapshot"
-    if ((DRY_RUN)); then
-      dry_print "$HEAD" "${ARGV[@]}"
+    if ((SPARKC_DRY_RUN)); then
+      dry_print "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"
       continue
     fi
     log "[$i/${#levels[@]}] concurrency $level: $count prompts (at most ${limit}s)"
@@ -4175,11 +4181,11 @@ bench_main() {
     # line, which any user reads in /proc/PID/cmdline. Both benchmarks read it from that variable.
     (
       export OPENAI_API_KEY=$key
-      exec timeout --kill-after=10 "$limit" "${ARGV[@]}"
+      exec timeout --kill-after=10 "$limit" "${SPARKC_ARGV[@]}"
     ) >&"$fd" 2>&1 </dev/null || status=$?
     exec {fd}>&-
     if ((status == 124 || status == 137)); then
-      docker rm -f "$BENCH_CONTAINER-$level" >/dev/null 2>&1 || true
+      docker rm -f "$SPARKC_BENCH_CONTAINER-$level" >/dev/null 2>&1 || true
       warn "concurrency $level: stopped after ${limit}s (--timeout); its output is in $dir/concurrency-$level.log"
       failed=1
     elif ((status)); then
@@ -4190,12 +4196,12 @@ bench_main() {
       log "[$i/${#levels[@]}] concurrency $level done in $((SECONDS - started))s"
     fi
   done
-  ((DRY_RUN)) && return 0
+  ((SPARKC_DRY_RUN)) && return 0
   if command -v python3 >/dev/null 2>&1; then
-    python3 -c "$BENCH_SUMMARY_PY" "$dir" "$DEPLOYMENT" "$SPEC_SHA256" "$image_id" "$input" "$output" "${levels[@]}" \
+    python3 -c "$SPARKC_BENCH_SUMMARY_PY" "$dir" "$SPARKC_DEPLOYMENT" "$SPARKC_SPEC_SHA256" "$image_id" "$input" "$output" "${levels[@]}" \
       || failed=1
   else
-    warn "no python3 on $HEAD: the runs' JSON is in $dir, without a summary"
+    warn "no python3 on $SPARKC_HEAD: the runs' JSON is in $dir, without a summary"
   fi
   log "results in $dir (sparkc bench-compare $dir OTHER compares it with another run)"
   return "$failed"
@@ -4206,28 +4212,28 @@ bench_usage_error() {
   exit 2
 }
 
-# ARGV: the benchmark's `docker run` for one concurrency; the engine's words with their @...@ filled in.
+# SPARKC_ARGV: the benchmark's `docker run` for one concurrency; the engine's words with their @...@ filled in.
 bench_argv() {
   local level=$1 count=$2 input=$3 output=$4 dir=$5 snapshot=$6 word rest=()
-  for word in "${BENCH_COMMAND[@]:1}"; do
-    word=${word//@URL@/$PROBE_URL}
-    word=${word//@MODEL@/$SERVED_MODEL}
-    word=${word//@TOKENIZER@/$BENCH_TOKENIZER}
+  for word in "${SPARKC_BENCH_COMMAND[@]:1}"; do
+    word=${word//@URL@/$SPARKC_PROBE_URL}
+    word=${word//@MODEL@/$SPARKC_SERVED_MODEL}
+    word=${word//@TOKENIZER@/$SPARKC_BENCH_TOKENIZER}
     word=${word//@INPUT@/$input}
     word=${word//@OUTPUT@/$output}
     word=${word//@PROMPTS@/$count}
     word=${word//@CONCURRENCY@/$level}
-    word=${word//@RESULTS@/$BENCH_RESULTS}
+    word=${word//@RESULTS@/$SPARKC_BENCH_RESULTS}
     word=${word//@RESULT@/concurrency-$level.json}
     rest+=("$word")
   done
-  ARGV=(docker run --rm --name "$BENCH_CONTAINER-$level" --network host --user "$(id -u):$(id -g)"
+  SPARKC_ARGV=(docker run --rm --name "$SPARKC_BENCH_CONTAINER-$level" --network host --user "$(id -u):$(id -g)"
     -e HOME=/tmp
     -e OPENAI_API_KEY
-    -v "$dir:$BENCH_RESULTS")
-  for word in "${BENCH_MOUNTS[@]}"; do
-    [[ -n $BENCH_SNAPSHOT_PLACEHOLDER && -n $snapshot ]] && word=${word//"$BENCH_SNAPSHOT_PLACEHOLDER"/$snapshot}
-    ARGV+=("$word")
+    -v "$dir:$SPARKC_BENCH_RESULTS")
+  for word in "${SPARKC_BENCH_MOUNTS[@]}"; do
+    [[ -n $SPARKC_BENCH_SNAPSHOT_PLACEHOLDER && -n $snapshot ]] && word=${word//"$SPARKC_BENCH_SNAPSHOT_PLACEHOLDER"/$snapshot}
+    SPARKC_ARGV+=("$word")
   done
-  ARGV+=("${BENCH_ENV[@]}" --entrypoint "${BENCH_COMMAND[0]}" "$IMAGE" "${rest[@]}")
+  SPARKC_ARGV+=("${SPARKC_BENCH_ENV[@]}" --entrypoint "${SPARKC_BENCH_COMMAND[0]}" "$SPARKC_IMAGE" "${rest[@]}")
 }

@@ -22,25 +22,25 @@ SPARKC_UTF8=$'\xe6\xa9\x9f'  # one character in UTF-8, two or three in any other
 ((${#SPARKC_UTF8} == 1)) || LC_ALL=C
 unset SPARKC_UTF8
 
-readonly DEPLOYMENT=qwen3-30b-dp
-readonly SPEC_SHA256=aee2a96114597ac54bdddeeb001b6656ba3e89094b9d4b69c89ac4af4ed38f74
-readonly IMAGE=vllm/vllm-openai:v0.32.0
-readonly HEAD=spark-a
+readonly SPARKC_DEPLOYMENT=qwen3-30b-dp
+readonly SPARKC_SPEC_SHA256=aee2a96114597ac54bdddeeb001b6656ba3e89094b9d4b69c89ac4af4ed38f74
+readonly SPARKC_IMAGE=vllm/vllm-openai:v0.32.0
+readonly SPARKC_HEAD=spark-a
 # Every node, head first; per-node facts are looked up by node name.
-readonly NODES=(
+readonly SPARKC_NODES=(
   spark-a
   spark-b
 )
 # ssh target per node; empty for the head: the scripts run there and use its docker directly.
-declare -rA TARGET=(
+declare -rA SPARKC_TARGET=(
   [spark-a]=''
   [spark-b]=aurora@spark-b.local
 )
-declare -rA CONTAINER=(
+declare -rA SPARKC_CONTAINER=(
   [spark-a]=sparkc-qwen3-30b-dp-spark-a
   [spark-b]=sparkc-qwen3-30b-dp-spark-b
 )
-readonly SSH_OPTS=(
+readonly SPARKC_SSH_OPTS=(
   -o BatchMode=yes
   -o ConnectTimeout=10
   -o ServerAliveInterval=15
@@ -48,29 +48,29 @@ readonly SSH_OPTS=(
 )
 # The API's port as compiled. launch-cluster.sh --port moves it for one launch and records it in
 # last-launch.txt, where status.sh reads it back; the URLs follow it (use_api_port).
-readonly COMPILED_API_PORT=8000
+readonly SPARKC_COMPILED_API_PORT=8000
 # Where the scripts reach the API on the head, and where to tell the operator, as http://HOST:PORT.
-readonly PROBE_URL_HOST=127.0.0.1
-readonly ENDPOINT_HOST=spark-a.local
-API_PORT=$COMPILED_API_PORT
-PROBE_URL="http://$PROBE_URL_HOST:$API_PORT"
-ENDPOINT="http://$ENDPOINT_HOST:$API_PORT"
-readonly SERVED_MODEL=qwen3-30b-a3b
+readonly SPARKC_PROBE_URL_HOST=127.0.0.1
+readonly SPARKC_ENDPOINT_HOST=spark-a.local
+SPARKC_API_PORT=$SPARKC_COMPILED_API_PORT
+SPARKC_PROBE_URL="http://$SPARKC_PROBE_URL_HOST:$SPARKC_API_PORT"
+SPARKC_ENDPOINT="http://$SPARKC_ENDPOINT_HOST:$SPARKC_API_PORT"
+readonly SPARKC_SERVED_MODEL=qwen3-30b-a3b
 # The served name as it appears in /v1/models' JSON.
-readonly SERVED_MODEL_JSON='"qwen3-30b-a3b"'
-readonly PROBE_BODY='{"model": "qwen3-30b-a3b", "prompt": "ping", "max_tokens": 1}'
+readonly SPARKC_SERVED_MODEL_JSON='"qwen3-30b-a3b"'
+readonly SPARKC_PROBE_BODY='{"model": "qwen3-30b-a3b", "prompt": "ping", "max_tokens": 1}'
 # The API key the probes send: from the variable named here (a secret), or as the spec gives it.
-readonly API_KEY_VAR=''
-readonly API_KEY_GIVEN=''
-readonly RAY_EXPECTED_IPS=()
-readonly TOTAL_GPUS=2
-# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines. The x
+readonly SPARKC_API_KEY_VAR=''
+readonly SPARKC_API_KEY_GIVEN=''
+readonly SPARKC_RAY_EXPECTED_IPS=()
+readonly SPARKC_TOTAL_GPUS=2
+# CDPATH unset: with it, cd prints the folder it found and SPARKC_SCRIPT_DIR would hold two lines. The x
 # after each output keeps $(...) from dropping the newlines a folder's name may end with.
-SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
-SCRIPT_DIR=$(CDPATH='' cd -- "${SCRIPT_DIR%$'\n'x}" && pwd && echo x)
-readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
+SPARKC_SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
+SPARKC_SCRIPT_DIR=$(CDPATH='' cd -- "${SPARKC_SCRIPT_DIR%$'\n'x}" && pwd && echo x)
+readonly SPARKC_SCRIPT_DIR=${SPARKC_SCRIPT_DIR%$'\n'x}
 # The engine's benchmark; bench.sh fills in its @...@ words for each concurrency.
-readonly BENCH_COMMAND=(
+readonly SPARKC_BENCH_COMMAND=(
   vllm
   bench
   serve
@@ -104,31 +104,31 @@ readonly BENCH_COMMAND=(
   --result-filename
   @RESULT@
 )
-readonly BENCH_MOUNTS=(
+readonly SPARKC_BENCH_MOUNTS=(
   -v /home/aurora/models/Qwen3-30B-A3B:/home/aurora/models/Qwen3-30B-A3B:ro
 )
-readonly BENCH_ENV=(
+readonly SPARKC_BENCH_ENV=(
 
 )
-readonly BENCH_TOKENIZER=/home/aurora/models/Qwen3-30B-A3B
-readonly BENCH_SNAPSHOT_REF=''
-readonly BENCH_SNAPSHOT_PLACEHOLDER=''
-readonly BENCH_CONCURRENCIES='1,4,16'
-readonly BENCH_INPUT_LEN=512
-readonly BENCH_OUTPUT_LEN=128
-readonly BENCH_CONTAINER=sparkc-qwen3-30b-dp-bench
-readonly BENCH_RESULTS=/sparkc-bench
+readonly SPARKC_BENCH_TOKENIZER=/home/aurora/models/Qwen3-30B-A3B
+readonly SPARKC_BENCH_SNAPSHOT_REF=''
+readonly SPARKC_BENCH_SNAPSHOT_PLACEHOLDER=''
+readonly SPARKC_BENCH_CONCURRENCIES='1,4,16'
+readonly SPARKC_BENCH_INPUT_LEN=512
+readonly SPARKC_BENCH_OUTPUT_LEN=128
+readonly SPARKC_BENCH_CONTAINER=sparkc-qwen3-30b-dp-bench
+readonly SPARKC_BENCH_RESULTS=/sparkc-bench
 
 
 # The code every script of this deployment shares: lib/ beside this script, as sparkc 0.1.0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=bd61fcf796065a1c4bdd379f213f0107f66835311781a2ff66104608c855c78f
-SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
+readonly SPARKC_LIB_SHA256=68b7304220569907323c22d2cd06a7a5109e0f1935420cf7ffb959f84cd6cb8e
+SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
-  if [[ ! -f $SCRIPT_DIR/$SPARKC_LIB ]]; then
+  if [[ ! -f $SPARKC_SCRIPT_DIR/$SPARKC_LIB ]]; then
     SPARKC_LIB_SUM="is missing: copy the whole build folder (these scripts and lib/), or compile the spec again with sparkc 0.1.0"
   elif [[ -z $SPARKC_LIB_TEXT ]]; then
     SPARKC_LIB_SUM="cannot be read: copy the whole build folder again, or compile the spec again with sparkc 0.1.0"
@@ -137,7 +137,7 @@ if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
   else
     SPARKC_LIB_SUM="has changed since sparkc wrote it (sha256 ${SPARKC_LIB_SUM%% *}, expected $SPARKC_LIB_SHA256): compile the spec again with sparkc 0.1.0, or copy the whole build folder again"
   fi
-  printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$SPARKC_LIB_SUM" >&2
+  printf '%s: %s/%s %s\n' "${0##*/}" "$SPARKC_SCRIPT_DIR" "$SPARKC_LIB" "$SPARKC_LIB_SUM" >&2
   exit 2
 fi
 # shellcheck source=lib/sparkc-0.1.0.sh

@@ -22,53 +22,53 @@ SPARKC_UTF8=$'\xe6\xa9\x9f'  # one character in UTF-8, two or three in any other
 ((${#SPARKC_UTF8} == 1)) || LC_ALL=C
 unset SPARKC_UTF8
 
-readonly DEPLOYMENT=qwen3-32b-hooks
-readonly HEAD=spark-a
+readonly SPARKC_DEPLOYMENT=qwen3-32b-hooks
+readonly SPARKC_HEAD=spark-a
 # Every node, head first; per-node facts are looked up by node name.
-readonly NODES=(
+readonly SPARKC_NODES=(
   spark-a
   spark-b
 )
 # ssh target per node; empty for the head: the scripts run there and use its docker directly.
-declare -rA TARGET=(
+declare -rA SPARKC_TARGET=(
   [spark-a]=''
   [spark-b]=aurora@spark-b.local
 )
-declare -rA CONTAINER=(
+declare -rA SPARKC_CONTAINER=(
   [spark-a]=sparkc-qwen3-32b-hooks-spark-a
   [spark-b]=sparkc-qwen3-32b-hooks-spark-b
 )
-readonly SSH_OPTS=(
+readonly SPARKC_SSH_OPTS=(
   -o BatchMode=yes
   -o ConnectTimeout=10
   -o ServerAliveInterval=15
   -p 22
 )
-readonly PROBE_URL=http://127.0.0.1:8000
+readonly SPARKC_PROBE_URL=http://127.0.0.1:8000
 # The served name as it appears in /v1/models' JSON.
-readonly SERVED_MODEL_JSON='"qwen3-32b"'
-readonly PROBE_BODY='{"model": "qwen3-32b", "prompt": "ping", "max_tokens": 1}'
+readonly SPARKC_SERVED_MODEL_JSON='"qwen3-32b"'
+readonly SPARKC_PROBE_BODY='{"model": "qwen3-32b", "prompt": "ping", "max_tokens": 1}'
 # The API key the probes send: from the variable named here (a secret), or as the spec gives it.
-readonly API_KEY_VAR=''
-readonly API_KEY_GIVEN=''
-readonly RAY_EXPECTED_IPS=()
-readonly TOTAL_GPUS=2
-# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines. The x
+readonly SPARKC_API_KEY_VAR=''
+readonly SPARKC_API_KEY_GIVEN=''
+readonly SPARKC_RAY_EXPECTED_IPS=()
+readonly SPARKC_TOTAL_GPUS=2
+# CDPATH unset: with it, cd prints the folder it found and SPARKC_SCRIPT_DIR would hold two lines. The x
 # after each output keeps $(...) from dropping the newlines a folder's name may end with.
-SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
-SCRIPT_DIR=$(CDPATH='' cd -- "${SCRIPT_DIR%$'\n'x}" && pwd && echo x)
-readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
+SPARKC_SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
+SPARKC_SCRIPT_DIR=$(CDPATH='' cd -- "${SPARKC_SCRIPT_DIR%$'\n'x}" && pwd && echo x)
+readonly SPARKC_SCRIPT_DIR=${SPARKC_SCRIPT_DIR%$'\n'x}
 
 
 # The code every script of this deployment shares: lib/ beside this script, as sparkc 0.1.0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=bd61fcf796065a1c4bdd379f213f0107f66835311781a2ff66104608c855c78f
-SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
+readonly SPARKC_LIB_SHA256=68b7304220569907323c22d2cd06a7a5109e0f1935420cf7ffb959f84cd6cb8e
+SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
-  if [[ ! -f $SCRIPT_DIR/$SPARKC_LIB ]]; then
+  if [[ ! -f $SPARKC_SCRIPT_DIR/$SPARKC_LIB ]]; then
     SPARKC_LIB_SUM="is missing: copy the whole build folder (these scripts and lib/), or compile the spec again with sparkc 0.1.0"
   elif [[ -z $SPARKC_LIB_TEXT ]]; then
     SPARKC_LIB_SUM="cannot be read: copy the whole build folder again, or compile the spec again with sparkc 0.1.0"
@@ -77,7 +77,7 @@ if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
   else
     SPARKC_LIB_SUM="has changed since sparkc wrote it (sha256 ${SPARKC_LIB_SUM%% *}, expected $SPARKC_LIB_SHA256): compile the spec again with sparkc 0.1.0, or copy the whole build folder again"
   fi
-  printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$SPARKC_LIB_SUM" >&2
+  printf '%s: %s/%s %s\n' "${0##*/}" "$SPARKC_SCRIPT_DIR" "$SPARKC_LIB" "$SPARKC_LIB_SUM" >&2
   exit 2
 fi
 # shellcheck source=lib/sparkc-0.1.0.sh

@@ -22,23 +22,23 @@ SPARKC_UTF8=$'\xe6\xa9\x9f'  # one character in UTF-8, two or three in any other
 ((${#SPARKC_UTF8} == 1)) || LC_ALL=C
 unset SPARKC_UTF8
 
-readonly DEPLOYMENT=qwen3-32b-key
-readonly SPEC_SHA256=1a3b5288a4248cd8c97effdd28ec9edfc469d360fcc3228dd217732842f1883b
-readonly IMAGE=vllm/vllm-openai:v0.11.2
-readonly HEAD=spark-a
-readonly BACKEND=native
+readonly SPARKC_DEPLOYMENT=qwen3-32b-key
+readonly SPARKC_SPEC_SHA256=1a3b5288a4248cd8c97effdd28ec9edfc469d360fcc3228dd217732842f1883b
+readonly SPARKC_IMAGE=vllm/vllm-openai:v0.11.2
+readonly SPARKC_HEAD=spark-a
+readonly SPARKC_BACKEND=native
 # Every node, head first; per-node facts are looked up by node name.
-readonly NODES=(
+readonly SPARKC_NODES=(
   spark-a
 )
 # ssh target per node; empty for the head: the scripts run there and use its docker directly.
-declare -rA TARGET=(
+declare -rA SPARKC_TARGET=(
   [spark-a]=''
 )
-declare -rA CONTAINER=(
+declare -rA SPARKC_CONTAINER=(
   [spark-a]=sparkc-qwen3-32b-key-spark-a
 )
-readonly SSH_OPTS=(
+readonly SPARKC_SSH_OPTS=(
   -o BatchMode=yes
   -o ConnectTimeout=10
   -o ServerAliveInterval=15
@@ -46,139 +46,139 @@ readonly SSH_OPTS=(
 )
 # The API's port as compiled. launch-cluster.sh --port moves it for one launch and records it in
 # last-launch.txt, where status.sh reads it back; the URLs follow it (use_api_port).
-readonly COMPILED_API_PORT=8000
-readonly PROBE_HOST=127.0.0.1
+readonly SPARKC_COMPILED_API_PORT=8000
+readonly SPARKC_PROBE_HOST=127.0.0.1
 # Where the scripts reach the API on the head, and where to tell the operator, as http://HOST:PORT.
-readonly PROBE_URL_HOST=127.0.0.1
-readonly ENDPOINT_HOST=192.168.100.10
-API_PORT=$COMPILED_API_PORT
-PROBE_URL="http://$PROBE_URL_HOST:$API_PORT"
-ENDPOINT="http://$ENDPOINT_HOST:$API_PORT"
-readonly SERVED_MODEL=qwen3-32b
+readonly SPARKC_PROBE_URL_HOST=127.0.0.1
+readonly SPARKC_ENDPOINT_HOST=192.168.100.10
+SPARKC_API_PORT=$SPARKC_COMPILED_API_PORT
+SPARKC_PROBE_URL="http://$SPARKC_PROBE_URL_HOST:$SPARKC_API_PORT"
+SPARKC_ENDPOINT="http://$SPARKC_ENDPOINT_HOST:$SPARKC_API_PORT"
+readonly SPARKC_SERVED_MODEL=qwen3-32b
 # The served name as it appears in /v1/models' JSON.
-readonly SERVED_MODEL_JSON='"qwen3-32b"'
-readonly PROBE_BODY='{"model": "qwen3-32b", "prompt": "ping", "max_tokens": 1}'
+readonly SPARKC_SERVED_MODEL_JSON='"qwen3-32b"'
+readonly SPARKC_PROBE_BODY='{"model": "qwen3-32b", "prompt": "ping", "max_tokens": 1}'
 # The API key the probes send: from the variable named here (a secret), or as the spec gives it.
-readonly API_KEY_VAR=VLLM_API_KEY
-readonly API_KEY_GIVEN=''
-readonly RAY_EXPECTED_IPS=()
-readonly TOTAL_GPUS=1
-# CDPATH unset: with it, cd prints the folder it found and SCRIPT_DIR would hold two lines. The x
+readonly SPARKC_API_KEY_VAR=VLLM_API_KEY
+readonly SPARKC_API_KEY_GIVEN=''
+readonly SPARKC_RAY_EXPECTED_IPS=()
+readonly SPARKC_TOTAL_GPUS=1
+# CDPATH unset: with it, cd prints the folder it found and SPARKC_SCRIPT_DIR would hold two lines. The x
 # after each output keeps $(...) from dropping the newlines a folder's name may end with.
-SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
-SCRIPT_DIR=$(CDPATH='' cd -- "${SCRIPT_DIR%$'\n'x}" && pwd && echo x)
-readonly SCRIPT_DIR=${SCRIPT_DIR%$'\n'x}
+SPARKC_SCRIPT_DIR=$(dirname -- "${BASH_SOURCE[0]}" && echo x)
+SPARKC_SCRIPT_DIR=$(CDPATH='' cd -- "${SPARKC_SCRIPT_DIR%$'\n'x}" && pwd && echo x)
+readonly SPARKC_SCRIPT_DIR=${SPARKC_SCRIPT_DIR%$'\n'x}
 
-readonly ENGINE=vllm
-readonly MODEL_HOST_PATH=/home/aurora/models/Qwen3-32B
+readonly SPARKC_ENGINE=vllm
+readonly SPARKC_MODEL_HOST_PATH=/home/aurora/models/Qwen3-32B
 # The weights' revision, checked on every node where the folder records one; a Hugging Face cache's
-# branch or tag is read from its refs/ there and replaces SNAPSHOT_PLACEHOLDER in the docker run words.
-readonly MODEL_REVISION=''
-readonly MODEL_FOLDER=/home/aurora/models/Qwen3-32B
-readonly MODEL_HF=''
-readonly SNAPSHOT_PLACEHOLDER=''
-readonly DRAFT_FOLDER=''
+# branch or tag is read from its refs/ there and replaces SPARKC_SNAPSHOT_PLACEHOLDER in the docker run words.
+readonly SPARKC_MODEL_REVISION=''
+readonly SPARKC_MODEL_FOLDER=/home/aurora/models/Qwen3-32B
+readonly SPARKC_MODEL_HF=''
+readonly SPARKC_SNAPSHOT_PLACEHOLDER=''
+readonly SPARKC_DRAFT_FOLDER=''
 # container.mounts' host paths: docker would make a missing one an empty folder owned by root.
-readonly MOUNT_SOURCES=()
-readonly DROP_PAGE_CACHE=0
-readonly DEFAULT_TIMEOUT=3600
+readonly SPARKC_MOUNT_SOURCES=()
+readonly SPARKC_DROP_PAGE_CACHE=0
+readonly SPARKC_DEFAULT_TIMEOUT=3600
 # What --timeout takes: the spec's least launch.timeout, and the most the launcher's clock adds up.
-readonly TIMEOUT_MIN=120
-readonly TIMEOUT_MAX=2147483647
+readonly SPARKC_TIMEOUT_MIN=120
+readonly SPARKC_TIMEOUT_MAX=2147483647
 # The engine's own start timeout is the launch's minus this, so the engine reports its failure first;
 # it is set at launch, so --timeout moves both. The engine reads it from this variable or flag.
-readonly ENGINE_TIMEOUT_MARGIN=60
-readonly ENGINE_TIMEOUT_VARIABLE=VLLM_ENGINE_READY_TIMEOUT_S
-readonly ENGINE_TIMEOUT_FLAG=''
-readonly RAY_REQUIRED=0
+readonly SPARKC_ENGINE_TIMEOUT_MARGIN=60
+readonly SPARKC_ENGINE_TIMEOUT_VARIABLE=VLLM_ENGINE_READY_TIMEOUT_S
+readonly SPARKC_ENGINE_TIMEOUT_FLAG=''
+readonly SPARKC_RAY_REQUIRED=0
 # Where the engine binds the API: a program listening there (or on every address) takes its port.
-readonly API_BIND_HOST=0.0.0.0
-readonly RAY_PORT=6379
+readonly SPARKC_API_BIND_HOST=0.0.0.0
+readonly SPARKC_RAY_PORT=6379
 # What the image's profile says docker will report; checked before anything starts.
-readonly PROFILE_NAME=vllm-openai
-readonly EXPECTED_ENTRYPOINT='["vllm","serve"]'
-readonly PROFILE_MISMATCH_FATAL=1
-readonly PROFILE_ENV_DEFAULTS=()
+readonly SPARKC_PROFILE_NAME=vllm-openai
+readonly SPARKC_EXPECTED_ENTRYPOINT='["vllm","serve"]'
+readonly SPARKC_PROFILE_MISMATCH_FATAL=1
+readonly SPARKC_PROFILE_ENV_DEFAULTS=()
 # The entrypoint's file and its sha256 as the profile recorded them (empty: not recorded, or bypassed).
-readonly ENTRYPOINT_PATH=vllm
-readonly ENTRYPOINT_SHA256=''
+readonly SPARKC_ENTRYPOINT_PATH=vllm
+readonly SPARKC_ENTRYPOINT_SHA256=''
 # Variables passed to the containers by name only; their values come from this script's environment.
-readonly SECRETS=(
+readonly SPARKC_SECRETS=(
   VLLM_API_KEY
 )
 # --env 'NAME=VALUE' refuses these names (the shell's and these scripts' own) and secret-looking ones.
-readonly RESERVED_NAMES='ADDRESSES_REMOTE_LIB API_BIND_HOST API_KEY_GIVEN API_KEY_VAR API_PORT API_PORT_FIXED API_PORT_FLAG API_PORT_TAKEN API_PORT_TAKEN_BY API_PORT_VARIABLE ARGV BACKEND BACKGROUND_PID BASH BASHOPTS BASHPID BASH_ENV BASH_SOURCE BASH_VERSION BENCH_COMMAND BENCH_CONCURRENCIES BENCH_CONTAINER BENCH_ENV BENCH_INPUT_LEN BENCH_MOUNTS BENCH_OUTPUT_LEN BENCH_RESULTS BENCH_SNAPSHOT_PLACEHOLDER BENCH_SNAPSHOT_REF BENCH_SUMMARY_PY BENCH_TOKENIZER CDPATH CHAIN COLUMNS COMPILED_API_PORT CONTAINER CONTAINER_ID CONTROL_IP CONTROL_NETDEV COPIES COPY_ARGV DATA_NETDEVS DEADLINE DEFAULT_TIMEOUT DEPLOYMENT DIRSTACK DRAFT_FOLDER DROP_PAGE_CACHE DRY_RUN ELSEWHERE_EVERY ENDPOINT ENDPOINT_HOST ENGINE ENGINE_COMMAND ENGINE_LOOKED ENGINE_STARTED ENGINE_TIMEOUT_FLAG ENGINE_TIMEOUT_MARGIN ENGINE_TIMEOUT_VARIABLE ENGINE_WATCH_SH ENGINE_WRAPPER ENTRYPOINT_PATH ENTRYPOINT_SHA256 ENV EUID EXPECTED_ENTRYPOINT EXTRA_ENV FABRIC_ADDRESSES FABRIC_IP FABRIC_TARGET FAILED_NODE FETCH_CONTAINER FETCH_MODE FETCH_PY FETCH_REPO FETCH_REVISION FETCH_TARGET FUNCNAME GLOBIGNORE GPUS GROUPS HAS_FABRIC_ADDRESSES HAS_HOOKS HAS_PATCHES HAS_PLANES HAS_RDMA HCAS HEAD HEAD_FABRIC_IP HEAD_PORTS HEAD_PORT_USES HISTFILE HOME HOSTNAME HOSTTYPE HOST_HOOKS HOST_HOOKS_SUDO IFS IMAGE IMAGE_IDS IMAGE_ONLY IMAGE_SSHD_OUT IMAGE_SSHD_PID IMAGE_SSHD_SCRIPT IS_RING KEY_NAME LANG LANGUAGE LAUNCHED_AT LINENO LINES LISTEN_PORTS_SH LOGNAME MAIL MEMORY_ROOM MODEL_FACTS_OF MODEL_FACTS_SH MODEL_FILES MODEL_FOLDER MODEL_HF MODEL_HOST_PATH MODEL_ONLY MODEL_REVISION MOUNT_SOURCES MPI_SSHD MPI_SSHD_FROM_HOOKS MPI_SSH_WAIT NCCL_CHECK NCCL_WANT NETDEV NEW_FOLDER NODES OLDPWD OLD_CONTAINER_FORMAT OPENAI_API_KEY OPTARG OPTERR OPTIND OSTYPE PATCHES_AT PATCHES_DIR PATCHES_PLACEHOLDER PATH PF PF_ARGS PF_NOTES PF_PROBLEMS PF_PROBLEM_NODES PF_RC PHASE PHASE_START PIPESTATUS PLANES_REMOTE_LIB PORT_OVERRIDE POSIXLY_CORRECT PPID PREFLIGHT_CHECKS PREFLIGHT_EXTRA_LIB PREFLIGHT_JUDGES PREFLIGHT_ONLY PREFLIGHT_REMOTE_LIB PROBE PROBE_BODY PROBE_HOST PROBE_PORT PROBE_PY PROBE_TIMEOUT PROBE_URL PROBE_URL_HOST PROFILE_ENV_DEFAULTS PROFILE_MISMATCH_FATAL PROFILE_NAME PROGRESS_EVERY PS1 PS2 PS3 PS4 PWD RANDOM RANK RAY_CHECK_PY RAY_EXPECTED_IPS RAY_PORT RAY_REQUIRED RELAY_PROGRAM REPLACE REPLY REPORT REPORT_FD RESERVED_NAMES RING_REMOTE_LIB SCRATCH SCRIPT_DIR SECONDS SECRETS SECRET_NAME_PATTERN SECRET_VALUES SERVED_MODEL SERVED_MODEL_JSON SERVICE_FOLDER SERVICE_UNIT SHELL SHELLOPTS SHLVL SKIP_PREFLIGHT SNAPSHOT_COMMIT SNAPSHOT_PLACEHOLDER SPARKC_LIB SPARKC_LIB_SHA256 SPARKC_LIB_SUM SPARKC_LIB_TEXT SPARKC_UTF8 SPEC_SHA256 SRANDOM SSH_MUX SSH_MUX_DIR SSH_OPTS START_GATE_ENGINE START_GATE_FRACTION START_GATE_OVERHEAD_KB START_GATE_PPM START_GATE_SOURCE START_WAVES STATUS_ALL_FORMAT SUBNET_ROUTING_NCCL SWITCHLESS TARGET TERM TIMEOUT TIMEOUT_MAX TIMEOUT_MIN TMOUT TMPDIR TOTAL_GPUS UID USER WAKE WATCH_IN WATCH_SH WATCH_START WATCH_WARNED'
-readonly SECRET_NAME_PATTERN='(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|'\$')'
-# Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it. NETDEV empty: one node
+readonly SPARKC_RESERVED_NAMES='BASH BASHOPTS BASHPID CDPATH COLUMNS DIRSTACK ENV EUID FUNCNAME GLOBIGNORE GROUPS HISTFILE HOME HOSTNAME HOSTTYPE IFS LANG LANGUAGE LINENO LINES LOGNAME MAIL OLDPWD OPTARG OPTERR OPTIND OSTYPE PATH PIPESTATUS POSIXLY_CORRECT PPID PS1 PS2 PS3 PS4 PWD RANDOM REPLY SECONDS SHELL SHELLOPTS SHLVL SRANDOM TERM TMOUT TMPDIR UID USER'
+readonly SPARKC_SECRET_NAME_PATTERN='(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)(_|'\$')'
+# Each node's fabric side: every rendezvous, NCCL, Gloo and Ray address is on it. SPARKC_NETDEV empty: one node
 # without a fabric (loopback), whose link the preflight does not check.
-readonly HEAD_FABRIC_IP=192.168.100.10
-declare -rA NETDEV=(
+readonly SPARKC_HEAD_FABRIC_IP=192.168.100.10
+declare -rA SPARKC_NETDEV=(
   [spark-a]=enp1s0f1np1
 )
-declare -rA FABRIC_IP=(
+declare -rA SPARKC_FABRIC_IP=(
   [spark-a]=192.168.100.10
 )
-declare -rA HAS_RDMA=(
+declare -rA SPARKC_HAS_RDMA=(
   [spark-a]=0
 )
-declare -rA GPUS=(
+declare -rA SPARKC_GPUS=(
   [spark-a]=1
 )
 # Bytes of each node's memory for engines (memory_gb less the OS's share): the deployments running there,
 # by their containers' sparkc.memory-budget labels, must fit in it beside this one.
-declare -rA MEMORY_ROOM=(
+declare -rA SPARKC_MEMORY_ROOM=(
   [spark-a]=116000000000
 )
-# The engine's start check on unified memory (a one-GPU node): START_GATE_PPM millionths of MemTotal must be
-# available once its own init has taken START_GATE_OVERHEAD_KB, or it refuses to start (0: it has no such check).
-readonly START_GATE_PPM=700000
-readonly START_GATE_FRACTION=0.7
-readonly START_GATE_OVERHEAD_KB=9437184
-readonly START_GATE_ENGINE=vLLM
-readonly START_GATE_SOURCE=gpu_memory_utilization
+# The engine's start check on unified memory (a one-GPU node): SPARKC_START_GATE_PPM millionths of MemTotal must be
+# available once its own init has taken SPARKC_START_GATE_OVERHEAD_KB, or it refuses to start (0: it has no such check).
+readonly SPARKC_START_GATE_PPM=700000
+readonly SPARKC_START_GATE_FRACTION=0.7
+readonly SPARKC_START_GATE_OVERHEAD_KB=9437184
+readonly SPARKC_START_GATE_ENGINE=vLLM
+readonly SPARKC_START_GATE_SOURCE=gpu_memory_utilization
 # Each node's RDMA devices, space-separated (=name exact match and name:port as NCCL_IB_HCA takes them).
-declare -rA HCAS=(
+declare -rA SPARKC_HCAS=(
   [spark-a]=''
 )
-readonly NCCL_CHECK=0
+readonly SPARKC_NCCL_CHECK=0
 # The transport NCCL must report in each node's log: IB where RDMA devices are listed; empty: not checked.
-declare -rA NCCL_WANT=(
+declare -rA SPARKC_NCCL_WANT=(
   [spark-a]=Socket
 )
 # Ports the head must have free before anything starts, and what each is for.
-readonly HEAD_PORTS=(
+readonly SPARKC_HEAD_PORTS=(
   8000
 )
-readonly HEAD_PORT_USES=(
+readonly SPARKC_HEAD_PORT_USES=(
   API
 )
 # How --port reaches the engine: the word after this flag, or this variable's value in `docker run -e`
 # (only words holding the compiled port change); neither: the image decides the port, for this reason.
-readonly API_PORT_FLAG=--port
-readonly API_PORT_VARIABLE=''
-readonly API_PORT_FIXED=''
+readonly SPARKC_API_PORT_FLAG=--port
+readonly SPARKC_API_PORT_VARIABLE=''
+readonly SPARKC_API_PORT_FIXED=''
 # Ports --port may not take: the head's others, and what each is for.
-readonly API_PORT_TAKEN=()
-readonly API_PORT_TAKEN_BY=()
+readonly SPARKC_API_PORT_TAKEN=()
+readonly SPARKC_API_PORT_TAKEN_BY=()
 # Containers started together, wave after wave: Ray's head, then its workers; native multi-node
 # ranks >= 1 (they wait for the master), then rank 0.
-readonly START_WAVES=(
+readonly SPARKC_START_WAVES=(
   spark-a
 )
 # The engine, started on the head once Ray reports every node or mpirun reaches every container (empty: the
 # engine is each container's main process), by `docker exec` in the head's container through the library's
-# ENGINE_WRAPPER: its output goes to that container's log and its exit status to /tmp/sparkc-engine.exit in it.
-readonly ENGINE_COMMAND=(
+# SPARKC_ENGINE_WRAPPER: its output goes to that container's log and its exit status to /tmp/sparkc-engine.exit in it.
+readonly SPARKC_ENGINE_COMMAND=(
 )
 # The fabric probe before the engine starts: one all-reduce across the nodes (runtime/probe.py),
 # each rank in a container of the deployment's image, started with these words then python3 -c PROGRAM.
-PROBE=0  # --no-probe turns it off
-readonly PROBE_PORT=29501
-readonly PROBE_TIMEOUT=60
+SPARKC_PROBE=0  # --no-probe turns it off
+readonly SPARKC_PROBE_PORT=29501
+readonly SPARKC_PROBE_TIMEOUT=60
 # The container of each node: `docker run` with the words every node's container gets, then the node's
 # own (its name, its variables, its entrypoint, the image and its command), as they will be executed.
 # shellcheck disable=SC2034  # read through a name reference in compiled_run
-readonly DOCKER_RUN_SHARED=(
+readonly SPARKC_DOCKER_RUN_SHARED=(
   docker run
   -d
   --name sparkc-qwen3-32b-key-spark-a
@@ -223,7 +223,7 @@ readonly DOCKER_RUN_SHARED=(
   -e VLLM_API_KEY
 )
 # shellcheck disable=SC2034  # read through a name reference in compiled_run
-readonly DOCKER_RUN_NODES=(
+readonly SPARKC_DOCKER_RUN_NODES=(
   # spark-a: head rank 0, fabric 192.168.100.10 on enp1s0f1np1, no RDMA, 1 GPU(s)
   vllm/vllm-openai:v0.11.2
   /home/aurora/models/Qwen3-32B
@@ -235,33 +235,33 @@ readonly DOCKER_RUN_NODES=(
   --max-model-len 16384
   --gpu-memory-utilization 0.7
 )
-# Where each node's words start in DOCKER_RUN_NODES, and how many they are.
+# Where each node's words start in SPARKC_DOCKER_RUN_NODES, and how many they are.
 # shellcheck disable=SC2034  # read through a name reference in compiled_run
-declare -rA DOCKER_RUN_AT=(
+declare -rA SPARKC_DOCKER_RUN_AT=(
   [spark-a]='0 16'
 )
 
 # Where the spec splits the planes (cluster.nodes[].control), the preflight checks them too.
-readonly HAS_PLANES=0
+readonly SPARKC_HAS_PLANES=0
 # A ring (cluster.topology): the preflight checks that each node reaches the one before it over a cable.
-readonly IS_RING=0
+readonly SPARKC_IS_RING=0
 # cluster.nodes[].fabric.addresses: the preflight checks that each of those netdevs carries its address.
-readonly HAS_FABRIC_ADDRESSES=0
+readonly SPARKC_HAS_FABRIC_ADDRESSES=0
 # A mesh or a ring: the probe refuses an NCCL too old to route each peer over its own cable.
-readonly SWITCHLESS=0
-readonly HAS_HOOKS=0
-readonly HOST_HOOKS=()
-readonly HOST_HOOKS_SUDO=0
+readonly SPARKC_SWITCHLESS=0
+readonly SPARKC_HAS_HOOKS=0
+readonly SPARKC_HOST_HOOKS=()
+readonly SPARKC_HOST_HOOKS_SUDO=0
 
 # The code every script of this deployment shares: lib/ beside this script, as sparkc 0.1.0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=bd61fcf796065a1c4bdd379f213f0107f66835311781a2ff66104608c855c78f
-SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
+readonly SPARKC_LIB_SHA256=68b7304220569907323c22d2cd06a7a5109e0f1935420cf7ffb959f84cd6cb8e
+SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
-  if [[ ! -f $SCRIPT_DIR/$SPARKC_LIB ]]; then
+  if [[ ! -f $SPARKC_SCRIPT_DIR/$SPARKC_LIB ]]; then
     SPARKC_LIB_SUM="is missing: copy the whole build folder (these scripts and lib/), or compile the spec again with sparkc 0.1.0"
   elif [[ -z $SPARKC_LIB_TEXT ]]; then
     SPARKC_LIB_SUM="cannot be read: copy the whole build folder again, or compile the spec again with sparkc 0.1.0"
@@ -270,7 +270,7 @@ if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
   else
     SPARKC_LIB_SUM="has changed since sparkc wrote it (sha256 ${SPARKC_LIB_SUM%% *}, expected $SPARKC_LIB_SHA256): compile the spec again with sparkc 0.1.0, or copy the whole build folder again"
   fi
-  printf '%s: %s/%s %s\n' "${0##*/}" "$SCRIPT_DIR" "$SPARKC_LIB" "$SPARKC_LIB_SUM" >&2
+  printf '%s: %s/%s %s\n' "${0##*/}" "$SPARKC_SCRIPT_DIR" "$SPARKC_LIB" "$SPARKC_LIB_SUM" >&2
   exit 2
 fi
 # shellcheck source=lib/sparkc-0.1.0.sh
