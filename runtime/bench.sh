@@ -61,7 +61,7 @@ bench_main() {
   stamp=$(date -u +%Y%m%dT%H%M%SZ)
   IFS=, read -r -a levels <<<"$list"
   log "benchmark of $SPARKC_DEPLOYMENT at $SPARKC_PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
-  if ((SPARKC_DRY_RUN == 0)); then
+  if ! dry_run; then
     if [[ -z $dir ]]; then
       new_folder "$SPARKC_SCRIPT_DIR/bench" "$stamp" || exit 1
       dir=$SPARKC_NEW_FOLDER
@@ -77,7 +77,7 @@ bench_main() {
     i=$((i + 1))
     count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
     bench_argv "$level" "$count" "$input" "$output" "$dir" "$snapshot"
-    if ((SPARKC_DRY_RUN)); then
+    if dry_run; then
       dry_print "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"
       continue
     fi
@@ -106,7 +106,7 @@ bench_main() {
       log "[$i/${#levels[@]}] concurrency $level done in $((SECONDS - started))s"
     fi
   done
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   if command -v python3 >/dev/null 2>&1; then
     python3 -c "$SPARKC_BENCH_SUMMARY_PY" "$dir" "$SPARKC_DEPLOYMENT" "$SPARKC_SPEC_SHA256" "$image_id" "$input" "$output" "${levels[@]}" \
       || failed=1

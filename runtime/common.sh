@@ -1,4 +1,5 @@
 # Functions every generated script shares. Plain bash: it reads the constants of the script that sources it.
+# --dry-run (each script's option parser sets it): only dry_run below reads it.
 SPARKC_DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1
@@ -142,11 +143,16 @@ on_node() {
   fi
 }
 
-# Like on_node, for commands that change something: --dry-run prints them instead.
-run_on() {
+# Whether this run only shows what it would do (--dry-run): the one question every function asks,
+# where a dry run must skip a step or say something else.
+dry_run() { ((SPARKC_DRY_RUN)); }
+
+# The runner of commands that change something, given as words, on a node (as on_node runs them): under
+# --dry-run it prints them instead, on fd 3, each word quoted so that the line can be pasted into a shell.
+sparkc_run() {
   local node=$1
   shift
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     dry_print "$node" "$@" >&3
     return 0
   fi

@@ -195,7 +195,7 @@ distribute_image() {
     id=$(image_id "$node")
     if [[ $id == "$head_id" ]]; then
       log "$node: image $SPARKC_IMAGE ${head_id:7:12} already there, skipped"
-      ((SPARKC_DRY_RUN)) || record "$node" image skipped 0 0 -
+      dry_run || record "$node" image skipped 0 0 -
     else
       if [[ -n $id ]]; then log "$node: image ${id:7:12} differs: copy"; else log "$node: image missing: copy"; fi
       need+=("$node")
@@ -203,7 +203,7 @@ distribute_image() {
     fi
   done
   ((${#need[@]})) || return 0
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     if ((SPARKC_CHAIN)); then
       printf '[%s] docker save %q | ssh -> %s (each loads and passes it on)\n' "$SPARKC_HEAD" "$SPARKC_IMAGE" \
         "$(for node in "${need[@]}"; do printf '%s ' "${SPARKC_FABRIC_TARGET[$node]}"; done)" >&3
@@ -282,7 +282,7 @@ distribute_model() { # ITEM FOLDER
     sig=$(model_signature "$node" "$folder")
     if [[ $sig == "$head_sig" ]]; then
       log "$node: $item folder $folder already matches (file names and sizes), skipped"
-      ((SPARKC_DRY_RUN)) || record "$node" "$item" skipped 0 0 -
+      dry_run || record "$node" "$item" skipped 0 0 -
     else
       log "$node: $item folder $folder ${sig/#missing/is missing}: copy"
       [[ $sig == missing ]] || log "$node: (it differs from the head's)"
@@ -290,7 +290,7 @@ distribute_model() { # ITEM FOLDER
     fi
   done
   ((${#need[@]})) || return 0
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node in "${need[@]}"; do
       local words
       mapfile -d '' words < <(fabric_words "$node")
@@ -351,7 +351,7 @@ distribute_main() {
     esac
     shift
   done
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   if ((SPARKC_IMAGE_ONLY && SPARKC_MODEL_ONLY)); then
     echo "distribute.sh: --image-only and --model-only exclude each other" >&2
     exit 2
@@ -360,7 +360,7 @@ distribute_main() {
   for node in "${SPARKC_NODES[@]:1}"; do
     SPARKC_KEY_NAME[$node]=$(host_key_name "$node")
   done
-  if ((SPARKC_DRY_RUN == 0)); then
+  if ! dry_run; then
     local new
     new=$(fresh_file "$SPARKC_REPORT") || exit 1
     exec {SPARKC_REPORT_FD}>>"$new"
@@ -378,6 +378,6 @@ distribute_main() {
       distribute_model draft "$SPARKC_DRAFT_FOLDER" || status=1
     fi
   fi
-  ((SPARKC_DRY_RUN)) || log "report: $SPARKC_REPORT"
+  dry_run || log "report: $SPARKC_REPORT"
   return "$status"
 }

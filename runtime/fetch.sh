@@ -46,7 +46,7 @@ fetch_main() {
   fi
   argv+=(--entrypoint python3 "$SPARKC_IMAGE" -c)
   log "$SPARKC_FETCH_REPO at $SPARKC_FETCH_REVISION into $SPARKC_FETCH_TARGET ($SPARKC_FETCH_MODE), in image $SPARKC_IMAGE"
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     dry_print "$SPARKC_HEAD" mkdir -p "$SPARKC_FETCH_TARGET"
     dry_print "$SPARKC_HEAD" "${argv[@]}" "<the program in runtime/fetch.py>" "$SPARKC_FETCH_REPO" "$SPARKC_FETCH_REVISION" \
       "$SPARKC_FETCH_TARGET" "$SPARKC_FETCH_MODE"

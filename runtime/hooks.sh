@@ -13,7 +13,7 @@ stage_patches() {
       SPARKC_PATCHES_AT[$node]=$SPARKC_SCRIPT_DIR/$SPARKC_PATCHES_DIR
       continue
     fi
-    if ((SPARKC_DRY_RUN)); then
+    if dry_run; then
       printf '[%s] %s\n' "$node" "tar -C $SPARKC_SCRIPT_DIR -cf - $SPARKC_PATCHES_DIR | (cd && rm -rf $dir/$SPARKC_PATCHES_DIR && mkdir -p $dir && tar -C $dir -xf -)" >&3
       SPARKC_PATCHES_AT[$node]="<home>/$dir/$SPARKC_PATCHES_DIR"
       continue
@@ -66,11 +66,11 @@ host_hook() {
   local node=$1 i=$2 out status=0 runner=()
   ((SPARKC_HOST_HOOKS_SUDO)) && runner=(sudo -n)
   SPARKC_FAILED_NODE=$node
-  out=$(run_on "$node" "${runner[@]}" sh -c "${SPARKC_HOST_HOOKS[i]}" 2>&1 </dev/null) || status=$?
+  out=$(sparkc_run "$node" "${runner[@]}" sh -c "${SPARKC_HOST_HOOKS[i]}" 2>&1 </dev/null) || status=$?
   if ((status)); then
     out=$(printf '%s\n' "$out" | tail -n 5)
     fail "$node" "host hook pre_launch[$i] failed on $node with status $status: ${SPARKC_HOST_HOOKS[i]}${out:+ (it said: $out)}"
   fi
-  ((SPARKC_DRY_RUN)) || log "$node: host hook pre_launch[$i] done"
+  dry_run || log "$node: host hook pre_launch[$i] done"
   SPARKC_FAILED_NODE=""
 }

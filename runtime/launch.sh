@@ -49,7 +49,7 @@ engine_files_argv() {
   local i
   for i in "${!SPARKC_ARGV[@]}"; do
     if [[ ${SPARKC_ARGV[i]} == "$SPARKC_MPI_SSHD_PLACEHOLDER" ]]; then
-      if ((SPARKC_DRY_RUN)); then SPARKC_ARGV[i]="<the library's sshd script for mpirun>"; else SPARKC_ARGV[i]=$SPARKC_MPI_SSHD; fi
+      if dry_run; then SPARKC_ARGV[i]="<the library's sshd script for mpirun>"; else SPARKC_ARGV[i]=$SPARKC_MPI_SSHD; fi
     elif [[ $i -gt 0 && ${SPARKC_ARGV[i - 1]} == -v && ${SPARKC_ARGV[i]} == "$SPARKC_BUILD_PLACEHOLDER/"* ]]; then
       SPARKC_ARGV[i]=$SPARKC_SCRIPT_DIR${SPARKC_ARGV[i]#"$SPARKC_BUILD_PLACEHOLDER"}
     fi
@@ -232,7 +232,7 @@ fail() {
   trap - ERR
   printf '%s [sparkc] FAILED in phase %s on node %s: %s\n' "$(date +%H:%M:%S)" "$SPARKC_PHASE" "$SPARKC_FAILED_NODE" \
     "$(printable "$*")" >&2
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     exit 1
   fi
   local dir
@@ -283,7 +283,7 @@ check_secrets() {
   problems+=("$(api_key_problem)")
   for name in "${problems[@]}"; do
     [[ -n $name ]] || continue
-    ((SPARKC_DRY_RUN)) && { warn "$name; a real launch stops here"; continue; }
+    dry_run && { warn "$name; a real launch stops here"; continue; }
     printf '%s [sparkc] FAILED before any node was touched: %s\n' "$(date +%H:%M:%S)" "$name" >&2
     exit 1
   done
@@ -296,18 +296,18 @@ preflight() {
   if ((${#SPARKC_NODES[@]} > 1)); then tools+=(ssh); fi
   for out in "${tools[@]}"; do
     command -v "$out" >/dev/null && continue
-    ((SPARKC_DRY_RUN)) && { warn "'$out' is not installed here; a real launch stops here"; continue; }
+    dry_run && { warn "'$out' is not installed here; a real launch stops here"; continue; }
     fail "$SPARKC_HEAD" "'$out' is not installed on the head node"
   done
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node in "${SPARKC_NODES[@]}"; do
       preflight_args "$node"
       printf '[%s] sh -c <preflight: %s> %s\n' "$node" "${SPARKC_PREFLIGHT_CHECKS[*]}" "$(printf '%q ' "${SPARKC_PF_ARGS[@]}")" >&3
       model_checks "$node"
     done
     check_profile
-    ((SPARKC_RAY_REQUIRED)) && run_on "$SPARKC_HEAD" docker run --rm --network none --entrypoint ray "$SPARKC_IMAGE" --version
-    if [[ $SPARKC_BACKEND == mpi ]]; then image_sshd_argv && run_on "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; fi
+    ((SPARKC_RAY_REQUIRED)) && sparkc_run "$SPARKC_HEAD" docker run --rm --network none --entrypoint ray "$SPARKC_IMAGE" --version
+    if [[ $SPARKC_BACKEND == mpi ]]; then image_sshd_argv && sparkc_run "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; fi
     phase_done
     return 0
   fi
@@ -415,9 +415,9 @@ preflight_only() {
 check_profile() {
   [[ -n $SPARKC_EXPECTED_ENTRYPOINT || ${#SPARKC_PROFILE_ENV_DEFAULTS[@]} -gt 0 || -n $SPARKC_ENTRYPOINT_SHA256 ]] || return 0
   local entry envs expected name line problems=()
-  if ((SPARKC_DRY_RUN)); then
-    run_on "$SPARKC_HEAD" docker image inspect --format '{{json .Config.Entrypoint}} {{json .Config.Env}}' "$SPARKC_IMAGE"
-    [[ -z $SPARKC_ENTRYPOINT_SHA256 ]] || { entrypoint_sum_argv && run_on "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; }
+  if dry_run; then
+    sparkc_run "$SPARKC_HEAD" docker image inspect --format '{{json .Config.Entrypoint}} {{json .Config.Env}}' "$SPARKC_IMAGE"
+    [[ -z $SPARKC_ENTRYPOINT_SHA256 ]] || { entrypoint_sum_argv && sparkc_run "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; }
     return 0
   fi
   check_entrypoint_sha256
@@ -473,7 +473,7 @@ check_entrypoint_sha256() {
 SPARKC_LAUNCHED_AT=""
 record_launch() { # STATE
   local node
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   SPARKC_LAUNCHED_AT=${SPARKC_LAUNCHED_AT:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
   {
     printf 'launched=%s\nstate=%s\nspec_sha256=%s\nimage=%s\n' "$SPARKC_LAUNCHED_AT" "$1" "$SPARKC_SPEC_SHA256" "$SPARKC_IMAGE"
@@ -514,7 +514,7 @@ at_once_ok() { [[ $(<"$1.$2.rc") == 0 ]]; }
 clear_old() {
   phase cleanup "containers left by an earlier launch of $SPARKC_DEPLOYMENT"
   local node i label state sha running=0 same=0 existing=()
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     existing=("${SPARKC_NODES[@]}")
   else
     old_containers_from_preflight || at_once "$SPARKC_SCRATCH/old" old_container "${SPARKC_NODES[@]}"
@@ -550,8 +550,8 @@ clear_old() {
     fail "$SPARKC_HEAD" "$SPARKC_DEPLOYMENT is running on $running node(s) (from this spec on $same), but is not healthy" \
       "or is from another spec. Pass --yes to replace it, or run stop-cluster.sh first"
   fi
-  if ((SPARKC_DRY_RUN)); then
-    for node in "${existing[@]}"; do run_on "$node" docker rm -f "${SPARKC_CONTAINER[$node]}"; done
+  if dry_run; then
+    for node in "${existing[@]}"; do sparkc_run "$node" docker rm -f "${SPARKC_CONTAINER[$node]}"; done
     phase_done
     return 0
   fi
@@ -620,7 +620,7 @@ port_taken_at() {
 start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${SPARKC_START_WAVES[@]}")"
   local i port wave nodes
-  if ((SPARKC_DRY_RUN == 0)); then
+  if ! dry_run; then
     watch_pipes
     for i in "${!SPARKC_HEAD_PORTS[@]}"; do
       port=${SPARKC_HEAD_PORTS[i]}
@@ -649,10 +649,10 @@ start_containers() {
 # Start these nodes' containers at once; then fail naming the first, in order, that did not start.
 start_wave() {
   local node dir i=0 failed="" pids=()
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node; do
       docker_run_argv "$node"
-      run_on "$node" "${SPARKC_ARGV[@]}"
+      sparkc_run "$node" "${SPARKC_ARGV[@]}"
     done
     return 0
   fi
@@ -888,7 +888,7 @@ engine_still_running() {
 
 # -- phase 4 (Ray) -----------------------------------------------------------------------------
 wait_ray_head() {
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   log "waiting for the Ray head on $SPARKC_HEAD_FABRIC_IP"
   until port_in_use "$SPARKC_HEAD_FABRIC_IP" "$SPARKC_RAY_PORT"; do
     watch_check
@@ -899,7 +899,7 @@ wait_ray_head() {
 
 form_ray() {
   phase ray "wait until Ray reports ${#SPARKC_NODES[@]} nodes and $SPARKC_TOTAL_GPUS GPU(s) alive"
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     printf '[%s] %s\n' "$SPARKC_HEAD" "docker exec ${SPARKC_CONTAINER[$SPARKC_HEAD]} python3 -c <ray check> ${#SPARKC_NODES[@]} $SPARKC_TOTAL_GPUS ${SPARKC_RAY_EXPECTED_IPS[*]}"
     phase_done
     return 0
@@ -928,7 +928,7 @@ readonly SPARKC_MPI_SSH_WAIT=20
 form_mpi() {
   phase mpi "the head's container reaches sshd in every other node's container (port $SPARKC_MPI_SSH_PORT), as mpirun will"
   local node key="" out start
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node in "${SPARKC_NODES[@]}"; do
       printf '[%s] docker exec %s cat /root/.ssh/id_ed25519.pub | [%s] docker exec -i %s tee -a /root/.ssh/authorized_keys\n' \
         "$SPARKC_HEAD" "${SPARKC_CONTAINER[$SPARKC_HEAD]}" "$node" "${SPARKC_CONTAINER[$node]}"
@@ -1006,15 +1006,18 @@ start_engine() {
     phase engine "$SPARKC_ENGINE on the head through Ray"
   fi
   SPARKC_FAILED_NODE=$SPARKC_HEAD
-  if ((SPARKC_DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
+  if dry_run; then  # the wrapper by name: it is the library's, the same for every deployment
     engine_argv "<the engine wrapper>"
     dry_print "$SPARKC_HEAD" "${SPARKC_ARGV[@]}" >&3
   else
     engine_argv "$SPARKC_ENGINE_WRAPPER"
     on_node "$SPARKC_HEAD" "${SPARKC_ARGV[@]}" >/dev/null || fail "$SPARKC_HEAD" "could not start the engine in ${SPARKC_CONTAINER[$SPARKC_HEAD]}"
   fi
-  SPARKC_ENGINE_STARTED=$((SPARKC_DRY_RUN == 0))
-  ((SPARKC_DRY_RUN)) || engine_watch_start
+  SPARKC_ENGINE_STARTED=0
+  if ! dry_run; then
+    SPARKC_ENGINE_STARTED=1
+    engine_watch_start
+  fi
   SPARKC_FAILED_NODE=""
   phase_done
 }
@@ -1029,7 +1032,7 @@ engine_exit_status() {
 # -- phase 6 -----------------------------------------------------------------------------------
 wait_ready() {
   phase readiness "$SPARKC_PROBE_URL: port, /health, /v1/models, one-token completion; every container alive"
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     printf "[%s] curl %s/health; curl %s/v1/models; curl -d '%s' %s/v1/completions\n" \
       "$SPARKC_HEAD" "$SPARKC_PROBE_URL" "$SPARKC_PROBE_URL" "$SPARKC_PROBE_BODY" "$SPARKC_PROBE_URL"
     phase_done
@@ -1115,7 +1118,7 @@ check_fabric() {
   local node lines socket
   for node in "${SPARKC_NODES[@]}"; do
     [[ -n ${SPARKC_NCCL_WANT[$node]} ]] || continue
-    if ((SPARKC_DRY_RUN)); then
+    if dry_run; then
       printf "[%s] docker logs %s | grep -E 'via NET/|Using network'\n" "$node" "${SPARKC_CONTAINER[$node]}" >&3
       continue
     fi
@@ -1175,19 +1178,19 @@ launch_main() {
     esac
     shift
   done
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
   check_port_override
   # The record and the failure logs go beside this script: a link there is refused before any node is touched.
-  ((SPARKC_DRY_RUN)) || { own_path "$SPARKC_SCRIPT_DIR/last-launch.txt" && own_path "$SPARKC_SCRIPT_DIR/logs" folder; } || exit 1
+  dry_run || { own_path "$SPARKC_SCRIPT_DIR/last-launch.txt" && own_path "$SPARKC_SCRIPT_DIR/logs" folder; } || exit 1
   SPARKC_DEADLINE=$((SECONDS + SPARKC_TIMEOUT))
   SPARKC_SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
   trap on_interrupt INT TERM
   log "launching $SPARKC_DEPLOYMENT: ${#SPARKC_NODES[@]} node(s), head $SPARKC_HEAD, image $SPARKC_IMAGE, timeout ${SPARKC_TIMEOUT}s"
-  ((SPARKC_DRY_RUN)) && log "dry run: printing commands, touching nothing"
+  dry_run && log "dry run: printing commands, touching nothing"
   [[ -z $SPARKC_PORT_OVERRIDE ]] || log "API port $SPARKC_API_PORT for this launch (--port; compiled: $SPARKC_COMPILED_API_PORT)"
-  ((SPARKC_PREFLIGHT_ONLY && !SPARKC_DRY_RUN)) && preflight_only
+  ((SPARKC_PREFLIGHT_ONLY)) && ! dry_run && preflight_only
   check_secrets
   if ((SPARKC_SKIP_PREFLIGHT)); then
     log "== preflight skipped"
@@ -1211,7 +1214,7 @@ launch_main() {
   if ((SPARKC_NCCL_CHECK)); then
     check_fabric
   fi
-  ((SPARKC_DRY_RUN)) && { log "dry run complete"; return 0; }
+  dry_run && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SPARKC_SERVED_MODEL at $SPARKC_ENDPOINT/v1"
   record_launch ready
   local auth=""

@@ -40,7 +40,7 @@ logs_main() {
     esac
     shift
   done
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   if ((follow)); then
     ssh_mux_stop  # exec ends this shell without its EXIT trap
     # Without --since, the last lines for context; with it, everything since then.

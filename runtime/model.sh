@@ -15,7 +15,7 @@ declare -A SPARKC_MODEL_FACTS_OF=() # each node's answer to SPARKC_MODEL_FACTS_S
 # judges them in node order (a node without a full answer is asked again there, so its error is
 # reported as before).
 gather_model_facts() {
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   local node
   for node in "${SPARKC_NODES[@]}"; do
     if [[ -n ${SPARKC_PF[$node,end]+x} ]]; then SPARKC_MODEL_FACTS_OF[$node]=$(pf "$node" weights); fi
@@ -26,7 +26,7 @@ gather_model_facts() {
 # a Hugging Face branch or tag names the same commit on every node.
 check_model_revision() {
   local node=$1 facts line commit="" ref="" git="" branch="" other
-  ((SPARKC_DRY_RUN)) && return 0 # asked with the preflight checks (weights), printed there
+  dry_run && return 0 # asked with the preflight checks (weights), printed there
   if [[ -n ${SPARKC_MODEL_FACTS_OF[$node]+x} ]]; then
     facts=${SPARKC_MODEL_FACTS_OF[$node]}
   else
@@ -85,10 +85,10 @@ check_draft_model() {
   local node=$1 facts
   [[ -n $SPARKC_DRAFT_FOLDER ]] || return 0
   [[ -z ${SPARKC_PF[$node,end]+x} ]] || return 0
-  run_on "$node" test -d "$SPARKC_DRAFT_FOLDER" \
+  sparkc_run "$node" test -d "$SPARKC_DRAFT_FOLDER" \
     || fail "$node" "draft model directory $SPARKC_DRAFT_FOLDER does not exist on $node: copy it to the same path" \
       "on every node"
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   facts=$(on_node "$node" sh -c "$SPARKC_MODEL_FACTS_SH" sh "$SPARKC_DRAFT_FOLDER" "" "" 2>&1) || facts=""
   if [[ $facts == *"dangling "* ]]; then
     facts=${facts#*dangling }
@@ -101,7 +101,7 @@ check_draft_model() {
 substitute_snapshot() {
   [[ -n $SPARKC_SNAPSHOT_PLACEHOLDER ]] || return 0
   local i commit=${SPARKC_SNAPSHOT_COMMIT[$SPARKC_HEAD]:-}
-  if [[ -z $commit ]] && ((SPARKC_DRY_RUN == 0)); then
+  if [[ -z $commit ]] && ! dry_run; then
     commit=$(on_node "$SPARKC_HEAD" cat "$SPARKC_MODEL_FOLDER/refs/$SPARKC_MODEL_REVISION" 2>/dev/null) \
       || fail "$SPARKC_HEAD" "the Hugging Face cache has no $SPARKC_MODEL_FOLDER/refs/$SPARKC_MODEL_REVISION"
   fi
@@ -127,8 +127,8 @@ drop_page_cache() {
   local node=$1 out
   # shellcheck disable=SC2016  # for the node's sh
   local script='sync && if [ "$(id -u)" = 0 ]; then echo 3 > /proc/sys/vm/drop_caches; else sudo -n sh -c "echo 3 > /proc/sys/vm/drop_caches"; fi'
-  out=$(run_on "$node" sh -c "$script" 2>&1) \
+  out=$(sparkc_run "$node" sh -c "$script" 2>&1) \
     || fail "$node" "could not drop the page cache on $node: ${out:-no answer}. It needs root: run the launch" \
       "as root, allow this user 'sudo -n' for it, or set launch.drop_page_cache: false"
-  ((SPARKC_DRY_RUN)) || log "$node: page cache dropped"
+  dry_run || log "$node: page cache dropped"
 }

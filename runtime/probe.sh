@@ -10,7 +10,7 @@ probe_fabric() {
   ((SPARKC_PROBE)) || return 0
   phase probe "one all-reduce across ${#SPARKC_NODES[@]} node(s) in image $SPARKC_IMAGE (at most ${SPARKC_PROBE_TIMEOUT}s)"
   local node dir line transport busbw error nccl state waited=0 probe_failures=() probe_waits=()
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node in "${SPARKC_NODES[@]}"; do
       probe_argv "$node"
       dry_print "$node" "${SPARKC_ARGV[@]}" -c "<the probe program>" >&3

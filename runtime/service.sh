@@ -34,8 +34,8 @@ service_main() {
   local root=${SPARKC_SYSTEM_ROOT:-}  # tests install into a folder instead of /
   local systemd_dir=$root/etc/systemd/system
   local link=$root$SPARKC_SERVICE_FOLDER dropin=$root/etc/systemd/system/$SPARKC_SERVICE_UNIT.d
-  ((SPARKC_DRY_RUN)) && log "dry run: printing the steps, changing nothing"
-  if ((!SPARKC_DRY_RUN)) && [[ ! -w $systemd_dir ]]; then
+  dry_run && log "dry run: printing the steps, changing nothing"
+  if ! dry_run && [[ ! -w $systemd_dir ]]; then
     warn "cannot write to $systemd_dir: run it as root (sudo $SPARKC_SCRIPT_DIR/install-service.sh)"
     exit 1
   fi
@@ -45,7 +45,7 @@ service_main() {
     service_step rmdir "$dropin"
     service_step rm -f "$link"
     service_step systemctl daemon-reload
-    ((SPARKC_DRY_RUN)) || log "$SPARKC_SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
+    dry_run || log "$SPARKC_SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
     return 0
   fi
   [[ -f $SPARKC_SCRIPT_DIR/systemd/$SPARKC_SERVICE_UNIT ]] \
@@ -56,7 +56,7 @@ service_main() {
   service_step write_file "$dropin/user.conf" "$(printf '[Service]\nUser=%s\n' "$user")"
   service_step systemctl daemon-reload
   service_step systemctl enable "$SPARKC_SERVICE_UNIT"
-  ((SPARKC_DRY_RUN)) || log "$SPARKC_SERVICE_UNIT enabled, as $user: it launches $SPARKC_DEPLOYMENT after every boot (start it now:" \
+  dry_run || log "$SPARKC_SERVICE_UNIT enabled, as $user: it launches $SPARKC_DEPLOYMENT after every boot (start it now:" \
     "systemctl start $SPARKC_SERVICE_UNIT; follow it: journalctl -u $SPARKC_SERVICE_UNIT -f)"
 }
 
@@ -64,7 +64,7 @@ service_main() {
 service_step() {
   local word shown=()
   for word; do shown+=("$(dry_word "$word")"); done
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     printf '%s\n' "${shown[*]}"
     return 0
   fi

@@ -23,7 +23,7 @@ status_main() {
     -h | --help) status_usage; exit 0 ;;
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   local node state healthy=1 out problem
   use_api_port "$(last_launch_port)"
   ((SPARKC_API_PORT == SPARKC_COMPILED_API_PORT)) || log "API port $SPARKC_API_PORT, from the last launch (launch-cluster.sh --port)"

@@ -10,9 +10,9 @@ USAGE
 
 stop_one() {
   local node=$1 name=${SPARKC_CONTAINER[$1]} label
-  if ((SPARKC_DRY_RUN)); then
-    run_on "$node" docker stop --time 30 "$name"
-    run_on "$node" docker rm "$name"
+  if dry_run; then
+    sparkc_run "$node" docker stop --time 30 "$name"
+    sparkc_run "$node" docker rm "$name"
     return 0
   fi
   if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
@@ -48,7 +48,7 @@ stop_main() {
     esac
     shift
   done
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   local node status=0
   for node in "${SPARKC_NODES[@]:1}" "$SPARKC_HEAD"; do
     stop_one "$node" || status=1

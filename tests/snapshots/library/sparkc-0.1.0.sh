@@ -5,6 +5,7 @@
 
 # -- common.sh ---------------------------------------------------------------------------------------
 # Functions every generated script shares. Plain bash: it reads the constants of the script that sources it.
+# --dry-run (each script's option parser sets it): only dry_run below reads it.
 SPARKC_DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1
@@ -148,11 +149,16 @@ on_node() {
   fi
 }
 
-# Like on_node, for commands that change something: --dry-run prints them instead.
-run_on() {
+# Whether this run only shows what it would do (--dry-run): the one question every function asks,
+# where a dry run must skip a step or say something else.
+dry_run() { ((SPARKC_DRY_RUN)); }
+
+# The runner of commands that change something, given as words, on a node (as on_node runs them): under
+# --dry-run it prints them instead, on fd 3, each word quoted so that the line can be pasted into a shell.
+sparkc_run() {
   local node=$1
   shift
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     dry_print "$node" "$@" >&3
     return 0
   fi
@@ -442,7 +448,7 @@ declare -A SPARKC_MODEL_FACTS_OF=() # each node's answer to SPARKC_MODEL_FACTS_S
 # judges them in node order (a node without a full answer is asked again there, so its error is
 # reported as before).
 gather_model_facts() {
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   local node
   for node in "${SPARKC_NODES[@]}"; do
     if [[ -n ${SPARKC_PF[$node,end]+x} ]]; then SPARKC_MODEL_FACTS_OF[$node]=$(pf "$node" weights); fi
@@ -453,7 +459,7 @@ gather_model_facts() {
 # a Hugging Face branch or tag names the same commit on every node.
 check_model_revision() {
   local node=$1 facts line commit="" ref="" git="" branch="" other
-  ((SPARKC_DRY_RUN)) && return 0 # asked with the preflight checks (weights), printed there
+  dry_run && return 0 # asked with the preflight checks (weights), printed there
   if [[ -n ${SPARKC_MODEL_FACTS_OF[$node]+x} ]]; then
     facts=${SPARKC_MODEL_FACTS_OF[$node]}
   else
@@ -512,10 +518,10 @@ check_draft_model() {
   local node=$1 facts
   [[ -n $SPARKC_DRAFT_FOLDER ]] || return 0
   [[ -z ${SPARKC_PF[$node,end]+x} ]] || return 0
-  run_on "$node" test -d "$SPARKC_DRAFT_FOLDER" \
+  sparkc_run "$node" test -d "$SPARKC_DRAFT_FOLDER" \
     || fail "$node" "draft model directory $SPARKC_DRAFT_FOLDER does not exist on $node: copy it to the same path" \
       "on every node"
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   facts=$(on_node "$node" sh -c "$SPARKC_MODEL_FACTS_SH" sh "$SPARKC_DRAFT_FOLDER" "" "" 2>&1) || facts=""
   if [[ $facts == *"dangling "* ]]; then
     facts=${facts#*dangling }
@@ -528,7 +534,7 @@ check_draft_model() {
 substitute_snapshot() {
   [[ -n $SPARKC_SNAPSHOT_PLACEHOLDER ]] || return 0
   local i commit=${SPARKC_SNAPSHOT_COMMIT[$SPARKC_HEAD]:-}
-  if [[ -z $commit ]] && ((SPARKC_DRY_RUN == 0)); then
+  if [[ -z $commit ]] && ! dry_run; then
     commit=$(on_node "$SPARKC_HEAD" cat "$SPARKC_MODEL_FOLDER/refs/$SPARKC_MODEL_REVISION" 2>/dev/null) \
       || fail "$SPARKC_HEAD" "the Hugging Face cache has no $SPARKC_MODEL_FOLDER/refs/$SPARKC_MODEL_REVISION"
   fi
@@ -554,10 +560,10 @@ drop_page_cache() {
   local node=$1 out
   # shellcheck disable=SC2016  # for the node's sh
   local script='sync && if [ "$(id -u)" = 0 ]; then echo 3 > /proc/sys/vm/drop_caches; else sudo -n sh -c "echo 3 > /proc/sys/vm/drop_caches"; fi'
-  out=$(run_on "$node" sh -c "$script" 2>&1) \
+  out=$(sparkc_run "$node" sh -c "$script" 2>&1) \
     || fail "$node" "could not drop the page cache on $node: ${out:-no answer}. It needs root: run the launch" \
       "as root, allow this user 'sudo -n' for it, or set launch.drop_page_cache: false"
-  ((SPARKC_DRY_RUN)) || log "$node: page cache dropped"
+  dry_run || log "$node: page cache dropped"
 }
 
 # -- preflight.sh ------------------------------------------------------------------------------------
@@ -1468,7 +1474,7 @@ stage_patches() {
       SPARKC_PATCHES_AT[$node]=$SPARKC_SCRIPT_DIR/$SPARKC_PATCHES_DIR
       continue
     fi
-    if ((SPARKC_DRY_RUN)); then
+    if dry_run; then
       printf '[%s] %s\n' "$node" "tar -C $SPARKC_SCRIPT_DIR -cf - $SPARKC_PATCHES_DIR | (cd && rm -rf $dir/$SPARKC_PATCHES_DIR && mkdir -p $dir && tar -C $dir -xf -)" >&3
       SPARKC_PATCHES_AT[$node]="<home>/$dir/$SPARKC_PATCHES_DIR"
       continue
@@ -1521,12 +1527,12 @@ host_hook() {
   local node=$1 i=$2 out status=0 runner=()
   ((SPARKC_HOST_HOOKS_SUDO)) && runner=(sudo -n)
   SPARKC_FAILED_NODE=$node
-  out=$(run_on "$node" "${runner[@]}" sh -c "${SPARKC_HOST_HOOKS[i]}" 2>&1 </dev/null) || status=$?
+  out=$(sparkc_run "$node" "${runner[@]}" sh -c "${SPARKC_HOST_HOOKS[i]}" 2>&1 </dev/null) || status=$?
   if ((status)); then
     out=$(printf '%s\n' "$out" | tail -n 5)
     fail "$node" "host hook pre_launch[$i] failed on $node with status $status: ${SPARKC_HOST_HOOKS[i]}${out:+ (it said: $out)}"
   fi
-  ((SPARKC_DRY_RUN)) || log "$node: host hook pre_launch[$i] done"
+  dry_run || log "$node: host hook pre_launch[$i] done"
   SPARKC_FAILED_NODE=""
 }
 
@@ -1676,7 +1682,7 @@ probe_fabric() {
   ((SPARKC_PROBE)) || return 0
   phase probe "one all-reduce across ${#SPARKC_NODES[@]} node(s) in image $SPARKC_IMAGE (at most ${SPARKC_PROBE_TIMEOUT}s)"
   local node dir line transport busbw error nccl state waited=0 probe_failures=() probe_waits=()
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node in "${SPARKC_NODES[@]}"; do
       probe_argv "$node"
       dry_print "$node" "${SPARKC_ARGV[@]}" -c "<the probe program>" >&3
@@ -1843,7 +1849,7 @@ engine_files_argv() {
   local i
   for i in "${!SPARKC_ARGV[@]}"; do
     if [[ ${SPARKC_ARGV[i]} == "$SPARKC_MPI_SSHD_PLACEHOLDER" ]]; then
-      if ((SPARKC_DRY_RUN)); then SPARKC_ARGV[i]="<the library's sshd script for mpirun>"; else SPARKC_ARGV[i]=$SPARKC_MPI_SSHD; fi
+      if dry_run; then SPARKC_ARGV[i]="<the library's sshd script for mpirun>"; else SPARKC_ARGV[i]=$SPARKC_MPI_SSHD; fi
     elif [[ $i -gt 0 && ${SPARKC_ARGV[i - 1]} == -v && ${SPARKC_ARGV[i]} == "$SPARKC_BUILD_PLACEHOLDER/"* ]]; then
       SPARKC_ARGV[i]=$SPARKC_SCRIPT_DIR${SPARKC_ARGV[i]#"$SPARKC_BUILD_PLACEHOLDER"}
     fi
@@ -2026,7 +2032,7 @@ fail() {
   trap - ERR
   printf '%s [sparkc] FAILED in phase %s on node %s: %s\n' "$(date +%H:%M:%S)" "$SPARKC_PHASE" "$SPARKC_FAILED_NODE" \
     "$(printable "$*")" >&2
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     exit 1
   fi
   local dir
@@ -2077,7 +2083,7 @@ check_secrets() {
   problems+=("$(api_key_problem)")
   for name in "${problems[@]}"; do
     [[ -n $name ]] || continue
-    ((SPARKC_DRY_RUN)) && { warn "$name; a real launch stops here"; continue; }
+    dry_run && { warn "$name; a real launch stops here"; continue; }
     printf '%s [sparkc] FAILED before any node was touched: %s\n' "$(date +%H:%M:%S)" "$name" >&2
     exit 1
   done
@@ -2090,18 +2096,18 @@ preflight() {
   if ((${#SPARKC_NODES[@]} > 1)); then tools+=(ssh); fi
   for out in "${tools[@]}"; do
     command -v "$out" >/dev/null && continue
-    ((SPARKC_DRY_RUN)) && { warn "'$out' is not installed here; a real launch stops here"; continue; }
+    dry_run && { warn "'$out' is not installed here; a real launch stops here"; continue; }
     fail "$SPARKC_HEAD" "'$out' is not installed on the head node"
   done
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node in "${SPARKC_NODES[@]}"; do
       preflight_args "$node"
       printf '[%s] sh -c <preflight: %s> %s\n' "$node" "${SPARKC_PREFLIGHT_CHECKS[*]}" "$(printf '%q ' "${SPARKC_PF_ARGS[@]}")" >&3
       model_checks "$node"
     done
     check_profile
-    ((SPARKC_RAY_REQUIRED)) && run_on "$SPARKC_HEAD" docker run --rm --network none --entrypoint ray "$SPARKC_IMAGE" --version
-    if [[ $SPARKC_BACKEND == mpi ]]; then image_sshd_argv && run_on "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; fi
+    ((SPARKC_RAY_REQUIRED)) && sparkc_run "$SPARKC_HEAD" docker run --rm --network none --entrypoint ray "$SPARKC_IMAGE" --version
+    if [[ $SPARKC_BACKEND == mpi ]]; then image_sshd_argv && sparkc_run "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; fi
     phase_done
     return 0
   fi
@@ -2209,9 +2215,9 @@ preflight_only() {
 check_profile() {
   [[ -n $SPARKC_EXPECTED_ENTRYPOINT || ${#SPARKC_PROFILE_ENV_DEFAULTS[@]} -gt 0 || -n $SPARKC_ENTRYPOINT_SHA256 ]] || return 0
   local entry envs expected name line problems=()
-  if ((SPARKC_DRY_RUN)); then
-    run_on "$SPARKC_HEAD" docker image inspect --format '{{json .Config.Entrypoint}} {{json .Config.Env}}' "$SPARKC_IMAGE"
-    [[ -z $SPARKC_ENTRYPOINT_SHA256 ]] || { entrypoint_sum_argv && run_on "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; }
+  if dry_run; then
+    sparkc_run "$SPARKC_HEAD" docker image inspect --format '{{json .Config.Entrypoint}} {{json .Config.Env}}' "$SPARKC_IMAGE"
+    [[ -z $SPARKC_ENTRYPOINT_SHA256 ]] || { entrypoint_sum_argv && sparkc_run "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"; }
     return 0
   fi
   check_entrypoint_sha256
@@ -2267,7 +2273,7 @@ check_entrypoint_sha256() {
 SPARKC_LAUNCHED_AT=""
 record_launch() { # STATE
   local node
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   SPARKC_LAUNCHED_AT=${SPARKC_LAUNCHED_AT:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
   {
     printf 'launched=%s\nstate=%s\nspec_sha256=%s\nimage=%s\n' "$SPARKC_LAUNCHED_AT" "$1" "$SPARKC_SPEC_SHA256" "$SPARKC_IMAGE"
@@ -2308,7 +2314,7 @@ at_once_ok() { [[ $(<"$1.$2.rc") == 0 ]]; }
 clear_old() {
   phase cleanup "containers left by an earlier launch of $SPARKC_DEPLOYMENT"
   local node i label state sha running=0 same=0 existing=()
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     existing=("${SPARKC_NODES[@]}")
   else
     old_containers_from_preflight || at_once "$SPARKC_SCRATCH/old" old_container "${SPARKC_NODES[@]}"
@@ -2344,8 +2350,8 @@ clear_old() {
     fail "$SPARKC_HEAD" "$SPARKC_DEPLOYMENT is running on $running node(s) (from this spec on $same), but is not healthy" \
       "or is from another spec. Pass --yes to replace it, or run stop-cluster.sh first"
   fi
-  if ((SPARKC_DRY_RUN)); then
-    for node in "${existing[@]}"; do run_on "$node" docker rm -f "${SPARKC_CONTAINER[$node]}"; done
+  if dry_run; then
+    for node in "${existing[@]}"; do sparkc_run "$node" docker rm -f "${SPARKC_CONTAINER[$node]}"; done
     phase_done
     return 0
   fi
@@ -2414,7 +2420,7 @@ port_taken_at() {
 start_containers() {
   phase containers "one container per node, in waves: $(printf '[%s] ' "${SPARKC_START_WAVES[@]}")"
   local i port wave nodes
-  if ((SPARKC_DRY_RUN == 0)); then
+  if ! dry_run; then
     watch_pipes
     for i in "${!SPARKC_HEAD_PORTS[@]}"; do
       port=${SPARKC_HEAD_PORTS[i]}
@@ -2443,10 +2449,10 @@ start_containers() {
 # Start these nodes' containers at once; then fail naming the first, in order, that did not start.
 start_wave() {
   local node dir i=0 failed="" pids=()
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node; do
       docker_run_argv "$node"
-      run_on "$node" "${SPARKC_ARGV[@]}"
+      sparkc_run "$node" "${SPARKC_ARGV[@]}"
     done
     return 0
   fi
@@ -2703,7 +2709,7 @@ engine_still_running() {
 
 # -- phase 4 (Ray) -----------------------------------------------------------------------------
 wait_ray_head() {
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   log "waiting for the Ray head on $SPARKC_HEAD_FABRIC_IP"
   until port_in_use "$SPARKC_HEAD_FABRIC_IP" "$SPARKC_RAY_PORT"; do
     watch_check
@@ -2714,7 +2720,7 @@ wait_ray_head() {
 
 form_ray() {
   phase ray "wait until Ray reports ${#SPARKC_NODES[@]} nodes and $SPARKC_TOTAL_GPUS GPU(s) alive"
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     printf '[%s] %s\n' "$SPARKC_HEAD" "docker exec ${SPARKC_CONTAINER[$SPARKC_HEAD]} python3 -c <ray check> ${#SPARKC_NODES[@]} $SPARKC_TOTAL_GPUS ${SPARKC_RAY_EXPECTED_IPS[*]}"
     phase_done
     return 0
@@ -2783,7 +2789,7 @@ readonly SPARKC_MPI_SSH_WAIT=20
 form_mpi() {
   phase mpi "the head's container reaches sshd in every other node's container (port $SPARKC_MPI_SSH_PORT), as mpirun will"
   local node key="" out start
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node in "${SPARKC_NODES[@]}"; do
       printf '[%s] docker exec %s cat /root/.ssh/id_ed25519.pub | [%s] docker exec -i %s tee -a /root/.ssh/authorized_keys\n' \
         "$SPARKC_HEAD" "${SPARKC_CONTAINER[$SPARKC_HEAD]}" "$node" "${SPARKC_CONTAINER[$node]}"
@@ -2875,15 +2881,18 @@ start_engine() {
     phase engine "$SPARKC_ENGINE on the head through Ray"
   fi
   SPARKC_FAILED_NODE=$SPARKC_HEAD
-  if ((SPARKC_DRY_RUN)); then  # the wrapper by name: it is the library's, the same for every deployment
+  if dry_run; then  # the wrapper by name: it is the library's, the same for every deployment
     engine_argv "<the engine wrapper>"
     dry_print "$SPARKC_HEAD" "${SPARKC_ARGV[@]}" >&3
   else
     engine_argv "$SPARKC_ENGINE_WRAPPER"
     on_node "$SPARKC_HEAD" "${SPARKC_ARGV[@]}" >/dev/null || fail "$SPARKC_HEAD" "could not start the engine in ${SPARKC_CONTAINER[$SPARKC_HEAD]}"
   fi
-  SPARKC_ENGINE_STARTED=$((SPARKC_DRY_RUN == 0))
-  ((SPARKC_DRY_RUN)) || engine_watch_start
+  SPARKC_ENGINE_STARTED=0
+  if ! dry_run; then
+    SPARKC_ENGINE_STARTED=1
+    engine_watch_start
+  fi
   SPARKC_FAILED_NODE=""
   phase_done
 }
@@ -2898,7 +2907,7 @@ engine_exit_status() {
 # -- phase 6 -----------------------------------------------------------------------------------
 wait_ready() {
   phase readiness "$SPARKC_PROBE_URL: port, /health, /v1/models, one-token completion; every container alive"
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     printf "[%s] curl %s/health; curl %s/v1/models; curl -d '%s' %s/v1/completions\n" \
       "$SPARKC_HEAD" "$SPARKC_PROBE_URL" "$SPARKC_PROBE_URL" "$SPARKC_PROBE_BODY" "$SPARKC_PROBE_URL"
     phase_done
@@ -2984,7 +2993,7 @@ check_fabric() {
   local node lines socket
   for node in "${SPARKC_NODES[@]}"; do
     [[ -n ${SPARKC_NCCL_WANT[$node]} ]] || continue
-    if ((SPARKC_DRY_RUN)); then
+    if dry_run; then
       printf "[%s] docker logs %s | grep -E 'via NET/|Using network'\n" "$node" "${SPARKC_CONTAINER[$node]}" >&3
       continue
     fi
@@ -3044,19 +3053,19 @@ launch_main() {
     esac
     shift
   done
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
   check_port_override
   # The record and the failure logs go beside this script: a link there is refused before any node is touched.
-  ((SPARKC_DRY_RUN)) || { own_path "$SPARKC_SCRIPT_DIR/last-launch.txt" && own_path "$SPARKC_SCRIPT_DIR/logs" folder; } || exit 1
+  dry_run || { own_path "$SPARKC_SCRIPT_DIR/last-launch.txt" && own_path "$SPARKC_SCRIPT_DIR/logs" folder; } || exit 1
   SPARKC_DEADLINE=$((SECONDS + SPARKC_TIMEOUT))
   SPARKC_SCRATCH=$(mktemp -d)
   trap 'on_error $? $LINENO' ERR
   trap on_interrupt INT TERM
   log "launching $SPARKC_DEPLOYMENT: ${#SPARKC_NODES[@]} node(s), head $SPARKC_HEAD, image $SPARKC_IMAGE, timeout ${SPARKC_TIMEOUT}s"
-  ((SPARKC_DRY_RUN)) && log "dry run: printing commands, touching nothing"
+  dry_run && log "dry run: printing commands, touching nothing"
   [[ -z $SPARKC_PORT_OVERRIDE ]] || log "API port $SPARKC_API_PORT for this launch (--port; compiled: $SPARKC_COMPILED_API_PORT)"
-  ((SPARKC_PREFLIGHT_ONLY && !SPARKC_DRY_RUN)) && preflight_only
+  ((SPARKC_PREFLIGHT_ONLY)) && ! dry_run && preflight_only
   check_secrets
   if ((SPARKC_SKIP_PREFLIGHT)); then
     log "== preflight skipped"
@@ -3080,7 +3089,7 @@ launch_main() {
   if ((SPARKC_NCCL_CHECK)); then
     check_fabric
   fi
-  ((SPARKC_DRY_RUN)) && { log "dry run complete"; return 0; }
+  dry_run && { log "dry run complete"; return 0; }
   log "READY in ${SECONDS}s: $SPARKC_SERVED_MODEL at $SPARKC_ENDPOINT/v1"
   record_launch ready
   local auth=""
@@ -3106,9 +3115,9 @@ USAGE
 
 stop_one() {
   local node=$1 name=${SPARKC_CONTAINER[$1]} label
-  if ((SPARKC_DRY_RUN)); then
-    run_on "$node" docker stop --time 30 "$name"
-    run_on "$node" docker rm "$name"
+  if dry_run; then
+    sparkc_run "$node" docker stop --time 30 "$name"
+    sparkc_run "$node" docker rm "$name"
     return 0
   fi
   if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
@@ -3144,7 +3153,7 @@ stop_main() {
     esac
     shift
   done
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   local node status=0
   for node in "${SPARKC_NODES[@]:1}" "$SPARKC_HEAD"; do
     stop_one "$node" || status=1
@@ -3183,7 +3192,7 @@ status_main() {
     -h | --help) status_usage; exit 0 ;;
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   local node state healthy=1 out problem
   use_api_port "$(last_launch_port)"
   ((SPARKC_API_PORT == SPARKC_COMPILED_API_PORT)) || log "API port $SPARKC_API_PORT, from the last launch (launch-cluster.sh --port)"
@@ -3324,7 +3333,7 @@ logs_main() {
     esac
     shift
   done
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   if ((follow)); then
     ssh_mux_stop  # exec ends this shell without its EXIT trap
     # Without --since, the last lines for context; with it, everything since then.
@@ -3551,7 +3560,7 @@ distribute_image() {
     id=$(image_id "$node")
     if [[ $id == "$head_id" ]]; then
       log "$node: image $SPARKC_IMAGE ${head_id:7:12} already there, skipped"
-      ((SPARKC_DRY_RUN)) || record "$node" image skipped 0 0 -
+      dry_run || record "$node" image skipped 0 0 -
     else
       if [[ -n $id ]]; then log "$node: image ${id:7:12} differs: copy"; else log "$node: image missing: copy"; fi
       need+=("$node")
@@ -3559,7 +3568,7 @@ distribute_image() {
     fi
   done
   ((${#need[@]})) || return 0
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     if ((SPARKC_CHAIN)); then
       printf '[%s] docker save %q | ssh -> %s (each loads and passes it on)\n' "$SPARKC_HEAD" "$SPARKC_IMAGE" \
         "$(for node in "${need[@]}"; do printf '%s ' "${SPARKC_FABRIC_TARGET[$node]}"; done)" >&3
@@ -3638,7 +3647,7 @@ distribute_model() { # ITEM FOLDER
     sig=$(model_signature "$node" "$folder")
     if [[ $sig == "$head_sig" ]]; then
       log "$node: $item folder $folder already matches (file names and sizes), skipped"
-      ((SPARKC_DRY_RUN)) || record "$node" "$item" skipped 0 0 -
+      dry_run || record "$node" "$item" skipped 0 0 -
     else
       log "$node: $item folder $folder ${sig/#missing/is missing}: copy"
       [[ $sig == missing ]] || log "$node: (it differs from the head's)"
@@ -3646,7 +3655,7 @@ distribute_model() { # ITEM FOLDER
     fi
   done
   ((${#need[@]})) || return 0
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     for node in "${need[@]}"; do
       local words
       mapfile -d '' words < <(fabric_words "$node")
@@ -3707,7 +3716,7 @@ distribute_main() {
     esac
     shift
   done
-  ((SPARKC_DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   if ((SPARKC_IMAGE_ONLY && SPARKC_MODEL_ONLY)); then
     echo "distribute.sh: --image-only and --model-only exclude each other" >&2
     exit 2
@@ -3716,7 +3725,7 @@ distribute_main() {
   for node in "${SPARKC_NODES[@]:1}"; do
     SPARKC_KEY_NAME[$node]=$(host_key_name "$node")
   done
-  if ((SPARKC_DRY_RUN == 0)); then
+  if ! dry_run; then
     local new
     new=$(fresh_file "$SPARKC_REPORT") || exit 1
     exec {SPARKC_REPORT_FD}>>"$new"
@@ -3734,7 +3743,7 @@ distribute_main() {
       distribute_model draft "$SPARKC_DRAFT_FOLDER" || status=1
     fi
   fi
-  ((SPARKC_DRY_RUN)) || log "report: $SPARKC_REPORT"
+  dry_run || log "report: $SPARKC_REPORT"
   return "$status"
 }
 
@@ -3775,8 +3784,8 @@ service_main() {
   local root=${SPARKC_SYSTEM_ROOT:-}  # tests install into a folder instead of /
   local systemd_dir=$root/etc/systemd/system
   local link=$root$SPARKC_SERVICE_FOLDER dropin=$root/etc/systemd/system/$SPARKC_SERVICE_UNIT.d
-  ((SPARKC_DRY_RUN)) && log "dry run: printing the steps, changing nothing"
-  if ((!SPARKC_DRY_RUN)) && [[ ! -w $systemd_dir ]]; then
+  dry_run && log "dry run: printing the steps, changing nothing"
+  if ! dry_run && [[ ! -w $systemd_dir ]]; then
     warn "cannot write to $systemd_dir: run it as root (sudo $SPARKC_SCRIPT_DIR/install-service.sh)"
     exit 1
   fi
@@ -3786,7 +3795,7 @@ service_main() {
     service_step rmdir "$dropin"
     service_step rm -f "$link"
     service_step systemctl daemon-reload
-    ((SPARKC_DRY_RUN)) || log "$SPARKC_SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
+    dry_run || log "$SPARKC_SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
     return 0
   fi
   [[ -f $SPARKC_SCRIPT_DIR/systemd/$SPARKC_SERVICE_UNIT ]] \
@@ -3797,7 +3806,7 @@ service_main() {
   service_step write_file "$dropin/user.conf" "$(printf '[Service]\nUser=%s\n' "$user")"
   service_step systemctl daemon-reload
   service_step systemctl enable "$SPARKC_SERVICE_UNIT"
-  ((SPARKC_DRY_RUN)) || log "$SPARKC_SERVICE_UNIT enabled, as $user: it launches $SPARKC_DEPLOYMENT after every boot (start it now:" \
+  dry_run || log "$SPARKC_SERVICE_UNIT enabled, as $user: it launches $SPARKC_DEPLOYMENT after every boot (start it now:" \
     "systemctl start $SPARKC_SERVICE_UNIT; follow it: journalctl -u $SPARKC_SERVICE_UNIT -f)"
 }
 
@@ -3805,7 +3814,7 @@ service_main() {
 service_step() {
   local word shown=()
   for word; do shown+=("$(dry_word "$word")"); done
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     printf '%s\n' "${shown[*]}"
     return 0
   fi
@@ -3963,7 +3972,7 @@ fetch_main() {
   fi
   argv+=(--entrypoint python3 "$SPARKC_IMAGE" -c)
   log "$SPARKC_FETCH_REPO at $SPARKC_FETCH_REVISION into $SPARKC_FETCH_TARGET ($SPARKC_FETCH_MODE), in image $SPARKC_IMAGE"
-  if ((SPARKC_DRY_RUN)); then
+  if dry_run; then
     dry_print "$SPARKC_HEAD" mkdir -p "$SPARKC_FETCH_TARGET"
     dry_print "$SPARKC_HEAD" "${argv[@]}" "<the program in runtime/fetch.py>" "$SPARKC_FETCH_REPO" "$SPARKC_FETCH_REVISION" \
       "$SPARKC_FETCH_TARGET" "$SPARKC_FETCH_MODE"
@@ -4151,7 +4160,7 @@ bench_main() {
   stamp=$(date -u +%Y%m%dT%H%M%SZ)
   IFS=, read -r -a levels <<<"$list"
   log "benchmark of $SPARKC_DEPLOYMENT at $SPARKC_PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
-  if ((SPARKC_DRY_RUN == 0)); then
+  if ! dry_run; then
     if [[ -z $dir ]]; then
       new_folder "$SPARKC_SCRIPT_DIR/bench" "$stamp" || exit 1
       dir=$SPARKC_NEW_FOLDER
@@ -4167,7 +4176,7 @@ bench_main() {
     i=$((i + 1))
     count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
     bench_argv "$level" "$count" "$input" "$output" "$dir" "$snapshot"
-    if ((SPARKC_DRY_RUN)); then
+    if dry_run; then
       dry_print "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"
       continue
     fi
@@ -4196,7 +4205,7 @@ bench_main() {
       log "[$i/${#levels[@]}] concurrency $level done in $((SECONDS - started))s"
     fi
   done
-  ((SPARKC_DRY_RUN)) && return 0
+  dry_run && return 0
   if command -v python3 >/dev/null 2>&1; then
     python3 -c "$SPARKC_BENCH_SUMMARY_PY" "$dir" "$SPARKC_DEPLOYMENT" "$SPARKC_SPEC_SHA256" "$image_id" "$input" "$output" "${levels[@]}" \
       || failed=1

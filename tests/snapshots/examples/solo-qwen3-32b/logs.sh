@@ -60,7 +60,7 @@ readonly SPARKC_SCRIPT_DIR=${SPARKC_SCRIPT_DIR%$'\n'x}
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=68b7304220569907323c22d2cd06a7a5109e0f1935420cf7ffb959f84cd6cb8e
+readonly SPARKC_LIB_SHA256=1427952ed7b9a167d79061275af5250b1aca6490622372a2f0e22ee246b7d2c2
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
