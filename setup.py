@@ -34,6 +34,7 @@ setup(
     packages=[
         *find_packages(include=["compiler", "compiler.*"]),
         "compiler.templates",
+        "compiler.runtime",
         "compiler.schemas",
         "compiler.profiles",
         "compiler.flag_tables",

@@ -14,7 +14,7 @@ probe() { # LABEL PORT [VAR=VALUE ...]: two ranks, one per GPU, on this host
   for r in 0 1; do
     env "$@" RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
       SPARKC_PROBE_TIMEOUT=90 SPARKC_PROBE_BYTES=268435456 SPARKC_PROBE_ITERS=10 \
-      timeout 120 python3 templates/lib/probe.py >"$OUT/probe-$label.$r.out" 2>"$OUT/probe-$label.$r.err" &
+      timeout 120 python3 runtime/probe.py >"$OUT/probe-$label.$r.out" 2>"$OUT/probe-$label.$r.err" &
   done
   wait
   grep -h SPARKC_PROBE "$OUT/probe-$label".*.out

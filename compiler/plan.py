@@ -186,7 +186,7 @@ class ProfileCheck:
 
 
 # Where a hooks patch folder goes: beside the scripts in the output folder, and inside every container.
-# The launcher adds seconds in bash's 64-bit arithmetic (SECONDS + TIMEOUT); a larger budget wraps to a
+# The launcher adds seconds in bash's 64-bit arithmetic (SECONDS + SPARKC_TIMEOUT); a larger budget wraps to a
 # negative deadline and the launch fails at once. 2^31 - 1 seconds is 68 years. Compile and the
 # launcher's --timeout both hold to it.
 MAX_LAUNCH_TIMEOUT = 2**31 - 1
@@ -306,9 +306,9 @@ class Plan:
     api_port: int  # effective
     probe_host: str  # where the launcher on the head reaches the API
     api_bind_host: str  # where the engine binds the API (its host, 0.0.0.0 by default)
-    probe_url: str  # http://PROBE_HOST:PORT, an IPv6 address in brackets
+    probe_url: str  # http://SPARKC_PROBE_HOST:PORT, an IPv6 address in brackets
     endpoint_url: str  # what to tell the operator
-    probe_url_host: str  # PROBE_HOST as a URL writes it (IPv6 in brackets): the scripts add the port of the launch
+    probe_url_host: str  # SPARKC_PROBE_HOST as a URL writes it (IPv6 in brackets); the launch adds its port
     endpoint_host: str  # the same for endpoint_url
     served_model_name: str  # effective
     model_host_path: str

@@ -8,7 +8,7 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def data_dir(name: str) -> Path:
-    """`templates`, `schemas`, `profiles` or `flag_tables`."""
+    """`templates`, `runtime`, `schemas`, `profiles` or `flag_tables`."""
     for candidate in (_PACKAGE / name, _PACKAGE.parent / name):
         if candidate.is_dir():
             return candidate

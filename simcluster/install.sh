@@ -31,6 +31,8 @@ readonly APT_PACKAGES=(
   curl
   rsync
   ca-certificates
+  # the runtime's own tests (runtime/tests/*.bats, run by tests/unit/test_runtime_bats.py)
+  bats
   # systemd-analyze verify checks the generated unit (tests/fake_cluster/test_service.py); systemd need not run
   systemd
   # a ring's preflight pings the node before each node over its cable, as on DGX OS

@@ -13,7 +13,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
+from compiler.names import RESERVED_PREFIXES, SECRET_NAME, SHELL_NAMES
 from compiler.output.emit import MANIFEST
 from compiler.output.folder_guard import SYSTEMD
 from compiler.output.library import library_path, library_sha256, library_text
@@ -144,8 +144,8 @@ def _value(placeholder: str, function: Callable[..., str]) -> Callable[..., str]
 
 @lru_cache(maxsize=8)
 def bash(name: str) -> str:
-    """A plain bash file of templates/lib/, verbatim (setup-fabric.sh takes its sh_quote from common.sh)."""
-    return (data_dir("templates") / "lib" / name).read_text(encoding="utf-8")
+    """A plain bash file of runtime/, verbatim (setup-fabric.sh takes its sh_quote from common.sh)."""
+    return (data_dir("runtime") / name).read_text(encoding="utf-8")
 
 
 def launch_timeout_minimum() -> int:
@@ -174,8 +174,9 @@ def environment() -> jinja2.Environment:
     env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
     env.globals["build_placeholder"] = BUILD_PLACEHOLDER
     env.globals["mpi_sshd_placeholder"] = MPI_SSHD_PLACEHOLDER
-    # What `launch-cluster.sh --env NAME=VALUE` refuses, from the lists the compiler checks the spec with.
-    env.globals["reserved_names"] = " ".join(sorted(SHELL_NAMES | SCRIPT_NAMES))
+    # What `launch-cluster.sh --env NAME=VALUE` refuses besides the SPARKC_, BASH_ and LC_ prefixes: the
+    # shell's own names, the list the compiler checks the spec's secrets with.
+    env.globals["reserved_names"] = " ".join(sorted(n for n in SHELL_NAMES if not n.startswith(RESERVED_PREFIXES)))
     env.globals["secret_name_pattern"] = SECRET_NAME.pattern
     # What `launch-cluster.sh --timeout` takes: what the spec's launch.timeout may be.
     env.globals["timeout_bounds"] = (launch_timeout_minimum(), MAX_LAUNCH_TIMEOUT)

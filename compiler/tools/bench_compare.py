@@ -17,7 +17,7 @@ from typing import TypeGuard
 from compiler.diagnostics import printable
 from compiler.user_files import UnreadableFile, read_json
 
-# The summary's metrics (templates/lib/bench_summary.py writes them), as the table names them; a higher
+# The summary's metrics (runtime/bench_summary.py writes them), as the table names them; a higher
 # value is better only for the throughputs.
 METRICS = (
     ("output tok/s", "output_throughput", "{:.1f}", True),

@@ -4,7 +4,7 @@ A compile checks only a deployment's own scripts (compiler/output/lint.py); this
 test runs it, so CI does), what no compile checks:
 
 - the library (compiler/output/library.py), with `--shell=bash`;
-- the node-side snippets it hands to the nodes' `sh` (templates/lib/node/, and the node scripts of
+- the node-side snippets it hands to the nodes' `sh` (runtime/node/, and the node scripts of
   `sparkc discover` and `sparkc setup-fabric`), with `--shell=sh`: the login shell may be dash or busybox;
 - the library as the scripts of a feature matrix source it (vLLM with Ray and native, SGLang, split planes,
   hooks, a draft model, an API key, 1 to 8 nodes), with `--external-sources`: each script and the library
@@ -39,7 +39,7 @@ LIBRARY_PART = "\n# The code every script of this deployment shares"
 def node_files() -> list[Path]:
     templates = data_dir("templates")
     others = [*(templates / "setup").glob("*.sh"), templates / "discover" / "probe.sh"]
-    return sorted([*(templates / "lib" / "node").glob("*.sh"), *others])
+    return sorted([*(data_dir("runtime") / "node").glob("*.sh"), *others])
 
 
 def spec_with_nodes(seed_text: str, count: int) -> str:

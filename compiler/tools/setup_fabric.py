@@ -195,7 +195,7 @@ def _why_no_guess(topology: Topology, prefix: int, twin_of: str) -> str:
 def _sh_quote_function() -> str:
     """sh_quote from the launch scripts' common.sh: one quoting function for every script sparkc writes."""
     found = re.search(r"^sh_quote\(\) \{\n.*?^\}\n", bash("common.sh"), re.M | re.S)
-    assert found, "templates/lib/common.sh defines sh_quote"
+    assert found, "runtime/common.sh defines sh_quote"
     return found.group(0)
 
 

@@ -84,7 +84,9 @@ def test_values_reach_a_worker_byte_for_byte_whatever_its_login_shell(
 # -- names and values --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["TIMEOUT", "IFS", "SECONDS", "HEAD", "VLLM_HOST_IP", "NCCL_IB_HCA", "out"])
+@pytest.mark.parametrize(
+    "name", ["SPARKC_TIMEOUT", "SPARKC_ANYTHING", "IFS", "SECONDS", "BASH_X", "VLLM_HOST_IP", "NCCL_IB_HCA", "out"]
+)
 def test_secret_names_the_scripts_or_sparkc_use_are_refused(name: str) -> None:
     (message,) = errors({"container.secrets": [name]})
     assert name in message or name.upper() in message
@@ -159,9 +161,9 @@ def test_an_ipv6_host_is_bracketed_in_urls() -> None:
     assert result.plan is not None and result.plan.probe_url == "http://[::1]:8000"
     # the launcher and status.sh add the port of the launch (--port) to the host
     for script in ("launch-cluster.sh", "status.sh"):
-        assert "readonly PROBE_URL_HOST='[::1]'" in result.files[script]
-        assert 'PROBE_URL="http://$PROBE_URL_HOST:$API_PORT"' in result.files[script]
-    assert "readonly PROBE_URL='http://[::1]:8000'" in result.files["stop-cluster.sh"]
+        assert "readonly SPARKC_PROBE_URL_HOST='[::1]'" in result.files[script]
+        assert 'SPARKC_PROBE_URL="http://$SPARKC_PROBE_URL_HOST:$SPARKC_API_PORT"' in result.files[script]
+    assert "readonly SPARKC_PROBE_URL='http://[::1]:8000'" in result.files["stop-cluster.sh"]
 
 
 # -- launches that never became ready, stops that said "stopped" ----------------------------------------
@@ -195,8 +197,9 @@ def test_logs_land_beside_the_script_whatever_cdpath_says(fake: FakeCluster, tmp
 
 def test_every_upper_case_variable_the_scripts_assign_is_reserved() -> None:
     """A secret is read from the launcher's environment: one named like a script variable would be
-    replaced by (or replace) the script's value. Secret names must be upper-case, so these suffice."""
-    from compiler.resolve.reserved import SCRIPT_NAMES, SHELL_NAMES
+    replaced by (or replace) the script's value. Secret names must be upper-case, so these suffice: each
+    is the shell's own or carries a prefix no secret may take (SPARKC_ for the scripts' own)."""
+    from compiler.resolve.reserved import is_reserved
 
     assigned: set[str] = set()
     examples = ("seed-qwen35-122b-2spark-ray", "llama33-70b-2spark-native", "sglang-qwen3-30b-2spark")
@@ -207,8 +210,9 @@ def test_every_upper_case_variable_the_scripts_assign_is_reserved() -> None:
         for script in (text for file, text in files.items() if file.endswith(".sh")):
             code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith(("-e ", "#")))
             assigned |= set(re.findall(r"(?:^|[\s(;])([A-Z][A-Z0-9_]*)\+?=", code, re.MULTILINE))
-    assigned = {n for n in assigned if not n.startswith(("DOCKER_RUN_", "PROBE_RUN_", "LC_"))}
-    assert assigned - SCRIPT_NAMES - SHELL_NAMES == set()
+    assert any(n.startswith("SPARKC_") for n in assigned)  # the search finds the scripts' own
+    # bench.sh exports the API key under this name in a subshell that only runs its benchmark container
+    assert {n for n in assigned if not is_reserved(n)} == {"OPENAI_API_KEY"}
 
 
 def test_a_served_name_that_looks_like_a_flag_is_refused() -> None:

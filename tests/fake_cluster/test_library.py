@@ -87,7 +87,7 @@ def test_one_library_for_every_deployment_recorded_in_each_manifest() -> None:
         assert len(result.files["launch-cluster.sh"].splitlines()) < 500
     assert len(libraries) == 1
     (text,) = libraries
-    assert "sparkc-embed" not in text and "PREFLIGHT_REMOTE_LIB='" in text
+    assert "sparkc-embed" not in text and "SPARKC_PREFLIGHT_REMOTE_LIB='" in text
 
 
 def test_no_value_of_a_spec_reaches_the_library() -> None:

@@ -72,4 +72,4 @@ def test_compiling_into_another_deployments_folder_is_refused_unless_forced(tmp_
     assert runner.invoke(cli, ["compile", str(changed), "-o", str(out)]).exit_code == 0
     forced = runner.invoke(cli, ["compile", str(other), "-o", str(out), "--force"])
     assert forced.exit_code == 0, forced.output
-    assert "readonly DEPLOYMENT=llama33-70b" in (out / "launch-cluster.sh").read_text()
+    assert "readonly SPARKC_DEPLOYMENT=llama33-70b" in (out / "launch-cluster.sh").read_text()

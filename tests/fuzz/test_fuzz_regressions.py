@@ -61,7 +61,7 @@ def test_gpu_memory_utilization_nan_is_a_spec_error() -> None:
 
 @pytest.mark.parametrize("timeout", [2**31, 2**63 - 1, 2**63 + 5])
 def test_a_launch_timeout_past_bash_arithmetic_is_refused(timeout: int) -> None:
-    # DEADLINE=$((SECONDS + TIMEOUT)) wrapped to a negative number: the launch gave up at once.
+    # SPARKC_DEADLINE=$((SECONDS + SPARKC_TIMEOUT)) wrapped to a negative number: the launch gave up at once.
     assert f"launch.timeout: {timeout} seconds overflows" in refused({"launch.timeout": timeout})
 
 

@@ -59,9 +59,9 @@ def stop_script(changes: dict[str, object] | None = None) -> dict[str, str]:
 
 
 def with_line(files: dict[str, str], line: str) -> dict[str, str]:
-    """The script with `line` added after its HEAD constant, as a template change would add it."""
+    """The script with `line` added after its SPARKC_HEAD constant, as a template change would add it."""
     text = files[STOP]
-    at = text.index("\n", text.index("readonly HEAD=")) + 1
+    at = text.index("\n", text.index("readonly SPARKC_HEAD=")) + 1
     return {STOP: text[:at] + line + "\n" + text[at:]}
 
 

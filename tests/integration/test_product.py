@@ -17,8 +17,11 @@ from tests.readme_commands import section
 from tests.specs import EXAMPLES, ROOT
 
 # Where each folder of the tree lands in the wheel.
-PACKAGED = {"compiler": "compiler", "templates": "compiler/templates", "schemas": "compiler/schemas",
-            "profiles": "compiler/profiles", "flag_tables": "compiler/flag_tables"}  # fmt: skip
+PACKAGED = {"compiler": "compiler", "templates": "compiler/templates", "runtime": "compiler/runtime",
+            "schemas": "compiler/schemas", "profiles": "compiler/profiles",
+            "flag_tables": "compiler/flag_tables"}  # fmt: skip
+# The runtime's own tests (bats) stay in the tree: a user's installation has no use for them.
+NOT_PACKAGED = ("runtime/tests",)
 # What a work tree holds that is not sparkc's source: environments, caches, build and output folders.
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "venv", "build", ".setuptools-build", "dist", "*.egg-info", "__pycache__", "*.pyc",
@@ -38,6 +41,8 @@ def tree_files() -> set[str]:
     names = set()
     for folder, packaged in PACKAGED.items():
         for path in (ROOT / folder).rglob("*"):
+            if path.relative_to(ROOT).as_posix().startswith(NOT_PACKAGED):
+                continue
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 names.add(f"{packaged}/{path.relative_to(ROOT / folder).as_posix()}")
     return names
@@ -58,7 +63,7 @@ def test_the_wheel_holds_every_module_and_data_file_of_the_tree_and_nothing_else
     templates = [p.relative_to(ROOT / "templates").as_posix() for p in (ROOT / "templates").rglob("*.j2")]
     compiled = {f"compiler/templates_compiled/tmpl_{hashlib.sha1(n.encode()).hexdigest()}.py" for n in templates}
     expected = tree_files() | compiled
-    assert {"compiler/resolve/__init__.py", "compiler/engines/vllm.py", "compiler/templates/lib/probe.py"} <= expected
+    assert {"compiler/resolve/__init__.py", "compiler/engines/vllm.py", "compiler/runtime/probe.py"} <= expected
     assert sorted(expected - names) == [], "in the tree, missing from the wheel"
     assert sorted(names - expected) == [], "in the wheel, not in the tree"
 

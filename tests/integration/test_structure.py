@@ -14,10 +14,10 @@ from compiler.pipeline import compile_text
 from tests.specs import EXAMPLES, ROOT
 
 NAME_REFERENCED = (
-    "readonly DOCKER_RUN_",
-    "declare -rA DOCKER_RUN_",
-    "readonly PROBE_RUN_",
-    "declare -rA PROBE_RUN_",
+    "readonly SPARKC_DOCKER_RUN_",
+    "declare -rA SPARKC_DOCKER_RUN_",
+    "readonly SPARKC_PROBE_RUN_",
+    "declare -rA SPARKC_PROBE_RUN_",
     "  compiled_into=(",
 )
 

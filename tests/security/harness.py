@@ -32,21 +32,21 @@ shift 2
 source "$launcher"
 # what launch_main does before its options: the secrets from the environment, the compiled timeout
 read_secrets
-TIMEOUT=$DEFAULT_TIMEOUT
+SPARKC_TIMEOUT=$SPARKC_DEFAULT_TIMEOUT
 for sparkc_test_node; do
-  for sparkc_test_hook in "${!HOST_HOOKS[@]}"; do
+  for sparkc_test_hook in "${!SPARKC_HOST_HOOKS[@]}"; do
     host_hook "$sparkc_test_node" "$sparkc_test_hook"
   done
   if [[ $sparkc_test_mode == secrets ]]; then
     start_one "$sparkc_test_node"
   else
     docker_run_argv "$sparkc_test_node"
-    on_node "$sparkc_test_node" "${ARGV[@]}"
+    on_node "$sparkc_test_node" "${SPARKC_ARGV[@]}"
   fi
 done
-if ((${#ENGINE_COMMAND[@]})) && [[ $1 == "$HEAD" ]]; then
-  engine_argv "$ENGINE_WRAPPER"
-  on_node "$HEAD" "${ARGV[@]}"
+if ((${#SPARKC_ENGINE_COMMAND[@]})) && [[ $1 == "$SPARKC_HEAD" ]]; then
+  engine_argv "$SPARKC_ENGINE_WRAPPER"
+  on_node "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"
 fi
 """
 

@@ -35,7 +35,7 @@ DRIVER = r"""
 source "$1"
 eval "real_$(declare -f model_signature)"
 model_signature() {
-  if [[ $1 != "$HEAD" && ! -e $FAKE_STATE/asked.$1 ]]; then
+  if [[ $1 != "$SPARKC_HEAD" && ! -e $FAKE_STATE/asked.$1 ]]; then
     : >"$FAKE_STATE/asked.$1"
     echo missing
   else

@@ -94,7 +94,7 @@ def test_an_output_folder_name_stays_a_name(
     functions = out / "logs-functions.sh"  # logs.sh without its main, sourced from the same folder
     write_functions((out / "logs.sh").read_text(encoding="utf-8"), functions)
     where = subprocess.run(
-        ["bash", "-c", 'source "$1" && printf %s "$SCRIPT_DIR"', "where", str(functions)],
+        ["bash", "-c", 'source "$1" && printf %s "$SPARKC_SCRIPT_DIR"', "where", str(functions)],
         capture_output=True,
     )
     assert where.returncode == 0, where.stderr

@@ -56,7 +56,7 @@ def sparkc(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def summary(**changes: object) -> dict[str, object]:
-    """A summary as templates/lib/bench_summary.py writes it."""
+    """A summary as runtime/bench_summary.py writes it."""
     row = {"concurrency": 1, "ok": True, "output_throughput": 80.5, "request_throughput": 0.6}
     row |= {"median_ttft_ms": 40.0, "p99_ttft_ms": 55.0, "median_itl_ms": 12.0, "p99_itl_ms": 14.0}
     data: dict[str, object] = {"deployment": "llama", "spec_sha256": "ab" * 32, "image_id": "sha256:" + "cd" * 32}
@@ -344,7 +344,7 @@ def test_bench_summary_takes_a_broken_result_as_a_failed_run(tmp_path: Path, res
     good = {"output_throughput": 80.5, "request_throughput": 0.6, "median_ttft_ms": 40.0}
     (tmp_path / "concurrency-1.json").write_text(json.dumps(good))
     (tmp_path / "concurrency-4.json").write_text(result)
-    script = ROOT / "templates" / "lib" / "bench_summary.py"
+    script = ROOT / "runtime" / "bench_summary.py"
     argv = [sys.executable, script, tmp_path, "llama", "ab" * 32, "sha256:" + "cd" * 32, "512", "128", "1", "4"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=LIMIT_S)
     assert not done.stderr, done.stderr  # no traceback

@@ -117,7 +117,8 @@ def test_the_helpers_write_anew_and_refuse_links(fake: FakeCluster, tmp_path: Pa
     (folder / "plain").write_text("old\n")
     program = (
         'source "$1"; cd "$2"; echo new | save_file "$2/plain"; echo x | save_file "$2/linked"; echo "rc=$?"; '
-        'new_folder "$2/linked" sub; echo "rc=$?"; new_folder "$2" sub && new_folder "$2" sub && echo "$NEW_FOLDER"'
+        'new_folder "$2/linked" sub; echo "rc=$?"; new_folder "$2" sub && new_folder "$2" sub && '
+        'echo "$SPARKC_NEW_FOLDER"'
     )
     done = subprocess.run(
         ["bash", "-c", program, "bash", str(library), str(folder)], capture_output=True, text=True, timeout=30

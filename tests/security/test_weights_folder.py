@@ -19,7 +19,7 @@ from tests.product import needs
 
 pytestmark = pytest.mark.security
 
-NODE = Path(__file__).resolve().parents[2] / "templates" / "lib" / "node"
+NODE = Path(__file__).resolve().parents[2] / "runtime" / "node"
 FACTS = (NODE / "model-facts.sh").read_text(encoding="utf-8")
 PREFLIGHT = (NODE / "preflight.sh").read_text(encoding="utf-8")
 SHELLS = [("bash",), ("dash",), ("zsh",), ("busybox", "sh")]

@@ -12,7 +12,7 @@ from tests.unit.test_resolve import BASE, plan_of
 
 
 def probe_program() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("probe", data_dir("templates") / "lib" / "probe.py")
+    spec = importlib.util.spec_from_file_location("probe", data_dir("runtime") / "probe.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.engines.flag_table import Problem, releases_with
-from compiler.names import SCRIPT_NAMES, SECRET_NAME, SHELL_NAMES
+from compiler.names import SECRET_NAME, is_reserved
 from compiler.plan import MAX_LAUNCH_TIMEOUT
 from compiler.resolve.context import Deployment
 from compiler.resolve.engine_args import api_key_given, managed_fields, read_args, repeats
@@ -268,12 +268,12 @@ def secret_names(d: Deployment) -> Iterator[Diagnostic]:
     derived = {s.name for env in node_envs(d).values() for s in env}
     for i, name in enumerate(d.spec.container.secrets):
         path = d.spec.container.at("secrets", i)
-        if (
-            name in SHELL_NAMES
-            or name in SCRIPT_NAMES
-            or name.startswith(("BASH_", "LC_", "DOCKER_RUN_", "PROBE_RUN_"))
-        ):
-            yield error(path, f"{name} is a name the shell or the generated scripts use themselves; rename the secret")
+        if is_reserved(name):
+            yield error(
+                path,
+                f"{name} is the shell's own or starts with SPARKC_, BASH_ or LC_ (names the generated scripts and "
+                "the shell keep for themselves); rename the secret",
+            )
         elif name in derived:
             yield error(path, f"{name} is set by sparkc for every node; a secret of that name would replace it")
         elif name != name.upper():

@@ -2,7 +2,7 @@ fetch_usage() {
   cat <<USAGE
 Usage: fetch-model.sh [--dry-run]
 
-Downloads ${FETCH_REPO:-model.repo} at $FETCH_REVISION into $FETCH_TARGET on this node, the
+Downloads ${SPARKC_FETCH_REPO:-model.repo} at $SPARKC_FETCH_REVISION into $SPARKC_FETCH_TARGET on this node, the
 head, inside the deployment's image (docker run --rm, which needs huggingface_hub), then says to run
 distribute.sh, which copies the weights on to the other nodes. HF_TOKEN (for gated or private repos) and
 HF_ENDPOINT (a mirror) are read from this environment and passed by name, never on a command line.
@@ -13,27 +13,27 @@ Exit status: 0 done, 1 the download failed or the disk lacks room, 2 usage or no
 USAGE
 }
 
-# The download's program (templates/lib/fetch.py), run by python3 -c inside the image.
+# The download's program (runtime/fetch.py), run by python3 -c inside the image.
 # shellcheck disable=SC2016  # Python's text, not the shell's
-# sparkc-embed FETCH_PY fetch.py
+# sparkc-embed SPARKC_FETCH_PY fetch.py
 fetch_main() {
   while (($#)); do
     case $1 in
-      --dry-run) DRY_RUN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
       -h | --help) fetch_usage; exit 0 ;;
       *) echo "fetch-model.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
   done
-  if [[ -z $FETCH_REPO ]]; then
+  if [[ -z $SPARKC_FETCH_REPO ]]; then
     echo "fetch-model.sh: the spec names no model.repo: add model.repo (the Hugging Face repo id, ORG/NAME)" \
       "and compile again" >&2
     exit 2
   fi
   # As the operator's user, so the files are theirs; huggingface_hub's own state in a folder it can write.
-  local argv=(docker run --rm --name "$FETCH_CONTAINER" --network host --user "$(id -u):$(id -g)"
+  local argv=(docker run --rm --name "$SPARKC_FETCH_CONTAINER" --network host --user "$(id -u):$(id -g)"
     -e HF_HOME=/tmp/sparkc-hf-home
-    -v "$FETCH_TARGET:$FETCH_TARGET"
+    -v "$SPARKC_FETCH_TARGET:$SPARKC_FETCH_TARGET"
     -e HF_TOKEN
     -e HF_ENDPOINT
   )
@@ -44,18 +44,18 @@ fetch_main() {
       -e HF_HUB_DISABLE_PROGRESS_BARS=1
     )  # one line per file instead
   fi
-  argv+=(--entrypoint python3 "$IMAGE" -c)
-  log "$FETCH_REPO at $FETCH_REVISION into $FETCH_TARGET ($FETCH_MODE), in image $IMAGE"
-  if ((DRY_RUN)); then
-    dry_print "$HEAD" mkdir -p "$FETCH_TARGET"
-    dry_print "$HEAD" "${argv[@]}" "<the program in templates/lib/fetch.py>" "$FETCH_REPO" "$FETCH_REVISION" \
-      "$FETCH_TARGET" "$FETCH_MODE"
+  argv+=(--entrypoint python3 "$SPARKC_IMAGE" -c)
+  log "$SPARKC_FETCH_REPO at $SPARKC_FETCH_REVISION into $SPARKC_FETCH_TARGET ($SPARKC_FETCH_MODE), in image $SPARKC_IMAGE"
+  if dry_run; then
+    dry_print "$SPARKC_HEAD" mkdir -p "$SPARKC_FETCH_TARGET"
+    dry_print "$SPARKC_HEAD" "${argv[@]}" "<the program in runtime/fetch.py>" "$SPARKC_FETCH_REPO" "$SPARKC_FETCH_REVISION" \
+      "$SPARKC_FETCH_TARGET" "$SPARKC_FETCH_MODE"
     return 0
   fi
-  mkdir -p -- "$FETCH_TARGET" || { warn "cannot create $FETCH_TARGET on $HEAD"; exit 1; }
-  local out=$SCRIPT_DIR/fetch-report.txt status=0 new
+  mkdir -p -- "$SPARKC_FETCH_TARGET" || { warn "cannot create $SPARKC_FETCH_TARGET on $SPARKC_HEAD"; exit 1; }
+  local out=$SPARKC_SCRIPT_DIR/fetch-report.txt status=0 new
   new=$(fresh_file "$out") || exit 1
-  "${argv[@]}" "$FETCH_PY" "$FETCH_REPO" "$FETCH_REVISION" "$FETCH_TARGET" "$FETCH_MODE" </dev/null \
+  "${argv[@]}" "$SPARKC_FETCH_PY" "$SPARKC_FETCH_REPO" "$SPARKC_FETCH_REVISION" "$SPARKC_FETCH_TARGET" "$SPARKC_FETCH_MODE" </dev/null \
     | tee "$new" || status=$?
   place_file "$new" "$out" || exit 1
   if ! grep -q '^SPARKC_FETCH {.*"ok": true' "$out"; then
@@ -64,5 +64,5 @@ fetch_main() {
     warn "the download failed${why:+: $why} (exit $status); the report is in $out"
     exit 1
   fi
-  log "done: $FETCH_REPO is in $FETCH_TARGET on $HEAD; run distribute.sh to copy it to the other nodes"
+  log "done: $SPARKC_FETCH_REPO is in $SPARKC_FETCH_TARGET on $SPARKC_HEAD; run distribute.sh to copy it to the other nodes"
 }

@@ -1,5 +1,6 @@
 # Functions every generated script shares. Plain bash: it reads the constants of the script that sources it.
-DRY_RUN=0
+# --dry-run (each script's option parser sets it): only dry_run below reads it.
+SPARKC_DRY_RUN=0
 # Dry-run lines go to fd 3, the script's own stdout, even from commands whose output is discarded.
 exec 3>&1
 
@@ -21,7 +22,7 @@ printable() {
   text=${text//[$'\x01'-$'\x08'$'\x0b'-$'\x1f'$'\x7f']/?}
   printf '%s' "${text//$'\xc2'[$'\x80'-$'\x9f']/?}"
 }
-is_local() { [[ -z ${TARGET[$1]} ]]; }
+is_local() { [[ -z ${SPARKC_TARGET[$1]} ]]; }
 # A word read from a node (a label, a name) as it may be printed: anything but [A-Za-z0-9._:/[]-] becomes ?.
 safe_word() { printf '%s' "${1//[^A-Za-z0-9._:\/\[\]-]/?}"; }
 
@@ -56,12 +57,12 @@ save_file() { # FILE: its new content is this function's input
   cat >"$new" && place_file "$new" "$1"
 }
 # new_folder PARENT NAME: makes PARENT (a plain folder or missing) and a new folder PARENT/NAME in it (NAME.XXXXXX
-# where NAME is taken); its path in NEW_FOLDER.
+# where NAME is taken); its path in SPARKC_NEW_FOLDER.
 new_folder() {
   own_path "$1" folder && mkdir -p -- "$1" || return 1
-  NEW_FOLDER=$1/$2
-  mkdir -- "$NEW_FOLDER" 2>/dev/null && return 0
-  NEW_FOLDER=$(mktemp -d "$1/$2.XXXXXX") || { warn "cannot make a folder in $1"; return 1; }
+  SPARKC_NEW_FOLDER=$1/$2
+  mkdir -- "$SPARKC_NEW_FOLDER" 2>/dev/null && return 0
+  SPARKC_NEW_FOLDER=$(mktemp -d "$1/$2.XXXXXX") || { warn "cannot make a folder in $1"; return 1; }
 }
 
 # Words as one command line for any POSIX login shell on a node (bash, dash, zsh, busybox sh): each
@@ -80,44 +81,44 @@ sh_quote() {
 # folder (mode 700) with a short path (a socket path may not exceed about 104 bytes); the EXIT trap
 # closes each master and removes the folder, also after a failure or an interrupt. Where the spec's
 # ssh options set ControlMaster or ControlPath, the user's own multiplexing is left as it is.
-SSH_MUX=()
-SSH_MUX_DIR=""
+SPARKC_SSH_MUX=()
+SPARKC_SSH_MUX_DIR=""
 ssh_mux_start() {
   local word node remote=0
-  for word in "${SSH_OPTS[@]}"; do
+  for word in "${SPARKC_SSH_OPTS[@]}"; do
     [[ ${word,,} == controlmaster=* || ${word,,} == controlpath=* ]] && return 0
   done
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     is_local "$node" || remote=1
   done
   ((remote)) || return 0
   local tmp=${TMPDIR:-/tmp}
   ((${#tmp} <= 40)) || tmp=/tmp
-  SSH_MUX_DIR=$(mktemp -d "${tmp%/}/sparkc-ssh.XXXXXX") || { SSH_MUX_DIR=""; return 0; }
-  chmod 700 "$SSH_MUX_DIR"
+  SPARKC_SSH_MUX_DIR=$(mktemp -d "${tmp%/}/sparkc-ssh.XXXXXX") || { SPARKC_SSH_MUX_DIR=""; return 0; }
+  chmod 700 "$SPARKC_SSH_MUX_DIR"
   # %C: a hash of user, host and port, so each node gets its own socket in 40 characters.
-  SSH_MUX=(-o ControlMaster=auto -o "ControlPath=$SSH_MUX_DIR/%C" -o ControlPersist=30)
+  SPARKC_SSH_MUX=(-o ControlMaster=auto -o "ControlPath=$SPARKC_SSH_MUX_DIR/%C" -o ControlPersist=30)
 }
 
 ssh_mux_stop() {
-  [[ -n $SSH_MUX_DIR ]] || return 0
+  [[ -n $SPARKC_SSH_MUX_DIR ]] || return 0
   local node
-  if [[ -n $(ls -A "$SSH_MUX_DIR" 2>/dev/null) ]]; then
-    for node in "${NODES[@]}"; do
-      is_local "$node" || ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" -O exit "${TARGET[$node]}" >/dev/null 2>&1 || true
+  if [[ -n $(ls -A "$SPARKC_SSH_MUX_DIR" 2>/dev/null) ]]; then
+    for node in "${SPARKC_NODES[@]}"; do
+      is_local "$node" || ssh "${SPARKC_SSH_OPTS[@]}" "${SPARKC_SSH_MUX[@]}" -O exit "${SPARKC_TARGET[$node]}" >/dev/null 2>&1 || true
     done
   fi
-  rm -rf "$SSH_MUX_DIR"
-  SSH_MUX_DIR=""
+  rm -rf "$SPARKC_SSH_MUX_DIR"
+  SPARKC_SSH_MUX_DIR=""
 }
 
 # Things to undo when the script ends, however it ends (subshells do not inherit the trap): a probe
 # still running in the background, the scratch folder, the ssh connections.
-BACKGROUND_PID=""
-SCRATCH=""
+SPARKC_BACKGROUND_PID=""
+SPARKC_SCRATCH=""
 on_exit() {
-  [[ -z $BACKGROUND_PID ]] || kill "$BACKGROUND_PID" 2>/dev/null || true
-  [[ -z $SCRATCH ]] || rm -rf "$SCRATCH"
+  [[ -z $SPARKC_BACKGROUND_PID ]] || kill "$SPARKC_BACKGROUND_PID" 2>/dev/null || true
+  [[ -z $SPARKC_SCRATCH ]] || rm -rf "$SPARKC_SCRATCH"
   ssh_mux_stop
 }
 trap on_exit EXIT
@@ -127,7 +128,7 @@ ssh_node() {
   local node=$1
   shift
   # shellcheck disable=SC2029  # callers quote the remote command with sh_quote
-  ssh "${SSH_OPTS[@]}" "${SSH_MUX[@]}" "${TARGET[$node]}" "$@"
+  ssh "${SPARKC_SSH_OPTS[@]}" "${SPARKC_SSH_MUX[@]}" "${SPARKC_TARGET[$node]}" "$@"
 }
 
 # Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
@@ -142,11 +143,16 @@ on_node() {
   fi
 }
 
-# Like on_node, for commands that change something: --dry-run prints them instead.
-run_on() {
+# Whether this run only shows what it would do (--dry-run): the one question every function asks,
+# where a dry run must skip a step or say something else.
+dry_run() { ((SPARKC_DRY_RUN)); }
+
+# The runner of commands that change something, given as words, on a node (as on_node runs them): under
+# --dry-run it prints them instead, on fd 3, each word quoted so that the line can be pasted into a shell.
+sparkc_run() {
   local node=$1
   shift
-  if ((DRY_RUN)); then
+  if dry_run; then
     dry_print "$node" "$@" >&3
     return 0
   fi
@@ -204,11 +210,11 @@ dry_print() {
 # what ssh prints on stderr never mixes into the state.
 container_state() {
   local state why
-  if state=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>/dev/null); then
+  if state=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${SPARKC_CONTAINER[$1]}" 2>/dev/null); then
     printf '%s\n' "$state"
     return 0
   fi
-  why=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${CONTAINER[$1]}" 2>&1 >/dev/null) || true
+  why=$(on_node "$1" docker inspect --format '{{.State.Status}}' "${SPARKC_CONTAINER[$1]}" 2>&1 >/dev/null) || true
   if [[ $why == *"No such object"* || $why == *"No such container"* ]]; then
     echo missing
   elif [[ $why == *"Cannot connect to the Docker daemon"* ]]; then
@@ -220,7 +226,7 @@ container_state() {
 }
 
 # Ask Ray on the head whether every node and GPU is alive, on the fabric addresses it should use.
-readonly RAY_CHECK_PY='
+readonly SPARKC_RAY_CHECK_PY='
 import sys
 import ray
 want_nodes, want_gpus, want_ips = int(sys.argv[1]), float(sys.argv[2]), set(sys.argv[3:])
@@ -234,17 +240,17 @@ print("ray: %d/%d nodes alive, %g/%g GPUs; missing: %s; unexpected addresses: %s
 sys.exit(0 if len(alive) >= want_nodes and gpus >= want_gpus and ips == want_ips else 1)
 '
 ray_check() {
-  on_node "$HEAD" docker exec "${CONTAINER[$HEAD]}" python3 -c "$RAY_CHECK_PY" \
-    "${#RAY_EXPECTED_IPS[@]}" "$TOTAL_GPUS" "${RAY_EXPECTED_IPS[@]}"
+  on_node "$SPARKC_HEAD" docker exec "${SPARKC_CONTAINER[$SPARKC_HEAD]}" python3 -c "$SPARKC_RAY_CHECK_PY" \
+    "${#SPARKC_RAY_EXPECTED_IPS[@]}" "$SPARKC_TOTAL_GPUS" "${SPARKC_RAY_EXPECTED_IPS[@]}"
 }
 
-# The engine's API key, where it wants one: the variable API_KEY_VAR names (a secret, exported where
+# The engine's API key, where it wants one: the variable SPARKC_API_KEY_VAR names (a secret, exported where
 # the scripts run), else the key engine.args gives it; empty: no key.
 api_key() {
-  if [[ -n $API_KEY_VAR ]]; then
-    printf '%s' "${!API_KEY_VAR-}"
+  if [[ -n $SPARKC_API_KEY_VAR ]]; then
+    printf '%s' "${!SPARKC_API_KEY_VAR-}"
   else
-    printf '%s' "$API_KEY_GIVEN"
+    printf '%s' "$SPARKC_API_KEY_GIVEN"
   fi
 }
 
@@ -258,10 +264,10 @@ has_control() {
 # Why the API key cannot be sent, or nothing: curl reads the header from a config text (curl -K -),
 # where a line break would start a line of curl's own options (output = FILE, ...).
 api_key_problem() {
-  local key=$API_KEY_GIVEN
-  [[ -z $API_KEY_VAR ]] || key=${!API_KEY_VAR-}  # as it is, not as $(api_key) gives it: with no final newline
+  local key=$SPARKC_API_KEY_GIVEN
+  [[ -z $SPARKC_API_KEY_VAR ]] || key=${!SPARKC_API_KEY_VAR-}  # as it is, not as $(api_key) gives it: with no final newline
   if has_control "$key"; then
-    printf '%s' "the API key in ${API_KEY_VAR:-engine.args} holds a control character (a line break, tab, ...);" \
+    printf '%s' "the API key in ${SPARKC_API_KEY_VAR:-engine.args} holds a control character (a line break, tab, ...);" \
       " set it without one"
   fi
 }
@@ -284,12 +290,12 @@ api_curl() {
 }
 
 # HTTP probes of the OpenAI-compatible endpoint, from the head.
-http_get() { api_curl -fsS --max-time 10 "$PROBE_URL$1"; }
+http_get() { api_curl -fsS --max-time 10 "$SPARKC_PROBE_URL$1"; }
 probe_health() { http_get /health >/dev/null 2>&1; }
-probe_models() { http_get /v1/models 2>/dev/null | grep -qF -- "$SERVED_MODEL_JSON"; }
+probe_models() { http_get /v1/models 2>/dev/null | grep -qF -- "$SPARKC_SERVED_MODEL_JSON"; }
 probe_completion() {
-  api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$PROBE_BODY" \
-    "$PROBE_URL/v1/completions" >/dev/null 2>&1
+  api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$SPARKC_PROBE_BODY" \
+    "$SPARKC_PROBE_URL/v1/completions" >/dev/null 2>&1
 }
 endpoint_healthy() { probe_health && probe_models && probe_completion; }
 
@@ -300,17 +306,17 @@ collect_logs() {
   own_path "$dir" folder && mkdir -p -- "$dir" || return 1
   logs_args=(--tail "$tail")
   [[ -z $since ]] || logs_args+=(--since "$since")
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     (
       trap - ERR
       {
-        on_node "$node" docker logs "${logs_args[@]}" "${CONTAINER[$node]}" 2>&1 \
+        on_node "$node" docker logs "${logs_args[@]}" "${SPARKC_CONTAINER[$node]}" 2>&1 \
           || echo "(no logs: node unreachable or container missing)"
       } | save_file "$dir/$node.log"
       {
         on_node "$node" docker inspect --format \
           '{{.Name}} status={{.State.Status}} exit={{.State.ExitCode}} error={{.State.Error}} started={{.State.StartedAt}} finished={{.State.FinishedAt}}' \
-          "${CONTAINER[$node]}" 2>&1 || echo "missing or unreachable"
+          "${SPARKC_CONTAINER[$node]}" 2>&1 || echo "missing or unreachable"
       } | save_file "$dir/$node.state"
     ) </dev/null &
     pids+=("$!")

@@ -9,14 +9,14 @@ USAGE
 }
 
 stop_one() {
-  local node=$1 name=${CONTAINER[$1]} label
-  if ((DRY_RUN)); then
-    run_on "$node" docker stop --time 30 "$name"
-    run_on "$node" docker rm "$name"
+  local node=$1 name=${SPARKC_CONTAINER[$1]} label
+  if dry_run; then
+    sparkc_run "$node" docker stop --time 30 "$name"
+    sparkc_run "$node" docker rm "$name"
     return 0
   fi
   if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
-    warn "$node: unreachable over ssh (${TARGET[$node]}); its container is left as it is"
+    warn "$node: unreachable over ssh (${SPARKC_TARGET[$node]}); its container is left as it is"
     return 1
   fi
   if ! label=$(on_node "$node" docker inspect --type container \
@@ -30,8 +30,8 @@ stop_one() {
     warn "$node: docker did not answer (${label##*$'\n'}); its container, if any, is left as it is"
     return 1
   fi
-  if [[ $label != "$DEPLOYMENT" ]]; then
-    warn "$node: $name was not created by deployment $DEPLOYMENT; left alone"
+  if [[ $label != "$SPARKC_DEPLOYMENT" ]]; then
+    warn "$node: $name was not created by deployment $SPARKC_DEPLOYMENT; left alone"
     return 1
   fi
   log "$node: stopping $name"
@@ -42,21 +42,21 @@ stop_one() {
 stop_main() {
   while (($#)); do
     case $1 in
-      --dry-run) DRY_RUN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
       -h | --help) stop_usage; exit 0 ;;
       *) echo "stop-cluster.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
   done
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   local node status=0
-  for node in "${NODES[@]:1}" "$HEAD"; do
+  for node in "${SPARKC_NODES[@]:1}" "$SPARKC_HEAD"; do
     stop_one "$node" || status=1
   done
   if ((status)); then
-    warn "some containers of $DEPLOYMENT could not be stopped"
+    warn "some containers of $SPARKC_DEPLOYMENT could not be stopped"
   else
-    log "$DEPLOYMENT stopped on every node"
+    log "$SPARKC_DEPLOYMENT stopped on every node"
   fi
   return "$status"
 }

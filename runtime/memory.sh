@@ -1,7 +1,7 @@
 # -- preflight: the engine's start check of free memory -------------------------------------------------
 # On unified memory (a Spark: one GPU whose memory is the node's RAM) vLLM refuses to start unless
-# START_GATE_PPM millionths of the node's total memory are available once its own init has taken
-# START_GATE_OVERHEAD_KB (the compiler's engine module says why and how much). The node's /proc/meminfo,
+# SPARKC_START_GATE_PPM millionths of the node's total memory are available once its own init has taken
+# SPARKC_START_GATE_OVERHEAD_KB (the compiler's engine module says why and how much). The node's /proc/meminfo,
 # gathered by check_memory, tells whether that holds now: if not, the launch stops here, with the largest
 # fraction that would start and what frees memory, instead of after the containers started.
 
@@ -15,8 +15,8 @@ meminfo_kb() { pf "$1" memory | awk -v key="$2:" '$1 == key { print $2; exit }';
 # replaces it, so that memory comes back before the engine starts.
 own_budget_kb() {
   local node=$1 words=() word
-  [[ $(pf_first "$node" container) == "running $DEPLOYMENT "* ]] || { echo 0; return 0; }
-  compiled_run DOCKER_RUN "$node" words
+  [[ $(pf_first "$node" container) == "running $SPARKC_DEPLOYMENT "* ]] || { echo 0; return 0; }
+  compiled_run SPARKC_DOCKER_RUN "$node" words
   for word in "${words[@]}"; do
     [[ $word == sparkc.memory-budget=* ]] && { echo $((${word#*=} / 1024)); return 0; }
   done
@@ -27,7 +27,7 @@ own_budget_kb() {
 running_beside() {
   local node=$1 id state name names=()
   while read -r id state name _; do
-    [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] && names+=("$(safe_word "$name")")
+    [[ -n $id && $state == running && $name != "$SPARKC_DEPLOYMENT" ]] && names+=("$(safe_word "$name")")
   done <<<"$(pf "$node" sparkc_container)"
   local IFS=','
   printf '%s' "${names[*]}" | sed 's/,/, /g'
@@ -35,17 +35,17 @@ running_beside() {
 
 judge_start_gate() {
   local node=$1 total available cached need have largest beside fixes=()
-  ((START_GATE_PPM > 0 && GPUS[$node] == 1)) || return 0
+  ((SPARKC_START_GATE_PPM > 0 && SPARKC_GPUS[$node] == 1)) || return 0
   total=$(meminfo_kb "$node" MemTotal)
   available=$(meminfo_kb "$node" MemAvailable)
   if ! [[ $total =~ ^[0-9]+$ && $available =~ ^[0-9]+$ ]] || ((total == 0)); then
-    pf_warn "$node" "/proc/meminfo gave no MemTotal and MemAvailable: $START_GATE_ENGINE's start check of free" \
+    pf_warn "$node" "/proc/meminfo gave no MemTotal and MemAvailable: $SPARKC_START_GATE_ENGINE's start check of free" \
       "memory was not checked"
     return 0
   fi
   available=$((available + $(own_budget_kb "$node")))
-  need=$(((total * START_GATE_PPM + 999999) / 1000000))
-  have=$((available - START_GATE_OVERHEAD_KB))
+  need=$(((total * SPARKC_START_GATE_PPM + 999999) / 1000000))
+  have=$((available - SPARKC_START_GATE_OVERHEAD_KB))
   ((have >= need)) && return 0
   largest=0
   ((have > 0)) && largest=$((have * 100 / total))
@@ -56,15 +56,15 @@ judge_start_gate() {
   beside=$(running_beside "$node")
   [[ -z $beside ]] || fixes+=("stop a deployment that runs beside it ($beside: its stop-cluster.sh)")
   cached=$(meminfo_kb "$node" Cached)
-  if [[ $cached =~ ^[0-9]+$ ]] && ((cached > 1048576 && !DROP_PAGE_CACHE)); then
+  if [[ $cached =~ ^[0-9]+$ ]] && ((cached > 1048576 && !SPARKC_DROP_PAGE_CACHE)); then
     fixes+=("drop the $(kib_gib "$cached") GiB of page cache (launch.drop_page_cache: true)")
   fi
   fixes+=("stop other programs that hold memory there (free -g; top -o RES)")
   local fix
   fix=$(printf '%s; or ' "${fixes[@]}")
   pf_problem "$node" "$node has $(kib_gib "$available") of $(kib_gib "$total") GiB of memory available, and" \
-    "$START_GATE_ENGINE would refuse to start: it needs $START_GATE_SOURCE $START_GATE_FRACTION x $(kib_gib "$total")" \
-    "= $(kib_gib "$need") GiB free after its own init takes about $(kib_gib "$START_GATE_OVERHEAD_KB") GiB, which" \
+    "$SPARKC_START_GATE_ENGINE would refuse to start: it needs $SPARKC_START_GATE_SOURCE $SPARKC_START_GATE_FRACTION x $(kib_gib "$total")" \
+    "= $(kib_gib "$need") GiB free after its own init takes about $(kib_gib "$SPARKC_START_GATE_OVERHEAD_KB") GiB, which" \
     "leaves $(kib_gib $((have > 0 ? have : 0))) GiB. Fix: ${fix%; or }"
-  pf_note "$node" memory "$(kib_gib "$available")G avail < $START_GATE_FRACTION"
+  pf_note "$node" memory "$(kib_gib "$available")G avail < $SPARKC_START_GATE_FRACTION"
 }

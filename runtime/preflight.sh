@@ -3,110 +3,110 @@
 # dash, zsh or busybox sh; it runs under sh -c) gathers what each check needs and prints it as lines
 # "KEY VALUE"; the launcher then judges each node, in node order, and compares the nodes.
 # To add a check: a remote function check_NAME (reads its inputs as $a_KEY, prints KEY lines), its
-# name in PREFLIGHT_CHECKS, its inputs in preflight_args, and a judge_NAME function here that reads
+# name in SPARKC_PREFLIGHT_CHECKS, its inputs in preflight_args, and a judge_NAME function here that reads
 # the lines with pf and reports through pf_problem / pf_warn / pf_note.
 
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-# sparkc-embed PREFLIGHT_REMOTE_LIB node/preflight.sh
+# sparkc-embed SPARKC_PREFLIGHT_REMOTE_LIB node/preflight.sh
 # Checks of optional spec features (planes.sh) add their remote functions here and their names below.
-PREFLIGHT_EXTRA_LIB=''
+SPARKC_PREFLIGHT_EXTRA_LIB=''
 # The remote checks, in the order they run.
-PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory sparkc)
+SPARKC_PREFLIGHT_CHECKS=(host docker model weights draft mounts fabric hcas gpus memory sparkc)
 # What a node's judgement reads, in order; each judge reports and goes on, so all problems are seen.
-PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory start_gate beside)
+SPARKC_PREFLIGHT_JUDGES=(fabric docker image model draft mounts hcas gpus memory start_gate beside)
 
-# PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
+# SPARKC_PF_ARGS: the remote script's inputs for a node, as key=value words (quoted by on_node).
 preflight_args() {
   local node=$1 hca hcas=()
-  for hca in ${HCAS[$node]}; do
+  for hca in ${SPARKC_HCAS[$node]}; do
     hca=${hca#=}
     [[ $hca == *:* ]] || hca+=:1
     hcas+=("$hca")
   done
-  PF_ARGS=(
-    "image=$IMAGE"
-    "container=${CONTAINER[$node]}"
-    "model=$MODEL_HOST_PATH"
-    "netdev=${NETDEV[$node]}"
+  SPARKC_PF_ARGS=(
+    "image=$SPARKC_IMAGE"
+    "container=${SPARKC_CONTAINER[$node]}"
+    "model=$SPARKC_MODEL_HOST_PATH"
+    "netdev=${SPARKC_NETDEV[$node]}"
     "hcas=${hcas[*]}"
-    "weights=$MODEL_FOLDER"
-    "revision=$MODEL_REVISION"
-    "hf=$MODEL_HF"
-    "draft=$DRAFT_FOLDER"
+    "weights=$SPARKC_MODEL_FOLDER"
+    "revision=$SPARKC_MODEL_REVISION"
+    "hf=$SPARKC_MODEL_HF"
+    "draft=$SPARKC_DRAFT_FOLDER"
     # One path a line: no value of a spec holds a line break (the compiler refuses control characters).
-    "mounts=$(printf '%s\n' "${MOUNT_SOURCES[@]}")"
+    "mounts=$(printf '%s\n' "${SPARKC_MOUNT_SOURCES[@]}")"
   )
-  if ((HAS_PLANES)); then planes_preflight_args "$node"; fi
-  if ((IS_RING)); then ring_preflight_args "$node"; fi
-  if ((HAS_FABRIC_ADDRESSES)); then addresses_preflight_args "$node"; fi
+  if ((SPARKC_HAS_PLANES)); then planes_preflight_args "$node"; fi
+  if ((SPARKC_IS_RING)); then ring_preflight_args "$node"; fi
+  if ((SPARKC_HAS_FABRIC_ADDRESSES)); then addresses_preflight_args "$node"; fi
 }
 
 preflight_script() {
   local check
-  printf 'container_format=%s\n' "$(sh_quote "$OLD_CONTAINER_FORMAT")"
-  printf '%s\n' "$PREFLIGHT_REMOTE_LIB" "$PREFLIGHT_EXTRA_LIB"
+  printf 'container_format=%s\n' "$(sh_quote "$SPARKC_OLD_CONTAINER_FORMAT")"
+  printf '%s\n' "$SPARKC_PREFLIGHT_REMOTE_LIB" "$SPARKC_PREFLIGHT_EXTRA_LIB"
   # The weights' revision and dangling links (model.sh), each line marked "weights".
   # shellcheck disable=SC2016  # for the node's sh
   printf 'check_weights() {\n  (\n    set -- "$a_weights" "$a_revision" "$a_hf"\n%s\n  ) | sed "s/^/weights /"\n}\n' \
-    "$MODEL_FACTS_SH"
+    "$SPARKC_MODEL_FACTS_SH"
   # The draft model's folder: "draft_dir yes" or "draft_dir no", and its dangling links, marked "draft".
   # shellcheck disable=SC2016  # for the node's sh
   printf 'check_draft() {\n  [ -n "$a_draft" ] || return 0\n  [ -d "$a_draft" ] || { echo "draft_dir no"; return 0; }
-  echo "draft_dir yes"\n  (\n    set -- "$a_draft" "" ""\n%s\n  ) | sed "s/^/draft /"\n}\n' "$MODEL_FACTS_SH"
-  for check in "${PREFLIGHT_CHECKS[@]}"; do
+  echo "draft_dir yes"\n  (\n    set -- "$a_draft" "" ""\n%s\n  ) | sed "s/^/draft /"\n}\n' "$SPARKC_MODEL_FACTS_SH"
+  for check in "${SPARKC_PREFLIGHT_CHECKS[@]}"; do
     printf 'check_%s\n' "$check"
   done
   printf 'echo end\n'
 }
 
-declare -A PF=()       # PF[node,KEY]: the values a node printed under KEY, one per line
-declare -A PF_RC=()    # how its ssh (or local sh) ended
-declare -a PF_PROBLEMS=() PF_PROBLEM_NODES=()
-declare -A PF_NOTES=() # PF_NOTES[node,COLUMN]: what the table shows
+declare -A SPARKC_PF=()       # SPARKC_PF[node,KEY]: the values a node printed under KEY, one per line
+declare -A SPARKC_PF_RC=()    # how its ssh (or local sh) ended
+declare -a SPARKC_PF_PROBLEMS=() SPARKC_PF_PROBLEM_NODES=()
+declare -A SPARKC_PF_NOTES=() # SPARKC_PF_NOTES[node,COLUMN]: what the table shows
 
 # Lines of KEY from a node's answer; pf_first: only the first.
-pf() { printf '%s' "${PF[$1,$2]-}"; }
+pf() { printf '%s' "${SPARKC_PF[$1,$2]-}"; }
 pf_first() {
-  local value=${PF[$1,$2]-}
+  local value=${SPARKC_PF[$1,$2]-}
   printf '%s' "${value%%$'\n'*}"
 }
 pf_problem() {
-  PF_PROBLEM_NODES+=("$1")
+  SPARKC_PF_PROBLEM_NODES+=("$1")
   shift
-  PF_PROBLEMS+=("$*")
+  SPARKC_PF_PROBLEMS+=("$*")
 }
 pf_warn() {
   local node=$1
   shift
   warn "$node: $*"
 }
-pf_note() { PF_NOTES[$1,$2]=$3; }
+pf_note() { SPARKC_PF_NOTES[$1,$2]=$3; }
 
-# Run the remote script on every node at once; answers land in PF, node by node.
+# Run the remote script on every node at once; answers land in SPARKC_PF, node by node.
 preflight_gather() {
   local dir i node script key value line pids=()
   script=$(preflight_script)
   dir=$(mktemp -d)
-  for i in "${!NODES[@]}"; do
-    node=${NODES[i]}
+  for i in "${!SPARKC_NODES[@]}"; do
+    node=${SPARKC_NODES[i]}
     preflight_args "$node"
     (
       trap - ERR
-      on_node "$node" sh -c "$script" sparkc-preflight "${PF_ARGS[@]}"
+      on_node "$node" sh -c "$script" sparkc-preflight "${SPARKC_PF_ARGS[@]}"
     ) >"$dir/$i.out" 2>"$dir/$i.err" </dev/null &
     pids+=("$!")
   done
-  for i in "${!NODES[@]}"; do
-    node=${NODES[i]}
-    PF_RC[$node]=0
-    wait "${pids[i]}" || PF_RC[$node]=$?
+  for i in "${!SPARKC_NODES[@]}"; do
+    node=${SPARKC_NODES[i]}
+    SPARKC_PF_RC[$node]=0
+    wait "${pids[i]}" || SPARKC_PF_RC[$node]=$?
     while IFS= read -r line; do
       key=${line%% *}
       value=""
       [[ $line == *" "* ]] && value=${line#* }
-      PF[$node,$key]+=$value$'\n'
+      SPARKC_PF[$node,$key]+=$value$'\n'
     done <"$dir/$i.out"
-    PF[$node,stderr]=$(tr '\n' ' ' <"$dir/$i.err")
+    SPARKC_PF[$node,stderr]=$(tr '\n' ' ' <"$dir/$i.err")
   done
   rm -rf "$dir"
 }
@@ -114,15 +114,15 @@ preflight_gather() {
 # A node that did not answer in full: nothing else about it can be judged.
 judge_reached() {
   local node=$1
-  [[ -n ${PF[$node,end]+x} ]] && return 0
-  local err=${PF[$node,stderr]% }
+  [[ -n ${SPARKC_PF[$node,end]+x} ]] && return 0
+  local err=${SPARKC_PF[$node,stderr]% }
   if is_local "$node"; then
     pf_problem "$node" "the preflight checks could not run on $node: ${err:-no output}"
-  elif ((PF_RC[$node] == 255)) || [[ -z ${PF[$node,host]+x} ]]; then
-    pf_problem "$node" "cannot reach ${TARGET[$node]} over ssh: ${err:-no answer}. Check the address, that" \
-      "sshd runs there and that this user's key is authorized (ssh-copy-id ${TARGET[$node]})"
+  elif ((SPARKC_PF_RC[$node] == 255)) || [[ -z ${SPARKC_PF[$node,host]+x} ]]; then
+    pf_problem "$node" "cannot reach ${SPARKC_TARGET[$node]} over ssh: ${err:-no answer}. Check the address, that" \
+      "sshd runs there and that this user's key is authorized (ssh-copy-id ${SPARKC_TARGET[$node]})"
   else
-    pf_problem "$node" "the preflight checks stopped early on $node (exit ${PF_RC[$node]}): ${err:-no output}"
+    pf_problem "$node" "the preflight checks stopped early on $node (exit ${SPARKC_PF_RC[$node]}): ${err:-no output}"
   fi
   return 1
 }
@@ -130,11 +130,11 @@ judge_reached() {
 # The node's fabric netdev exists and carries its fabric IP (names can differ from node to node); a
 # RoCE fabric wants jumbo frames, and a firmware update has been seen to reset the MTU to 1500.
 judge_fabric() {
-  local node=$1 netdev=${NETDEV[$1]} ip=${FABRIC_IP[$1]} addrs link mtu state cidr
+  local node=$1 netdev=${SPARKC_NETDEV[$1]} ip=${SPARKC_FABRIC_IP[$1]} addrs link mtu state cidr
   local here=""
   [[ -n $netdev ]] || { pf_note "$node" fabric "none (one node)"; return 0; }
-  is_local "$node" && here="; and run launch-cluster.sh on the head node, $HEAD"
-  if [[ -n ${PF[$node,netdev_error]+x} ]]; then
+  is_local "$node" && here="; and run launch-cluster.sh on the head node, $SPARKC_HEAD"
+  if [[ -n ${SPARKC_PF[$node,netdev_error]+x} ]]; then
     pf_problem "$node" "network interface $netdev does not exist on $node ($(pf_first "$node" netdev_error))." \
       "Interface names can differ from node to node: check 'ip -br addr' there and set" \
       "cluster.nodes[].fabric.netdev$here"
@@ -145,7 +145,7 @@ judge_fabric() {
   cidr=$(grep -oE "inet6? $ip/[0-9]+" <<<"$addrs" | head -n1 | cut -d' ' -f2 || true)
   if [[ -z $cidr ]]; then
     pf_problem "$node" "$ip is not an address of $netdev on $node (it has: $(grep -oE 'inet6? [^ ]+' <<<"$addrs" \
-      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec${here:+, or run launch-cluster.sh on the head node, $HEAD}"
+      | tr '\n' ' ')). Fix cluster.nodes[].fabric in the spec${here:+, or run launch-cluster.sh on the head node, $SPARKC_HEAD}"
     pf_note "$node" fabric "$netdev lacks $ip"
     return 0
   fi
@@ -157,7 +157,7 @@ judge_fabric() {
     pf_problem "$node" "$netdev on $node is $state: the fabric link is not up. Check the cable, then" \
       "ip link set $netdev up"
   fi
-  if ((HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
+  if ((SPARKC_HAS_RDMA[$node])) && [[ -n $mtu ]] && ((mtu < 9000)); then
     pf_warn "$node" "$netdev has MTU $mtu; the RoCE fabric is set up for 9000 (a firmware update can reset it):" \
       "ip link set $netdev mtu 9000"
   fi
@@ -165,7 +165,7 @@ judge_fabric() {
 
 judge_docker() {
   local node=$1
-  if [[ -n ${PF[$node,docker_error]+x} ]]; then
+  if [[ -n ${SPARKC_PF[$node,docker_error]+x} ]]; then
     pf_problem "$node" "docker does not answer on $node: $(pf_first "$node" docker_error). Start it (systemctl" \
       "start docker) and make sure this user may use it (group docker)"
     pf_note "$node" docker "no answer"
@@ -176,22 +176,22 @@ judge_docker() {
 
 judge_image() {
   local node=$1 id
-  [[ -n ${PF[$node,image_id]+x} ]] || return 0
+  [[ -n ${SPARKC_PF[$node,image_id]+x} ]] || return 0
   id=$(pf_first "$node" image_id)
   if [[ $id == - ]]; then
-    pf_problem "$node" "image $IMAGE is not on $node. Pull it there, or copy it from the head:" \
-      "docker save $IMAGE | ssh ${TARGET[$node]:-$node} docker load"
+    pf_problem "$node" "image $SPARKC_IMAGE is not on $node. Pull it there, or copy it from the head:" \
+      "docker save $SPARKC_IMAGE | ssh ${SPARKC_TARGET[$node]:-$node} docker load"
     pf_note "$node" image missing
     return 0
   fi
-  IMAGE_IDS[$node]=$id
+  SPARKC_IMAGE_IDS[$node]=$id
   pf_note "$node" image "${id:7:12}"
 }
 
 judge_model() {
   local node=$1 files
   if [[ $(pf_first "$node" model_dir) != yes ]]; then
-    pf_problem "$node" "model directory $MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
+    pf_problem "$node" "model directory $SPARKC_MODEL_HOST_PATH does not exist on $node: weights must sit at the" \
       "same absolute path on every node (copy them once over the fabric with rsync)"
     pf_note "$node" model missing
     return 0
@@ -199,20 +199,20 @@ judge_model() {
   files=$(pf "$node" model_file | sort -k2)
   pf_note "$node" model "$(model_summary "$files")"
   case $(pf_first "$node" model_cut) in
-    files) pf_warn "$node" "model directory $MODEL_HOST_PATH holds over 20000 files; the list was cut there, so it" \
+    files) pf_warn "$node" "model directory $SPARKC_MODEL_HOST_PATH holds over 20000 files; the list was cut there, so it" \
       "is not compared with the other nodes'" ;;
-    time) pf_warn "$node" "listing model directory $MODEL_HOST_PATH took over 10 s and was cut, so it is not" \
+    time) pf_warn "$node" "listing model directory $SPARKC_MODEL_HOST_PATH took over 10 s and was cut, so it is not" \
       "compared with the other nodes'" ;;
-    *) MODEL_FILES[$node]=$files ;;
+    *) SPARKC_MODEL_FILES[$node]=$files ;;
   esac
 }
 
 # The draft model's folder (speculative decoding) is on the node and holds no link into nothing.
 judge_draft() {
   local node=$1 dangling
-  [[ -n $DRAFT_FOLDER ]] || return 0
+  [[ -n $SPARKC_DRAFT_FOLDER ]] || return 0
   if [[ $(pf_first "$node" draft_dir) != yes ]]; then
-    pf_problem "$node" "draft model directory $DRAFT_FOLDER does not exist on $node: copy it to the same path" \
+    pf_problem "$node" "draft model directory $SPARKC_DRAFT_FOLDER does not exist on $node: copy it to the same path" \
       "on every node"
     return 0
   fi
@@ -241,7 +241,7 @@ human_bytes() {
 # The node's pinned NCCL_IB_GID_INDEX, if its container gets one.
 pinned_gid_index() {
   local words=() word
-  compiled_run DOCKER_RUN "$1" words
+  compiled_run SPARKC_DOCKER_RUN "$1" words
   for word in "${words[@]}"; do
     [[ $word == "NCCL_IB_GID_INDEX="* ]] && { printf '%s' "${word#*=}"; return 0; }
   done
@@ -249,7 +249,7 @@ pinned_gid_index() {
 
 judge_hcas() {
   local node=$1 entry hca state gids pinned ok=0 total=0
-  [[ -n ${HCAS[$node]} ]] || { pf_note "$node" rdma none; return 0; }
+  [[ -n ${SPARKC_HCAS[$node]} ]] || { pf_note "$node" rdma none; return 0; }
   if [[ $(pf_first "$node" dev_infiniband) == no ]] && ! docker_run_has "$node" --privileged; then
     pf_problem "$node" "/dev/infiniband does not exist on $node: the container gets no RDMA device and NCCL" \
       "falls back to sockets. Load the RDMA drivers there (modprobe ib_uverbs rdma_ucm) or clear" \
@@ -288,7 +288,7 @@ judge_hcas() {
 
 docker_run_has() {
   local words=() word
-  compiled_run DOCKER_RUN "$1" words
+  compiled_run SPARKC_DOCKER_RUN "$1" words
   for word in "${words[@]}"; do
     [[ $word == "$2" ]] && return 0
   done
@@ -302,7 +302,7 @@ judge_gpus() {
     pf_note "$node" gpus "unchecked"
     return 0
   fi
-  if [[ -n ${PF[$node,gpu_error]+x} ]]; then
+  if [[ -n ${SPARKC_PF[$node,gpu_error]+x} ]]; then
     local error
     error=$(pf_first "$node" gpu_error)
     if [[ $error != *"No devices were found"* ]]; then
@@ -314,11 +314,11 @@ judge_gpus() {
   count=$(pf "$node" gpu | grep -c . || true)
   procs=$(pf "$node" gpu_process | grep -c . || true)
   if ((procs)); then pf_note "$node" gpus "$count, $procs busy"; else pf_note "$node" gpus "$count idle"; fi
-  if ((count < GPUS[$node])); then
-    pf_problem "$node" "$node has $count GPU(s), the spec says ${GPUS[$node]}: check nvidia-smi there (driver" \
+  if ((count < SPARKC_GPUS[$node])); then
+    pf_problem "$node" "$node has $count GPU(s), the spec says ${SPARKC_GPUS[$node]}: check nvidia-smi there (driver" \
       "loaded? GPU visible?) or fix cluster.nodes[].gpus"
-  elif ((count > GPUS[$node])); then
-    pf_warn "$node" "has $count GPUs, the spec uses ${GPUS[$node]}"
+  elif ((count > SPARKC_GPUS[$node])); then
+    pf_warn "$node" "has $count GPUs, the spec uses ${SPARKC_GPUS[$node]}"
   fi
   # sparkc's own containers (this deployment's, or another's beside it: judge_beside budgets those) may hold
   # the GPU; anything else must be stopped first.
@@ -358,16 +358,16 @@ foreign_gpu_processes() {
 judge_beside() {
   local node=$1 id state name container budget api ports word mine=0 port
   local total=0 parts=() unknown=() words=() mine_ports=() theirs=()
-  compiled_run DOCKER_RUN "$node" words
+  compiled_run SPARKC_DOCKER_RUN "$node" words
   for word in "${words[@]}"; do
     case $word in
       sparkc.memory-budget=*) mine=${word#*=} ;;
-      sparkc.api-port=*) mine_ports+=("$API_PORT") ;;  # this launch's: --port moves it
+      sparkc.api-port=*) mine_ports+=("$SPARKC_API_PORT") ;;  # this launch's: --port moves it
       sparkc.ports=*) IFS=, read -ra theirs <<<"${word#*=}" && mine_ports+=("${theirs[@]}") ;;
     esac
   done
   while read -r id state name container budget api ports _; do
-    [[ -n $id && $state == running && $name != "$DEPLOYMENT" ]] || continue
+    [[ -n $id && $state == running && $name != "$SPARKC_DEPLOYMENT" ]] || continue
     name=$(safe_word "$name") container=$(safe_word "$container")  # labels are anyone's text
     if [[ $budget =~ ^[0-9]+$ ]]; then
       total=$((total + budget))
@@ -381,8 +381,8 @@ judge_beside() {
     for port in "${mine_ports[@]}"; do
       for word in "${theirs[@]}"; do
         [[ $port == "$word" ]] || continue
-        pf_problem "$node" "port $port on $node, which $DEPLOYMENT listens on, is taken by deployment $name" \
-          "(container $container): stop $name, or give $DEPLOYMENT another port (launch-cluster.sh --port for" \
+        pf_problem "$node" "port $port on $node, which $SPARKC_DEPLOYMENT listens on, is taken by deployment $name" \
+          "(container $container): stop $name, or give $SPARKC_DEPLOYMENT another port (launch-cluster.sh --port for" \
           "the API; else in the spec) and compile again"
       done
     done
@@ -390,24 +390,24 @@ judge_beside() {
   ((${#parts[@]} + ${#unknown[@]})) || return 0
   if ((${#unknown[@]})); then
     pf_problem "$node" "${unknown[*]} runs on $node without a memory budget on its containers (compiled by an" \
-      "older sparkc, or SGLang without engine.gpu_memory_utilization), so $DEPLOYMENT cannot be budgeted beside" \
+      "older sparkc, or SGLang without engine.gpu_memory_utilization), so $SPARKC_DEPLOYMENT cannot be budgeted beside" \
       "it: stop it, or compile it again with this sparkc"
     return 0
   fi
   if ((mine == 0)); then
-    pf_problem "$node" "$DEPLOYMENT's memory on $node is not budgeted (PLAN.md says why) and other deployments" \
+    pf_problem "$node" "$SPARKC_DEPLOYMENT's memory on $node is not budgeted (PLAN.md says why) and other deployments" \
       "run there: set engine.gpu_memory_utilization (or engine.kv_cache_memory with model.size_gb) and compile again"
     return 0
   fi
-  local need=$((total + mine)) room=${MEMORY_ROOM[$node]} beside
+  local need=$((total + mine)) room=${SPARKC_MEMORY_ROOM[$node]} beside
   beside=$(printf '%s + ' "${parts[@]}")
   beside=${beside% + }
   if ((need > room)); then
-    pf_problem "$node" "$node cannot hold $DEPLOYMENT ($(gb "$mine")) beside what runs there: $beside;" \
+    pf_problem "$node" "$node cannot hold $SPARKC_DEPLOYMENT ($(gb "$mine")) beside what runs there: $beside;" \
       "$(gb "$need") in all, more than the $(gb "$room") it has for engines (memory_gb less the OS's share)." \
       "Stop one of them (its stop-cluster.sh), or lower engine.gpu_memory_utilization and compile again"
   else
-    log "$node: $DEPLOYMENT ($(gb "$mine")) beside $beside: $(gb "$need") of $(gb "$room") for engines"
+    log "$node: $SPARKC_DEPLOYMENT ($(gb "$mine")) beside $beside: $(gb "$need") of $(gb "$room") for engines"
   fi
 }
 
@@ -434,10 +434,10 @@ judge_memory() {
   pf_note "$node" memory "$(human_bytes $((free * 1024)))/$(human_bytes $((total * 1024)))"
   # GPU and CPU share this memory; the engine's share is a fraction of the whole (an engine with a start
   # check of free memory: judge_start_gate compares with its own fraction).
-  if ((available * 10 < total * 8 && START_GATE_PPM == 0)); then
+  if ((available * 10 < total * 8 && SPARKC_START_GATE_PPM == 0)); then
     pf_warn "$node" "only $(human_bytes $((available * 1024))) of $(human_bytes $((total * 1024))) memory is" \
       "available: other programs hold memory the GPU shares (drop caches: sync; echo 3 > /proc/sys/vm/drop_caches)"
-  elif ((free * 10 < total * 8 && !DROP_PAGE_CACHE)); then
+  elif ((free * 10 < total * 8 && !SPARKC_DROP_PAGE_CACHE)); then
     # MemAvailable counts page cache as free; GB10's cudaMemGetInfo does not, and SGLang and older vLLM
     # size their memory pools from it.
     pf_warn "$node" "$node has $(human_bytes $((free * 1024))) free and $(human_bytes $((cached * 1024))) in page" \
@@ -449,22 +449,22 @@ judge_memory() {
 # Every node runs the same image build and sees the same model folder (file list and sizes).
 judge_across_nodes() {
   local node first_id="" first_node="" first_files="" model_node="" diff
-  for node in "${NODES[@]}"; do
-    if [[ -n ${IMAGE_IDS[$node]-} ]]; then
+  for node in "${SPARKC_NODES[@]}"; do
+    if [[ -n ${SPARKC_IMAGE_IDS[$node]-} ]]; then
       if [[ -z $first_id ]]; then
-        first_id=${IMAGE_IDS[$node]} first_node=$node
-      elif [[ ${IMAGE_IDS[$node]} != "$first_id" ]]; then
-        pf_problem "$node" "image $IMAGE differs between nodes: $first_node has $first_id, $node has" \
-          "${IMAGE_IDS[$node]}. Every node must run the same build: copy it with docker save $IMAGE |" \
-          "ssh ${TARGET[$node]:-$node} docker load"
+        first_id=${SPARKC_IMAGE_IDS[$node]} first_node=$node
+      elif [[ ${SPARKC_IMAGE_IDS[$node]} != "$first_id" ]]; then
+        pf_problem "$node" "image $SPARKC_IMAGE differs between nodes: $first_node has $first_id, $node has" \
+          "${SPARKC_IMAGE_IDS[$node]}. Every node must run the same build: copy it with docker save $SPARKC_IMAGE |" \
+          "ssh ${SPARKC_TARGET[$node]:-$node} docker load"
       fi
     fi
-    [[ -n ${MODEL_FILES[$node]+x} ]] || continue
+    [[ -n ${SPARKC_MODEL_FILES[$node]+x} ]] || continue
     if [[ -z $model_node ]]; then
-      model_node=$node first_files=${MODEL_FILES[$node]}
-    elif [[ ${MODEL_FILES[$node]} != "$first_files" ]]; then
-      diff=$(model_difference "$first_files" "${MODEL_FILES[$node]}" "$model_node" "$node")
-      pf_problem "$node" "model folder $MODEL_HOST_PATH on $node differs from $model_node: $diff. Copy it again" \
+      model_node=$node first_files=${SPARKC_MODEL_FILES[$node]}
+    elif [[ ${SPARKC_MODEL_FILES[$node]} != "$first_files" ]]; then
+      diff=$(model_difference "$first_files" "${SPARKC_MODEL_FILES[$node]}" "$model_node" "$node")
+      pf_problem "$node" "model folder $SPARKC_MODEL_HOST_PATH on $node differs from $model_node: $diff. Copy it again" \
         "from one node to the others (rsync -a --delete over the fabric)"
     fi
   done
@@ -493,19 +493,19 @@ model_difference() {
   printf '%s' "${out[*]}" | sed 's/;/; /g'
 }
 
-# Gather, judge every node, compare them. Returns 1 if anything is wrong (PF_PROBLEMS says what).
+# Gather, judge every node, compare them. Returns 1 if anything is wrong (SPARKC_PF_PROBLEMS says what).
 preflight_checks() {
   local node judge
-  declare -gA MODEL_FILES=()
+  declare -gA SPARKC_MODEL_FILES=()
   preflight_gather
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     judge_reached "$node" || continue
-    for judge in "${PREFLIGHT_JUDGES[@]}"; do
+    for judge in "${SPARKC_PREFLIGHT_JUDGES[@]}"; do
       "judge_$judge" "$node"
     done
   done
   judge_across_nodes
-  ((${#PF_PROBLEMS[@]} == 0))
+  ((${#SPARKC_PF_PROBLEMS[@]} == 0))
 }
 
 # Node by node: what preflight saw, and ok or what is wrong.
@@ -514,19 +514,19 @@ preflight_table() {
   local format='%-14s %-9s %-14s %-20s %-32s %-12s %-10s %-13s %s\n'
   # shellcheck disable=SC2059  # the format is the constant above
   printf "$format" NODE DOCKER IMAGE MODEL FABRIC RDMA GPUS "MEM FREE" RESULT
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     result=ok
-    for i in "${!PF_PROBLEM_NODES[@]}"; do
-      [[ ${PF_PROBLEM_NODES[i]} == "$node" ]] && { result=FAILED; break; }
+    for i in "${!SPARKC_PF_PROBLEM_NODES[@]}"; do
+      [[ ${SPARKC_PF_PROBLEM_NODES[i]} == "$node" ]] && { result=FAILED; break; }
     done
     local cells=()
     for i in "${columns[@]}"; do
-      cells+=("$(printable "${PF_NOTES[$node,$i]:--}")")
+      cells+=("$(printable "${SPARKC_PF_NOTES[$node,$i]:--}")")
     done
     # shellcheck disable=SC2059
     printf "$format" "$node" "${cells[@]}" "$result"
   done
-  for i in "${!PF_PROBLEMS[@]}"; do
-    printf '%s: %s\n' "${PF_PROBLEM_NODES[i]}" "$(printable "${PF_PROBLEMS[i]}")"
+  for i in "${!SPARKC_PF_PROBLEMS[@]}"; do
+    printf '%s: %s\n' "${SPARKC_PF_PROBLEM_NODES[i]}" "$(printable "${SPARKC_PF_PROBLEMS[i]}")"
   done
 }

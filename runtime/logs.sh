@@ -40,20 +40,20 @@ logs_main() {
     esac
     shift
   done
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   if ((follow)); then
     ssh_mux_stop  # exec ends this shell without its EXIT trap
     # Without --since, the last lines for context; with it, everything since then.
     local follow_args=(--follow --tail "${tail:-$([[ -n $since ]] && echo all || echo 200)}")
     [[ -z $since ]] || follow_args+=(--since "$since")
-    exec docker logs "${follow_args[@]}" "${CONTAINER[$HEAD]}"
+    exec docker logs "${follow_args[@]}" "${SPARKC_CONTAINER[$SPARKC_HEAD]}"
   fi
   if [[ -z $dir ]]; then
-    new_folder "$SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
-    dir=$NEW_FOLDER
+    new_folder "$SPARKC_SCRIPT_DIR/logs" "$(date -u +%Y%m%dT%H%M%SZ)" || exit 1
+    dir=$SPARKC_NEW_FOLDER
   fi
   collect_logs "$dir" "${tail:-all}" "$since" || exit 1
-  log "logs of ${#NODES[@]} node(s) in $dir"
+  log "logs of ${#SPARKC_NODES[@]} node(s) in $dir"
   if grep -l -e '^(no logs' -e '^missing or unreachable' "$dir"/*.log "$dir"/*.state >/dev/null 2>&1; then
     warn "some nodes' logs could not be read; see the files in $dir"
     return 1

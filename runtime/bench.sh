@@ -3,9 +3,9 @@ bench_usage() {
 Usage: bench.sh [--concurrency LIST] [--input-len N] [--output-len N] [--prompts N] [--timeout SECONDS]
                 [--out DIR] [--dry-run]
 
-Runs the engine's own serving benchmark (${BENCH_COMMAND[*]:0:3} ...) in the deployment's image on this
-node, the head, against the live endpoint, once per concurrency (default $BENCH_CONCURRENCIES), with random
-prompts of --input-len tokens (default $BENCH_INPUT_LEN) asking for --output-len (default $BENCH_OUTPUT_LEN),
+Runs the engine's own serving benchmark (${SPARKC_BENCH_COMMAND[*]:0:3} ...) in the deployment's image on this
+node, the head, against the live endpoint, once per concurrency (default $SPARKC_BENCH_CONCURRENCIES), with random
+prompts of --input-len tokens (default $SPARKC_BENCH_INPUT_LEN) asking for --output-len (default $SPARKC_BENCH_OUTPUT_LEN),
 --prompts per run (default 4 x the concurrency, at least 8); so no data set is downloaded. The API key,
 where the deployment has one, is passed by name. Each run has --timeout seconds (default 600) and is
 stopped after them. Writes one JSON per run, summary.md and summary.json (with the spec's sha256 and
@@ -15,11 +15,11 @@ Exit status: 0 every run finished, 1 a run failed or timed out, 2 usage.
 USAGE
 }
 
-# Reads the runs' JSON and writes the summary (templates/lib/bench_summary.py), with the head's python3.
+# Reads the runs' JSON and writes the summary (runtime/bench_summary.py), with the head's python3.
 # shellcheck disable=SC2016  # Python's text, not the shell's
-# sparkc-embed BENCH_SUMMARY_PY bench_summary.py
+# sparkc-embed SPARKC_BENCH_SUMMARY_PY bench_summary.py
 bench_main() {
-  local list=$BENCH_CONCURRENCIES input=$BENCH_INPUT_LEN output=$BENCH_OUTPUT_LEN prompts="" limit=600 dir=""
+  local list=$SPARKC_BENCH_CONCURRENCIES input=$SPARKC_BENCH_INPUT_LEN output=$SPARKC_BENCH_OUTPUT_LEN prompts="" limit=600 dir=""
   while (($#)); do
     case $1 in
       --concurrency)
@@ -43,7 +43,7 @@ bench_main() {
         dir=$2
         shift
         ;;
-      --dry-run) DRY_RUN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
       -h | --help) bench_usage; exit 0 ;;
       *) bench_usage_error "unknown option: $1 (see --help)" ;;
     esac
@@ -51,34 +51,34 @@ bench_main() {
   done
   use_api_port "$(last_launch_port)"
   local key=""
-  if [[ -n $API_KEY_VAR ]]; then
-    key=${!API_KEY_VAR:-}
-    [[ -n $key ]] || bench_usage_error "the endpoint needs its API key: export $API_KEY_VAR where bench.sh runs"
-  elif [[ -n $API_KEY_GIVEN ]]; then
-    key=$API_KEY_GIVEN
+  if [[ -n $SPARKC_API_KEY_VAR ]]; then
+    key=${!SPARKC_API_KEY_VAR:-}
+    [[ -n $key ]] || bench_usage_error "the endpoint needs its API key: export $SPARKC_API_KEY_VAR where bench.sh runs"
+  elif [[ -n $SPARKC_API_KEY_GIVEN ]]; then
+    key=$SPARKC_API_KEY_GIVEN
   fi
   local snapshot="" image_id="" level i=0 count failed=0 levels=() new fd stamp
   stamp=$(date -u +%Y%m%dT%H%M%SZ)
   IFS=, read -r -a levels <<<"$list"
-  log "benchmark of $DEPLOYMENT at $PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
-  if ((DRY_RUN == 0)); then
+  log "benchmark of $SPARKC_DEPLOYMENT at $SPARKC_PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
+  if ! dry_run; then
     if [[ -z $dir ]]; then
-      new_folder "$SCRIPT_DIR/bench" "$stamp" || exit 1
-      dir=$NEW_FOLDER
+      new_folder "$SPARKC_SCRIPT_DIR/bench" "$stamp" || exit 1
+      dir=$SPARKC_NEW_FOLDER
     fi
     own_path "$dir" folder && mkdir -p -- "$dir" || exit 1
-    image_id=$(docker image inspect --format '{{.Id}}' "$IMAGE") || { warn "no image $IMAGE on $HEAD"; exit 1; }
-    if [[ -n $BENCH_SNAPSHOT_REF ]]; then
-      snapshot=$(cat -- "$BENCH_SNAPSHOT_REF") || { warn "cannot read $BENCH_SNAPSHOT_REF"; exit 1; }
+    image_id=$(docker image inspect --format '{{.Id}}' "$SPARKC_IMAGE") || { warn "no image $SPARKC_IMAGE on $SPARKC_HEAD"; exit 1; }
+    if [[ -n $SPARKC_BENCH_SNAPSHOT_REF ]]; then
+      snapshot=$(cat -- "$SPARKC_BENCH_SNAPSHOT_REF") || { warn "cannot read $SPARKC_BENCH_SNAPSHOT_REF"; exit 1; }
     fi
   fi
-  [[ -n $dir ]] || dir=$SCRIPT_DIR/bench/$stamp  # what a dry run shows
+  [[ -n $dir ]] || dir=$SPARKC_SCRIPT_DIR/bench/$stamp  # what a dry run shows
   for level in "${levels[@]}"; do
     i=$((i + 1))
     count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
     bench_argv "$level" "$count" "$input" "$output" "$dir" "$snapshot"
-    if ((DRY_RUN)); then
-      dry_print "$HEAD" "${ARGV[@]}"
+    if dry_run; then
+      dry_print "$SPARKC_HEAD" "${SPARKC_ARGV[@]}"
       continue
     fi
     log "[$i/${#levels[@]}] concurrency $level: $count prompts (at most ${limit}s)"
@@ -91,11 +91,11 @@ bench_main() {
     # line, which any user reads in /proc/PID/cmdline. Both benchmarks read it from that variable.
     (
       export OPENAI_API_KEY=$key
-      exec timeout --kill-after=10 "$limit" "${ARGV[@]}"
+      exec timeout --kill-after=10 "$limit" "${SPARKC_ARGV[@]}"
     ) >&"$fd" 2>&1 </dev/null || status=$?
     exec {fd}>&-
     if ((status == 124 || status == 137)); then
-      docker rm -f "$BENCH_CONTAINER-$level" >/dev/null 2>&1 || true
+      docker rm -f "$SPARKC_BENCH_CONTAINER-$level" >/dev/null 2>&1 || true
       warn "concurrency $level: stopped after ${limit}s (--timeout); its output is in $dir/concurrency-$level.log"
       failed=1
     elif ((status)); then
@@ -106,12 +106,12 @@ bench_main() {
       log "[$i/${#levels[@]}] concurrency $level done in $((SECONDS - started))s"
     fi
   done
-  ((DRY_RUN)) && return 0
+  dry_run && return 0
   if command -v python3 >/dev/null 2>&1; then
-    python3 -c "$BENCH_SUMMARY_PY" "$dir" "$DEPLOYMENT" "$SPEC_SHA256" "$image_id" "$input" "$output" "${levels[@]}" \
+    python3 -c "$SPARKC_BENCH_SUMMARY_PY" "$dir" "$SPARKC_DEPLOYMENT" "$SPARKC_SPEC_SHA256" "$image_id" "$input" "$output" "${levels[@]}" \
       || failed=1
   else
-    warn "no python3 on $HEAD: the runs' JSON is in $dir, without a summary"
+    warn "no python3 on $SPARKC_HEAD: the runs' JSON is in $dir, without a summary"
   fi
   log "results in $dir (sparkc bench-compare $dir OTHER compares it with another run)"
   return "$failed"
@@ -122,28 +122,28 @@ bench_usage_error() {
   exit 2
 }
 
-# ARGV: the benchmark's `docker run` for one concurrency; the engine's words with their @...@ filled in.
+# SPARKC_ARGV: the benchmark's `docker run` for one concurrency; the engine's words with their @...@ filled in.
 bench_argv() {
   local level=$1 count=$2 input=$3 output=$4 dir=$5 snapshot=$6 word rest=()
-  for word in "${BENCH_COMMAND[@]:1}"; do
-    word=${word//@URL@/$PROBE_URL}
-    word=${word//@MODEL@/$SERVED_MODEL}
-    word=${word//@TOKENIZER@/$BENCH_TOKENIZER}
+  for word in "${SPARKC_BENCH_COMMAND[@]:1}"; do
+    word=${word//@URL@/$SPARKC_PROBE_URL}
+    word=${word//@MODEL@/$SPARKC_SERVED_MODEL}
+    word=${word//@TOKENIZER@/$SPARKC_BENCH_TOKENIZER}
     word=${word//@INPUT@/$input}
     word=${word//@OUTPUT@/$output}
     word=${word//@PROMPTS@/$count}
     word=${word//@CONCURRENCY@/$level}
-    word=${word//@RESULTS@/$BENCH_RESULTS}
+    word=${word//@RESULTS@/$SPARKC_BENCH_RESULTS}
     word=${word//@RESULT@/concurrency-$level.json}
     rest+=("$word")
   done
-  ARGV=(docker run --rm --name "$BENCH_CONTAINER-$level" --network host --user "$(id -u):$(id -g)"
+  SPARKC_ARGV=(docker run --rm --name "$SPARKC_BENCH_CONTAINER-$level" --network host --user "$(id -u):$(id -g)"
     -e HOME=/tmp
     -e OPENAI_API_KEY
-    -v "$dir:$BENCH_RESULTS")
-  for word in "${BENCH_MOUNTS[@]}"; do
-    [[ -n $BENCH_SNAPSHOT_PLACEHOLDER && -n $snapshot ]] && word=${word//"$BENCH_SNAPSHOT_PLACEHOLDER"/$snapshot}
-    ARGV+=("$word")
+    -v "$dir:$SPARKC_BENCH_RESULTS")
+  for word in "${SPARKC_BENCH_MOUNTS[@]}"; do
+    [[ -n $SPARKC_BENCH_SNAPSHOT_PLACEHOLDER && -n $snapshot ]] && word=${word//"$SPARKC_BENCH_SNAPSHOT_PLACEHOLDER"/$snapshot}
+    SPARKC_ARGV+=("$word")
   done
-  ARGV+=("${BENCH_ENV[@]}" --entrypoint "${BENCH_COMMAND[0]}" "$IMAGE" "${rest[@]}")
+  SPARKC_ARGV+=("${SPARKC_BENCH_ENV[@]}" --entrypoint "${SPARKC_BENCH_COMMAND[0]}" "$SPARKC_IMAGE" "${rest[@]}")
 }

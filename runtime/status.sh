@@ -23,27 +23,27 @@ status_main() {
     -h | --help) status_usage; exit 0 ;;
     *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
-  ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   local node state healthy=1 out problem
   use_api_port "$(last_launch_port)"
-  ((API_PORT == COMPILED_API_PORT)) || log "API port $API_PORT, from the last launch (launch-cluster.sh --port)"
+  ((SPARKC_API_PORT == SPARKC_COMPILED_API_PORT)) || log "API port $SPARKC_API_PORT, from the last launch (launch-cluster.sh --port)"
   local last
   last=$(last_launch_field state)
   case $last in
     failed) warn "the last launch ($(last_launch_field launched)) failed; its containers are kept for inspection" ;;
     starting) log "the last launch ($(last_launch_field launched)) has started its containers and not (yet) reported ready" ;;
   esac
-  for node in "${NODES[@]}"; do
+  for node in "${SPARKC_NODES[@]}"; do
     if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
-      printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "UNREACHABLE (${TARGET[$node]})"
+      printf '%-20s %-40s %s\n' "$node" "${SPARKC_CONTAINER[$node]}" "UNREACHABLE (${SPARKC_TARGET[$node]})"
       healthy=0
       continue
     fi
     state=$(container_state "$node")
-    printf '%-20s %-40s %s\n' "$node" "${CONTAINER[$node]}" "$(printable "$state")"
+    printf '%-20s %-40s %s\n' "$node" "${SPARKC_CONTAINER[$node]}" "$(printable "$state")"
     [[ $state == running ]] || healthy=0
   done
-  if [[ $BACKEND == ray ]]; then
+  if [[ $SPARKC_BACKEND == ray ]]; then
     if out=$(ray_check 2>&1); then
       printf '%s\n' "$(printable "${out##*$'\n'}")"
     else
@@ -51,39 +51,39 @@ status_main() {
       healthy=0
     fi
   fi
-  if [[ -n $API_KEY_VAR && -z ${!API_KEY_VAR-} ]]; then
-    warn "$API_KEY_VAR is not set here: the engine answers 401 on /v1 without it; export it as for the launch"
+  if [[ -n $SPARKC_API_KEY_VAR && -z ${!SPARKC_API_KEY_VAR-} ]]; then
+    warn "$SPARKC_API_KEY_VAR is not set here: the engine answers 401 on /v1 without it; export it as for the launch"
   fi
   problem=$(api_key_problem)
   [[ -z $problem ]] || warn "$problem (the probes below are not sent)"
   if ! probe_health; then
-    printf 'endpoint %s: /health does not answer\n' "$ENDPOINT"
+    printf 'endpoint %s: /health does not answer\n' "$SPARKC_ENDPOINT"
     healthy=0
   elif ! probe_models; then
-    printf 'endpoint %s: /v1/models does not list %s\n' "$ENDPOINT" "$SERVED_MODEL"
+    printf 'endpoint %s: /v1/models does not list %s\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
     healthy=0
   elif ! probe_completion; then
     # A wedged engine can still answer /health and /v1/models.
-    printf 'endpoint %s: lists %s but does not complete a one-token request\n' "$ENDPOINT" "$SERVED_MODEL"
+    printf 'endpoint %s: lists %s but does not complete a one-token request\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
     healthy=0
   else
-    printf 'endpoint %s: healthy, serving %s\n' "$ENDPOINT" "$SERVED_MODEL"
+    printf 'endpoint %s: healthy, serving %s\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
   fi
   if ((healthy)); then
-    log "$DEPLOYMENT is healthy"
+    log "$SPARKC_DEPLOYMENT is healthy"
     return 0
   fi
-  log "$DEPLOYMENT is NOT healthy"
+  log "$SPARKC_DEPLOYMENT is NOT healthy"
   return 1
 }
 
 # status.sh --all: every sparkc deployment on these nodes, one line each, from its containers' labels.
-readonly STATUS_ALL_FORMAT='{{.Label "sparkc.deployment"}} {{.State}} {{or (.Label "sparkc.endpoint-host") "-"}} {{or (.Label "sparkc.api-port") "-"}}'
+readonly SPARKC_STATUS_ALL_FORMAT='{{.Label "sparkc.deployment"}} {{.State}} {{or (.Label "sparkc.endpoint-host") "-"}} {{or (.Label "sparkc.api-port") "-"}}'
 status_all() {
   local node name state host port out rc=0 order=() health
   declare -A where=() states=() endpoint=()
-  for node in "${NODES[@]}"; do
-    if ! out=$(on_node "$node" docker ps -a --filter label=sparkc.deployment --format "$STATUS_ALL_FORMAT" 2>&1); then
+  for node in "${SPARKC_NODES[@]}"; do
+    if ! out=$(on_node "$node" docker ps -a --filter label=sparkc.deployment --format "$SPARKC_STATUS_ALL_FORMAT" 2>&1); then
       warn "$node: cannot list its containers: ${out//$'\n'/ }"
       rc=1
       continue
@@ -117,6 +117,6 @@ status_all() {
     fi
     printf '%-24s %-10s %-28s %s\n' "$name" "$state" "${where[$name]}" "${endpoint[$name]:--}$health"
   done
-  ((${#order[@]})) || log "no sparkc deployment has a container on ${NODES[*]}"
+  ((${#order[@]})) || log "no sparkc deployment has a container on ${SPARKC_NODES[*]}"
   return "$rc"
 }

@@ -5,15 +5,15 @@
 valid_port() { [[ $1 =~ ^[0-9]{1,5}$ ]] && ((10#$1 >= 1 && 10#$1 <= 65535)); }
 
 use_api_port() {
-  API_PORT=$1
-  PROBE_URL="http://$PROBE_URL_HOST:$1"
-  ENDPOINT="http://$ENDPOINT_HOST:$1"
+  SPARKC_API_PORT=$1
+  SPARKC_PROBE_URL="http://$SPARKC_PROBE_URL_HOST:$1"
+  SPARKC_ENDPOINT="http://$SPARKC_ENDPOINT_HOST:$1"
 }
 
 # A field of last-launch.txt (KEY=VALUE lines), read as data and never run; the last line for KEY
 # counts; nothing when there is no record or no such line.
 last_launch_field() { # KEY
-  local file=$SCRIPT_DIR/last-launch.txt line value=""
+  local file=$SPARKC_SCRIPT_DIR/last-launch.txt line value=""
   [[ -f $file ]] || return 0
   while IFS= read -r line || [[ -n $line ]]; do
     [[ $line == "$1="* ]] && value=${line#"$1="}
@@ -27,8 +27,8 @@ last_launch_port() {
   local port
   port=$(last_launch_field override.port)
   if [[ -n $port ]] && ! valid_port "$port"; then
-    warn "last-launch.txt: override.port is not a port number; using the compiled port $COMPILED_API_PORT"
+    warn "last-launch.txt: override.port is not a port number; using the compiled port $SPARKC_COMPILED_API_PORT"
     port=""
   fi
-  printf '%s\n' "$((10#${port:-$COMPILED_API_PORT}))"
+  printf '%s\n' "$((10#${port:-$SPARKC_COMPILED_API_PORT}))"
 }

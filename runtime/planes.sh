@@ -2,20 +2,20 @@
 # control IP (Gloo, TensorPipe, the rendezvous and Ray bind to it), and every data netdev exists and
 # has its link up (NCCL fails at once on a missing interface and stalls on one without carrier).
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-# sparkc-embed PLANES_REMOTE_LIB node/planes.sh
+# sparkc-embed SPARKC_PLANES_REMOTE_LIB node/planes.sh
 
-# The checks above join the preflight where the deployment splits its planes (HAS_PLANES).
+# The checks above join the preflight where the deployment splits its planes (SPARKC_HAS_PLANES).
 planes_enable() {
-  PREFLIGHT_EXTRA_LIB+=$PLANES_REMOTE_LIB
-  PREFLIGHT_CHECKS+=(planes)
-  PREFLIGHT_JUDGES+=(planes)
+  SPARKC_PREFLIGHT_EXTRA_LIB+=$SPARKC_PLANES_REMOTE_LIB
+  SPARKC_PREFLIGHT_CHECKS+=(planes)
+  SPARKC_PREFLIGHT_JUDGES+=(planes)
 }
 
-planes_preflight_args() { PF_ARGS+=("control=${CONTROL_NETDEV[$1]}" "data=${DATA_NETDEVS[$1]}"); }
+planes_preflight_args() { SPARKC_PF_ARGS+=("control=${SPARKC_CONTROL_NETDEV[$1]}" "data=${SPARKC_DATA_NETDEVS[$1]}"); }
 
 judge_planes() {
-  local node=$1 control=${CONTROL_NETDEV[$1]} ip=${CONTROL_IP[$1]} addrs netdev rest
-  if [[ -n ${PF[$node,control_error]+x} ]]; then
+  local node=$1 control=${SPARKC_CONTROL_NETDEV[$1]} ip=${SPARKC_CONTROL_IP[$1]} addrs netdev rest
+  if [[ -n ${SPARKC_PF[$node,control_error]+x} ]]; then
     pf_problem "$node" "control interface $control does not exist on $node ($(pf_first "$node" control_error)):" \
       "check 'ip -br addr' there and set cluster.nodes[].control.netdev"
   else
@@ -36,21 +36,21 @@ judge_planes() {
       || pf_problem "$node" "data interface $netdev is down on $node ($(grep -oE '<[^>]*>' <<<"$rest")): bring it" \
         "up (ip link set $netdev up) and check its cable"
   done <<<"$(pf "$node" data_link)"
-  pf_note "$node" planes "control $ip on $control, data on ${DATA_NETDEVS[$node]}"
+  pf_note "$node" planes "control $ip on $control, data on ${SPARKC_DATA_NETDEVS[$node]}"
 }
 
 # fabric.addresses (the twins, the other cable's port): each netdev carries its address, which NCCL's
 # RDMA needs (a RoCE v2 IPv4 GID on every device NCCL_IB_HCA lists). setup-fabric.sh sets them.
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-# sparkc-embed ADDRESSES_REMOTE_LIB node/addresses.sh
+# sparkc-embed SPARKC_ADDRESSES_REMOTE_LIB node/addresses.sh
 
 addresses_enable() {
-  PREFLIGHT_EXTRA_LIB+=$ADDRESSES_REMOTE_LIB
-  PREFLIGHT_CHECKS+=(addresses)
-  PREFLIGHT_JUDGES+=(addresses)
+  SPARKC_PREFLIGHT_EXTRA_LIB+=$SPARKC_ADDRESSES_REMOTE_LIB
+  SPARKC_PREFLIGHT_CHECKS+=(addresses)
+  SPARKC_PREFLIGHT_JUDGES+=(addresses)
 }
 
-addresses_preflight_args() { PF_ARGS+=("addresses=${FABRIC_ADDRESSES[$1]}"); }
+addresses_preflight_args() { SPARKC_PF_ARGS+=("addresses=${SPARKC_FABRIC_ADDRESSES[$1]}"); }
 
 judge_addresses() {
   local node=$1 netdev ip state rest
@@ -71,26 +71,26 @@ judge_addresses() {
 # listed out of order reaches it another way (the control network) or not at all: NCCL's ring would
 # then run between nodes that no cable joins.
 # shellcheck disable=SC2016  # the script is expanded by sh on the node, not here
-# sparkc-embed RING_REMOTE_LIB node/ring.sh
+# sparkc-embed SPARKC_RING_REMOTE_LIB node/ring.sh
 
 ring_enable() {
-  PREFLIGHT_EXTRA_LIB+=$RING_REMOTE_LIB
-  PREFLIGHT_CHECKS+=(ring)
-  PREFLIGHT_JUDGES+=(ring)
+  SPARKC_PREFLIGHT_EXTRA_LIB+=$SPARKC_RING_REMOTE_LIB
+  SPARKC_PREFLIGHT_CHECKS+=(ring)
+  SPARKC_PREFLIGHT_JUDGES+=(ring)
 }
 
-# The node before NODE round the ring (NODES is in rank order, which goes round it).
+# The node before NODE round the ring (SPARKC_NODES is in rank order, which goes round it).
 ring_from() {
-  local i count=${#NODES[@]}
-  for i in "${!NODES[@]}"; do
-    if [[ ${NODES[i]} == "$1" ]]; then
-      printf '%s' "${NODES[(i + count - 1) % count]}"
+  local i count=${#SPARKC_NODES[@]}
+  for i in "${!SPARKC_NODES[@]}"; do
+    if [[ ${SPARKC_NODES[i]} == "$1" ]]; then
+      printf '%s' "${SPARKC_NODES[(i + count - 1) % count]}"
       return 0
     fi
   done
 }
 
-ring_preflight_args() { PF_ARGS+=("ring_from=${FABRIC_IP[$(ring_from "$1")]}"); }
+ring_preflight_args() { SPARKC_PF_ARGS+=("ring_from=${SPARKC_FABRIC_IP[$(ring_from "$1")]}"); }
 
 judge_ring() {
   local node=$1 from route dev
@@ -98,13 +98,13 @@ judge_ring() {
   route=$(pf_first "$node" ring_route)
   dev=$(grep -oE ' dev [^ ]+' <<<" $route" | head -n 1 || true)
   dev=${dev# dev }
-  if [[ -z $dev || " ${DATA_NETDEVS[$node]} " != *" $dev "* ]]; then
-    pf_problem "$node" "$node reaches $from, the node before it round the ring, at ${FABRIC_IP[$from]} through" \
-      "${dev:-no route} (${route:-no answer}), not one of its cables (${DATA_NETDEVS[$node]}): in a ring each node's" \
+  if [[ -z $dev || " ${SPARKC_DATA_NETDEVS[$node]} " != *" $dev "* ]]; then
+    pf_problem "$node" "$node reaches $from, the node before it round the ring, at ${SPARKC_FABRIC_IP[$from]} through" \
+      "${dev:-no route} (${route:-no answer}), not one of its cables (${SPARKC_DATA_NETDEVS[$node]}): in a ring each node's" \
       "port 0 is cabled to the next node's port 1, and cluster.nodes lists the nodes in that order; fix the" \
       "order in the spec or the cabling"
   elif [[ $(pf_first "$node" ring_ping) == no ]]; then
-    pf_problem "$node" "$node does not reach $from at ${FABRIC_IP[$from]} over $dev: check the cable between" \
+    pf_problem "$node" "$node does not reach $from at ${SPARKC_FABRIC_IP[$from]} over $dev: check the cable between" \
       "them and $from's fabric address"
   elif [[ $(pf_first "$node" ring_ping) == missing ]]; then
     pf_warn "$node" "no ping on $node: the cable from $from was checked by its route ($dev) only"

@@ -2,11 +2,11 @@ service_usage() {
   cat <<USAGE
 Usage: install-service.sh [--dry-run] [--user USER] [--uninstall]
 
-Installs systemd/$SERVICE_UNIT (beside this script) on this node, the head: links this folder at
-$SERVICE_FOLDER, copies the unit into /etc/systemd/system with a drop-in that runs it
+Installs systemd/$SPARKC_SERVICE_UNIT (beside this script) on this node, the head: links this folder at
+$SPARKC_SERVICE_FOLDER, copies the unit into /etc/systemd/system with a drop-in that runs it
 as USER (default: the user who ran sudo, else the one running this), and enables it, so that
 launch-cluster.sh runs once the network and docker are up after every boot. Start it now with
-systemctl start $SERVICE_UNIT. --uninstall disables and removes it (the containers stay).
+systemctl start $SPARKC_SERVICE_UNIT. --uninstall disables and removes it (the containers stay).
 --dry-run prints every step and changes nothing. Needs root (sudo) unless --dry-run.
 Exit status: 0 done, 1 a step failed, 2 usage.
 USAGE
@@ -16,7 +16,7 @@ service_main() {
   local user=${SUDO_USER:-} uninstall=0
   while (($#)); do
     case $1 in
-      --dry-run) DRY_RUN=1 ;;
+      --dry-run) SPARKC_DRY_RUN=1 ;;
       --user)
         [[ ${2:-} =~ ^[a-z_][a-z0-9_.-]*$ ]] \
           || { echo "install-service.sh: --user needs a user name (lower-case letters, digits, _ . -)" >&2; exit 2; }
@@ -33,38 +33,38 @@ service_main() {
   [[ $user =~ ^[a-z_][a-z0-9_.-]*$ ]] || { echo "install-service.sh: pass --user USER: '$user' is no user name" >&2; exit 2; }
   local root=${SPARKC_SYSTEM_ROOT:-}  # tests install into a folder instead of /
   local systemd_dir=$root/etc/systemd/system
-  local link=$root$SERVICE_FOLDER dropin=$root/etc/systemd/system/$SERVICE_UNIT.d
-  ((DRY_RUN)) && log "dry run: printing the steps, changing nothing"
-  if ((!DRY_RUN)) && [[ ! -w $systemd_dir ]]; then
-    warn "cannot write to $systemd_dir: run it as root (sudo $SCRIPT_DIR/install-service.sh)"
+  local link=$root$SPARKC_SERVICE_FOLDER dropin=$root/etc/systemd/system/$SPARKC_SERVICE_UNIT.d
+  dry_run && log "dry run: printing the steps, changing nothing"
+  if ! dry_run && [[ ! -w $systemd_dir ]]; then
+    warn "cannot write to $systemd_dir: run it as root (sudo $SPARKC_SCRIPT_DIR/install-service.sh)"
     exit 1
   fi
   if ((uninstall)); then
-    service_step systemctl disable "$SERVICE_UNIT"
-    service_step rm -f "$systemd_dir/$SERVICE_UNIT" "$dropin/user.conf"
+    service_step systemctl disable "$SPARKC_SERVICE_UNIT"
+    service_step rm -f "$systemd_dir/$SPARKC_SERVICE_UNIT" "$dropin/user.conf"
     service_step rmdir "$dropin"
     service_step rm -f "$link"
     service_step systemctl daemon-reload
-    ((DRY_RUN)) || log "$SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
+    dry_run || log "$SPARKC_SERVICE_UNIT removed; the deployment's containers are untouched (stop-cluster.sh stops them)"
     return 0
   fi
-  [[ -f $SCRIPT_DIR/systemd/$SERVICE_UNIT ]] \
-    || { warn "$SCRIPT_DIR/systemd/$SERVICE_UNIT is missing: copy the whole compiled folder"; exit 1; }
+  [[ -f $SPARKC_SCRIPT_DIR/systemd/$SPARKC_SERVICE_UNIT ]] \
+    || { warn "$SPARKC_SCRIPT_DIR/systemd/$SPARKC_SERVICE_UNIT is missing: copy the whole compiled folder"; exit 1; }
   service_step mkdir -p "${link%/*}" "$dropin"
-  service_step ln -sfn "$SCRIPT_DIR" "$link"
-  service_step install -m 0644 "$SCRIPT_DIR/systemd/$SERVICE_UNIT" "$systemd_dir/$SERVICE_UNIT"
+  service_step ln -sfn "$SPARKC_SCRIPT_DIR" "$link"
+  service_step install -m 0644 "$SPARKC_SCRIPT_DIR/systemd/$SPARKC_SERVICE_UNIT" "$systemd_dir/$SPARKC_SERVICE_UNIT"
   service_step write_file "$dropin/user.conf" "$(printf '[Service]\nUser=%s\n' "$user")"
   service_step systemctl daemon-reload
-  service_step systemctl enable "$SERVICE_UNIT"
-  ((DRY_RUN)) || log "$SERVICE_UNIT enabled, as $user: it launches $DEPLOYMENT after every boot (start it now:" \
-    "systemctl start $SERVICE_UNIT; follow it: journalctl -u $SERVICE_UNIT -f)"
+  service_step systemctl enable "$SPARKC_SERVICE_UNIT"
+  dry_run || log "$SPARKC_SERVICE_UNIT enabled, as $user: it launches $SPARKC_DEPLOYMENT after every boot (start it now:" \
+    "systemctl start $SPARKC_SERVICE_UNIT; follow it: journalctl -u $SPARKC_SERVICE_UNIT -f)"
 }
 
 # One step: printed under --dry-run, else run; a failure stops the script, naming the step.
 service_step() {
   local word shown=()
   for word; do shown+=("$(dry_word "$word")"); done
-  if ((DRY_RUN)); then
+  if dry_run; then
     printf '%s\n' "${shown[*]}"
     return 0
   fi
