@@ -1,9 +1,10 @@
-"""deployment.sh: every constant of one deployment, built from the plan, and the checked load of the library.
+"""deployment.sh's constants: every value of one deployment the scripts read, built from the plan.
 
 Each entry script (launch-cluster.sh, status.sh, ...) finds its folder, sources deployment.sh beside it and
-calls its main: the values live here once, the code in lib/. A constant is a name, a typed value and one line
-that says why; `render_deployment` writes them all the same way (quoted by compiler/output/bash_words.py), so
-no template keeps a list of the constants it needs.
+calls its main: the values live there once, the code in lib/. templates/deployment.sh.j2 frames them (the
+header, then the checked load of the library). A constant is a name, a typed value and a line that says
+why; `render_constants` writes them all the same way (quoted by compiler/output/bash_words.py), so no
+template keeps a list of the constants it needs.
 """
 
 from __future__ import annotations

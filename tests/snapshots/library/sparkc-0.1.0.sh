@@ -1753,7 +1753,7 @@ probe_argv() {
   compiled_run PROBE_RUN "$1" ARGV
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
-  with_api_port  # the engine's environment, as --port leaves it
+  with_api_port "${PROBE_API_PORT_AT[$1]}" 0  # the engine's environment, as --port leaves it
   with_extra_env
 }
 
@@ -1809,12 +1809,20 @@ secret_bytes() {
 }
 
 # compiled_run KIND NODE INTO: the array INTO set to a node's compiled `docker run` words (KIND DOCKER_RUN
-# for its container, PROBE_RUN for its probe): the words every node's has, then the node's own.
+# for its container, PROBE_RUN for its probe): the words every node's has, then the node's own. A probe
+# takes the container's shared words but those at PROBE_RUN_SKIP, then the words every probe adds.
 compiled_run() {
-  local -n compiled_shared="$1_SHARED" compiled_nodes="$1_NODES" compiled_at="$1_AT" compiled_into=$3
-  local span=${compiled_at[$2]}
+  local -n compiled_nodes="$1_NODES" compiled_at="$1_AT" compiled_into=$3
+  local span=${compiled_at[$2]} i shared=("${DOCKER_RUN_SHARED[@]}")
+  if [[ $1 == PROBE_RUN ]]; then
+    shared=()
+    for i in "${!DOCKER_RUN_SHARED[@]}"; do
+      [[ " $PROBE_RUN_SKIP " == *" $i "* ]] || shared+=("${DOCKER_RUN_SHARED[i]}")
+    done
+    shared+=("${PROBE_RUN_SHARED[@]}")
+  fi
   # shellcheck disable=SC2034  # the caller's array, through the name reference
-  compiled_into=("${compiled_shared[@]}" "${compiled_nodes[@]:${span% *}:${span#* }}")
+  compiled_into=("${shared[@]}" "${compiled_nodes[@]:${span% *}:${span#* }}")
 }
 
 # ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.
@@ -1829,10 +1837,12 @@ docker_run_argv() {
       ARGV[i]=$engine_timeout
     fi
   done
-  with_api_port
+  with_api_port "${API_PORT_AT[$1]}" 0
   substitute_snapshot
   if ((HAS_HOOKS)); then patches_argv "$1"; fi
   engine_files_argv
+  # After `docker run -d`: the spec's sha256 (deployment.sh), which later launches read off the container.
+  ARGV=("${ARGV[@]:0:3}" --label "sparkc.spec-sha256=$SPEC_SHA256" "${ARGV[@]:3}")
   with_extra_env
 }
 
@@ -1867,7 +1877,7 @@ add_extra_env() {
     || usage_error "--env $name: control characters (newline, tab, ...) are not allowed in values, as in the spec"
   [[ $name =~ ^[A-Z_][A-Z0-9_]*$ ]] \
     || usage_error "--env $name: names are upper-case letters, digits and '_', not starting with a digit"
-  if [[ " $RESERVED_NAMES " == *" $name "* || $name == BASH_* || $name == LC_* || $name == DOCKER_RUN_* ]]; then
+  if [[ " ${RESERVED_NAMES[*]} " == *" $name "* || $name == BASH_* || $name == LC_* || $name == DOCKER_RUN_* ]]; then
     usage_error "--env $name: a name the shell or the generated scripts use themselves; choose another"
   fi
   if [[ $name =~ $SECRET_NAME_PATTERN || " ${SECRETS[*]} " == *" $name "* ]]; then
@@ -1924,38 +1934,17 @@ set_port_override() {
   use_api_port "$port"
 }
 
-# ARGV with this launch's API port where the compiled plan carries it: the word after API_PORT_FLAG,
-# or API_PORT_VARIABLE=PORT after -e. Only words that are exactly the compiled port change.
+# with_api_port PLACES OFFSET: ARGV with this launch's API port in the words the compiler recorded as
+# carrying it (deployment.sh's API_PORT_AT, ENGINE_API_PORT_AT): each INDEX:PREFIX becomes PREFIX and the
+# port, at INDEX past OFFSET. The engine's flag value, `--flag=PORT`, an entrypoint's `-e VARIABLE=PORT`
+# and the label sparkc.api-port, which other deployments' preflight and status.sh --all read.
 with_api_port() {
   [[ -n $PORT_OVERRIDE ]] || return 0
-  local i
-  for ((i = 1; i < ${#ARGV[@]}; i++)); do
-    if [[ -n $API_PORT_FLAG && ${ARGV[i - 1]} == "$API_PORT_FLAG" && ${ARGV[i]} == "$COMPILED_API_PORT" ]]; then
-      ARGV[i]=$PORT_OVERRIDE
-    elif [[ -n $API_PORT_VARIABLE && ${ARGV[i - 1]} == -e && ${ARGV[i]} == "$API_PORT_VARIABLE=$COMPILED_API_PORT" ]]; then
-      ARGV[i]="$API_PORT_VARIABLE=$PORT_OVERRIDE"
-    elif [[ ${ARGV[i - 1]} == --label && ${ARGV[i]} == "sparkc.api-port=$COMPILED_API_PORT" ]]; then
-      ARGV[i]="sparkc.api-port=$PORT_OVERRIDE"  # where other deployments' preflight and status.sh --all look
-    fi
+  local place places
+  read -ra places <<<"$1"
+  for place in "${places[@]}"; do
+    ARGV[$2 + ${place%%:*}]=${place#*:}$PORT_OVERRIDE
   done
-}
-
-# The head's engine must get the new port somewhere (its container's words, or the engine started in
-# it through Ray); a plan where it would not is a bug, stopped before anything starts.
-check_port_override() {
-  [[ -n $PORT_OVERRIDE ]] || return 0
-  local head_words=()
-  compiled_run DOCKER_RUN "$HEAD" head_words
-  local before=("${head_words[@]}" "${ENGINE_COMMAND[@]}") word read_before=() read_after=()
-  ARGV=("${before[@]}")
-  with_api_port
-  # Only the words the engine reads count: the label sparkc.api-port follows the port anyway.
-  for word in "${before[@]}"; do [[ $word == sparkc.api-port=* ]] || read_before+=("$word"); done
-  for word in "${ARGV[@]}"; do [[ $word == sparkc.api-port=* ]] || read_after+=("$word"); done
-  if [[ "${read_after[*]}" == "${read_before[*]}" ]]; then
-    echo "launch-cluster.sh: --port: the compiled words carry no port $COMPILED_API_PORT to replace (a bug in sparkc)" >&2
-    exit 3
-  fi
 }
 
 # For last-launch.txt: the overrides of this run, the extra variables by name (values may be anything typed).
@@ -2854,7 +2843,7 @@ echo "$code" >/tmp/sparkc-engine.exit
 # library's ENGINE_WRAPPER; a dry run shows it by name), with this launch's API port.
 engine_argv() {
   ARGV=(docker exec -d "${CONTAINER[$HEAD]}" sh -c "$1" sparkc-engine "${ENGINE_COMMAND[@]}")
-  with_api_port
+  with_api_port "$ENGINE_API_PORT_AT" $((${#ARGV[@]} - ${#ENGINE_COMMAND[@]}))
 }
 
 start_engine() {
@@ -3040,7 +3029,6 @@ launch_main() {
   done
   ((DRY_RUN)) || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
-  check_port_override
   # The record and the failure logs go beside this script: a link there is refused before any node is touched.
   ((DRY_RUN)) || { own_path "$SCRIPT_DIR/last-launch.txt" && own_path "$SCRIPT_DIR/logs" folder; } || exit 1
   DEADLINE=$((SECONDS + TIMEOUT))
