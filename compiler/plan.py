@@ -110,6 +110,16 @@ class PortControl:
 
 
 @dataclass(frozen=True)
+class PortWord:
+    """A word of a compiled command that carries the API's port: word `word` of group `group`, written as
+    `prefix` then the port. `launch-cluster.sh --port` rewrites exactly these words, nothing it would have to find."""
+
+    group: int
+    word: int
+    prefix: str  # "" (a flag's value word), "--port=" (one word), "PORT=" (an adapted entrypoint's variable), a label
+
+
+@dataclass(frozen=True)
 class Planes:
     """A node whose spec separates the control plane from the data plane."""
 
@@ -139,6 +149,8 @@ class NodePlan:
     ports: tuple[HeadPort, ...] = ()  # the fixed ports the deployment listens on at this node
     fabric_addresses: tuple[tuple[str, str], ...] = ()  # fabric.addresses: (netdev, IPv4), checked at preflight
     cabled: bool = True  # False: one node without a fabric, on loopback; its link is not checked
+    api_port_words: tuple[PortWord, ...] = ()  # where docker_run carries the API's port
+    probe_api_port_words: tuple[PortWord, ...] = ()  # where probe_run does (the engine's environment)
 
     @property
     def checked_netdev(self) -> str:
@@ -350,6 +362,7 @@ class Plan:
     mpi_ssh_port: int = 0  # backend mpi: sshd's port in every container; else 0
     mpi_sshd_from_hooks: bool = False  # backend mpi: a pre_engine hook installs sshd (preflight only notes its absence)
     start_gate: StartGate | None = None  # the engine's start check of free memory; None: it has none
+    engine_api_port_words: tuple[PortWord, ...] = ()  # where ray_engine carries the API's port
     cluster_file: str = ""
     cluster_file_sha256: str = ""
     spec_file_sha256: str = ""

@@ -15,12 +15,20 @@ secret_bytes() {
 }
 
 # compiled_run KIND NODE INTO: the array INTO set to a node's compiled `docker run` words (KIND SPARKC_DOCKER_RUN
-# for its container, SPARKC_PROBE_RUN for its probe): the words every node's has, then the node's own.
+# for its container, SPARKC_PROBE_RUN for its probe): the words every node's has, then the node's own. A probe
+# takes the container's shared words but those at SPARKC_PROBE_RUN_SKIP, then the words every probe adds.
 compiled_run() {
-  local -n compiled_shared="$1_SHARED" compiled_nodes="$1_NODES" compiled_at="$1_AT" compiled_into=$3
-  local span=${compiled_at[$2]}
+  local -n compiled_nodes="$1_NODES" compiled_at="$1_AT" compiled_into=$3
+  local span=${compiled_at[$2]} i shared=("${SPARKC_DOCKER_RUN_SHARED[@]}")
+  if [[ $1 == SPARKC_PROBE_RUN ]]; then
+    shared=()
+    for i in "${!SPARKC_DOCKER_RUN_SHARED[@]}"; do
+      [[ " $SPARKC_PROBE_RUN_SKIP " == *" $i "* ]] || shared+=("${SPARKC_DOCKER_RUN_SHARED[i]}")
+    done
+    shared+=("${SPARKC_PROBE_RUN_SHARED[@]}")
+  fi
   # shellcheck disable=SC2034  # the caller's array, through the name reference
-  compiled_into=("${compiled_shared[@]}" "${compiled_nodes[@]:${span% *}:${span#* }}")
+  compiled_into=("${shared[@]}" "${compiled_nodes[@]:${span% *}:${span#* }}")
 }
 
 # SPARKC_ARGV: the `docker run` words of a node, with the engine's timeout taken from this launch's budget.
@@ -35,10 +43,12 @@ docker_run_argv() {
       SPARKC_ARGV[i]=$engine_timeout
     fi
   done
-  with_api_port
+  with_api_port "${SPARKC_API_PORT_AT[$1]}" 0
   substitute_snapshot
   if ((SPARKC_HAS_HOOKS)); then patches_argv "$1"; fi
   engine_files_argv
+  # After `docker run -d`: the spec's sha256 (deployment.sh), which later launches read off the container.
+  SPARKC_ARGV=("${SPARKC_ARGV[@]:0:3}" --label "sparkc.spec-sha256=$SPARKC_SPEC_SHA256" "${SPARKC_ARGV[@]:3}")
   with_extra_env
 }
 
@@ -68,7 +78,7 @@ usage_error() {
 # Whether NAME is one no --env may set: the shell's own, or a prefix the scripts and the shell keep, as the
 # compiler refuses it for a secret (compiler/names.py).
 env_name_reserved() {
-  [[ " $SPARKC_RESERVED_NAMES " == *" $1 "* || $1 == SPARKC_* || $1 == BASH_* || $1 == LC_* ]]
+  [[ " ${SPARKC_RESERVED_NAMES[*]} " == *" $1 "* || $1 == SPARKC_* || $1 == BASH_* || $1 == LC_* ]]
 }
 
 # One --env 'NAME=VALUE', checked as the compiler checks the spec's env; the value is never evaluated.
@@ -136,38 +146,17 @@ set_port_override() {
   use_api_port "$port"
 }
 
-# SPARKC_ARGV with this launch's API port where the compiled plan carries it: the word after SPARKC_API_PORT_FLAG,
-# or SPARKC_API_PORT_VARIABLE=PORT after -e. Only words that are exactly the compiled port change.
+# with_api_port PLACES OFFSET: SPARKC_ARGV with this launch's API port in the words the compiler recorded as
+# carrying it (deployment.sh's SPARKC_API_PORT_AT, SPARKC_ENGINE_API_PORT_AT): each INDEX:PREFIX becomes PREFIX and the
+# port, at INDEX past OFFSET. The engine's flag value, `--flag=PORT`, an entrypoint's `-e VARIABLE=PORT`
+# and the label sparkc.api-port, which other deployments' preflight and status.sh --all read.
 with_api_port() {
   [[ -n $SPARKC_PORT_OVERRIDE ]] || return 0
-  local i
-  for ((i = 1; i < ${#SPARKC_ARGV[@]}; i++)); do
-    if [[ -n $SPARKC_API_PORT_FLAG && ${SPARKC_ARGV[i - 1]} == "$SPARKC_API_PORT_FLAG" && ${SPARKC_ARGV[i]} == "$SPARKC_COMPILED_API_PORT" ]]; then
-      SPARKC_ARGV[i]=$SPARKC_PORT_OVERRIDE
-    elif [[ -n $SPARKC_API_PORT_VARIABLE && ${SPARKC_ARGV[i - 1]} == -e && ${SPARKC_ARGV[i]} == "$SPARKC_API_PORT_VARIABLE=$SPARKC_COMPILED_API_PORT" ]]; then
-      SPARKC_ARGV[i]="$SPARKC_API_PORT_VARIABLE=$SPARKC_PORT_OVERRIDE"
-    elif [[ ${SPARKC_ARGV[i - 1]} == --label && ${SPARKC_ARGV[i]} == "sparkc.api-port=$SPARKC_COMPILED_API_PORT" ]]; then
-      SPARKC_ARGV[i]="sparkc.api-port=$SPARKC_PORT_OVERRIDE"  # where other deployments' preflight and status.sh --all look
-    fi
+  local place places
+  read -ra places <<<"$1"
+  for place in "${places[@]}"; do
+    SPARKC_ARGV[$2 + ${place%%:*}]=${place#*:}$SPARKC_PORT_OVERRIDE
   done
-}
-
-# The head's engine must get the new port somewhere (its container's words, or the engine started in
-# it through Ray); a plan where it would not is a bug, stopped before anything starts.
-check_port_override() {
-  [[ -n $SPARKC_PORT_OVERRIDE ]] || return 0
-  local head_words=()
-  compiled_run SPARKC_DOCKER_RUN "$SPARKC_HEAD" head_words
-  local before=("${head_words[@]}" "${SPARKC_ENGINE_COMMAND[@]}") word read_before=() read_after=()
-  SPARKC_ARGV=("${before[@]}")
-  with_api_port
-  # Only the words the engine reads count: the label sparkc.api-port follows the port anyway.
-  for word in "${before[@]}"; do [[ $word == sparkc.api-port=* ]] || read_before+=("$word"); done
-  for word in "${SPARKC_ARGV[@]}"; do [[ $word == sparkc.api-port=* ]] || read_after+=("$word"); done
-  if [[ "${read_after[*]}" == "${read_before[*]}" ]]; then
-    echo "launch-cluster.sh: --port: the compiled words carry no port $SPARKC_COMPILED_API_PORT to replace (a bug in sparkc)" >&2
-    exit 3
-  fi
 }
 
 # For last-launch.txt: the overrides of this run, the extra variables by name (values may be anything typed).
@@ -991,7 +980,7 @@ form_mpi() {
 # library's SPARKC_ENGINE_WRAPPER; a dry run shows it by name), with this launch's API port.
 engine_argv() {
   SPARKC_ARGV=(docker exec -d "${SPARKC_CONTAINER[$SPARKC_HEAD]}" sh -c "$1" sparkc-engine "${SPARKC_ENGINE_COMMAND[@]}")
-  with_api_port
+  with_api_port "$SPARKC_ENGINE_API_PORT_AT" $((${#SPARKC_ARGV[@]} - ${#SPARKC_ENGINE_COMMAND[@]}))
 }
 
 start_engine() {
@@ -1180,7 +1169,6 @@ launch_main() {
   done
   dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   check_extra_env
-  check_port_override
   # The record and the failure logs go beside this script: a link there is refused before any node is touched.
   dry_run || { own_path "$SPARKC_SCRIPT_DIR/last-launch.txt" && own_path "$SPARKC_SCRIPT_DIR/logs" folder; } || exit 1
   SPARKC_DEADLINE=$((SECONDS + SPARKC_TIMEOUT))

@@ -180,9 +180,12 @@ def docker_run_words(node: NodePlan) -> tuple[str, ...]:
 
 def launched_words(plan: Plan, node: NodePlan) -> tuple[str, ...]:
     """The node's `docker run` words in the order launch-cluster.sh runs them: the words every node's
-    container gets, then the node's own (compiler/output/render.py's split_runs)."""
+    container gets, then the node's own (compiler/output/render.py's split_runs), with the label of the spec's
+    sha256 that the launcher adds after `docker run -d` (deployment.sh holds the sha256, the words do not)."""
     runs = split_runs((n.docker_run for n in plan.nodes), plan.image)
-    return flat((*runs.shared, *runs.own[plan.nodes.index(node)]))
+    words = flat((*runs.shared, *runs.own[plan.nodes.index(node)]))
+    assert words[:3] == ("docker", "run", "-d")
+    return (*words[:3], "--label", f"sparkc.spec-sha256={plan.spec_sha256}", *words[3:])
 
 
 def container_command(plan: Plan, name: str) -> tuple[str, ...]:

@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from compiler.output.deployment import DEPLOYMENT  # sourced by the scripts, never run: not executable
 from compiler.output.folder_guard import (
     DOT_FILES,
     Lock,
@@ -210,7 +211,7 @@ def _stage(files: dict[str, str], removing: dict[str, str], staging: Path) -> No
     for name, text in files.items():
         path = staging / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, text.encode("utf-8"), 0o755 if name.endswith(".sh") else 0o644)
+        _write(path, text.encode("utf-8"), 0o755 if name.endswith(".sh") and name != DEPLOYMENT else 0o644)
     order = sorted(files, key=lambda name: (name == MANIFEST, name))  # the manifest last
     record = {"write": order, "remove": removing}
     _write(staging / JOURNAL, json.dumps(record).encode("utf-8"), 0o644)

@@ -4,33 +4,38 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compiler.names import RESERVED_PREFIXES, SECRET_NAME, SHELL_NAMES
+from compiler.output.bash_words import SplitRuns, comment, lines, quote, split_runs, words
+from compiler.output.deployment import DEPLOYMENT, render_constants
 from compiler.output.emit import MANIFEST
 from compiler.output.folder_guard import SYSTEMD
 from compiler.output.library import library_path, library_sha256, library_text
 from compiler.output.plan_page import PAGE, plan_page
-from compiler.plan import (
-    BENCH_RESULTS,
-    BUILD_PLACEHOLDER,
-    MAX_LAUNCH_TIMEOUT,
-    MPI_SSHD_PLACEHOLDER,
-    PATCHES_DIR,
-    PATCHES_PLACEHOLDER,
-    Plan,
-)
+from compiler.plan import Plan
 from compiler.resources import compiled_templates, data_dir
 
 if TYPE_CHECKING:
     import jinja2
+
+# quote, split_runs and the rest live in compiler/output/bash_words.py; named here too, where tests find them.
+__all__ = [
+    "SCRIPTS",
+    "SplitRuns",
+    "comment",
+    "lines",
+    "quote",
+    "render",
+    "render_scripts",
+    "skeletons",
+    "split_runs",
+    "words",
+]
 
 SCRIPTS = (
     "launch-cluster.sh",
@@ -47,87 +52,6 @@ GITATTRIBUTES = ".gitattributes"
 GITATTRIBUTES_TEXT = "# Written by sparkc: lib/ is sparkc's own code, the same for every deployment.\n" + (
     "lib/** linguist-generated=true\n"
 )
-
-
-# Words bash reads as one literal without quotes. Not the comma (shlex's safe set has it): in an array
-# shellcheck reads a bare comma as a mistake (SC2054).
-_BARE = re.compile(r"[A-Za-z0-9_@%+=:./-]+")
-# Written outside the single quotes, each after a backslash: a quote cannot stand inside them, and
-# shellcheck reads $ and ` in them as a forgotten expansion (SC2016), a backslash before the closing
-# quote as an attempt to escape it (SC1003).
-_SPECIAL = re.compile(r"([\\$`'])")
-
-
-# A word with `=` that shellcheck reads as the data it is, bare: `NAME=value`, `--flag=value`.
-_PLAIN_EQUALS = re.compile(r"[A-Za-z_-][^+@]*")
-
-
-def quote(value: Any) -> str:
-    """The one way a value enters a script: shell-quoted, so it is always data, never code.
-    Booleans become 1 and 0, what the scripts test with (( )).
-
-    Only single quotes and backslash-escaped ASCII outside them, never double quotes: under GBK, Big5
-    or Shift_JIS a byte 0x5C (backslash) can be the second half of a character, so a "...\\$..." that
-    is right in UTF-8 lets `$` loose in the caller's locale. Here a backslash never follows a byte of
-    the value, and ' (0x27) is never part of a character in those encodings, so every locale reads
-    the same words."""
-    text = ("1" if value else "0") if isinstance(value, bool) else str(value)
-    if text.startswith("~"):
-        # '~/x' is right, but shellcheck reads it as a tilde meant to expand (SC2088).
-        return "\\~" + quote(text[1:]) if len(text) > 1 else "\\~"
-    if _BARE.fullmatch(text) and ("=" not in text or _PLAIN_EQUALS.fullmatch(text)):
-        # Bare, a word whose `=` follows only digits, or `+`/`@` (where shellcheck starts a new piece of the
-        # word), is read as a mistaken assignment: SC2191 in an array, SC1097 after `NAME=`.
-        return text
-    parts = (part for part in _SPECIAL.split(text) if part)
-    return "".join("\\" + part if _SPECIAL.fullmatch(part) else f"'{part}'" for part in parts) or "''"
-
-
-def words(values: Iterable[Any], indent: int = 2) -> str:
-    """A bash array's body: `()` when empty, else one quoted word per line."""
-    items = [quote(v) for v in values]
-    if not items:
-        return "()"
-    return "(\n" + "\n".join(" " * indent + w for w in items) + f"\n{' ' * max(indent - 2, 0)})"
-
-
-def lines(command: Iterable[Iterable[Any]], indent: int = 2) -> str:
-    """A command's groups of words, one group per line, each word quoted: the body of a bash array."""
-    return "\n".join(" " * indent + " ".join(quote(w) for w in group) for group in command)
-
-
-@dataclass(frozen=True)
-class SplitRuns:
-    """The nodes' `docker run` commands as the launch script writes them: the option groups every node's has
-    (in the head's order), then each node's own groups, its entrypoint, image and command (by rank)."""
-
-    shared: tuple[tuple[str, ...], ...]
-    own: tuple[tuple[tuple[str, ...], ...], ...]
-
-    spans: tuple[str, ...]  # where each node's own words lie among all nodes' own words: `START COUNT`
-
-
-def split_runs(commands: Iterable[Iterable[Iterable[str]]], image: str) -> SplitRuns:
-    """`commands` (one per node, by rank, groups of words) split into what all share and what each adds.
-    An option group is shared when every node's command has it before the image; docker reads its options
-    in any order (none is given twice), so the words run are the same, in a reviewable order."""
-    runs = [[tuple(group) for group in command] for command in commands]
-    options = [run[: run.index((image,))] for run in runs]
-    common = set(options[0]).intersection(*options[1:])
-    shared = tuple(group for group in options[0] if group in common)
-    own = tuple(tuple(group for group in run if group not in common) for run in runs)
-    spans, start = [], 0
-    for groups in own:  # one after another, by rank, as bash's `${array[@]:START:COUNT}` takes them
-        count = sum(len(group) for group in groups)
-        spans.append(f"{start} {count}")
-        start += count
-    return SplitRuns(shared, own, tuple(spans))
-
-
-def comment(value: Any) -> str:
-    """A value shown in a `#` comment: anything that could end the comment line (a line break of any
-    kind, any control character) becomes `?`, so the value stays inside the comment."""
-    return "".join("?" if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in str(value))
 
 
 _skeleton: ContextVar[bool] = ContextVar("sparkc_skeleton", default=False)
@@ -148,14 +72,6 @@ def bash(name: str) -> str:
     return (data_dir("runtime") / name).read_text(encoding="utf-8")
 
 
-def launch_timeout_minimum() -> int:
-    from compiler.spec.schema import load_schema
-
-    minimum = load_schema()["properties"]["launch"]["properties"]["timeout"]["minimum"]
-    assert isinstance(minimum, int)
-    return minimum
-
-
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     import jinja2  # here, not at the top: `validate`, `explain` and `--help` never render
@@ -168,19 +84,6 @@ def environment() -> jinja2.Environment:
         env = _environment(jinja2.ModuleLoader(str(compiled)))
     else:
         env = _environment(jinja2.FileSystemLoader(str(data_dir("templates"))))
-    # Values the templates read when they render (compiling needs none of them).
-    env.globals["bench_results"] = BENCH_RESULTS
-    env.globals["patches_dir"] = PATCHES_DIR
-    env.globals["patches_placeholder"] = PATCHES_PLACEHOLDER
-    env.globals["build_placeholder"] = BUILD_PLACEHOLDER
-    env.globals["mpi_sshd_placeholder"] = MPI_SSHD_PLACEHOLDER
-    # What `launch-cluster.sh --env NAME=VALUE` refuses besides the SPARKC_, BASH_ and LC_ prefixes: the
-    # shell's own names, the list the compiler checks the spec's secrets with.
-    env.globals["reserved_names"] = " ".join(sorted(n for n in SHELL_NAMES if not n.startswith(RESERVED_PREFIXES)))
-    env.globals["secret_name_pattern"] = SECRET_NAME.pattern
-    # What `launch-cluster.sh --timeout` takes: what the spec's launch.timeout may be.
-    env.globals["timeout_bounds"] = (launch_timeout_minimum(), MAX_LAUNCH_TIMEOUT)
-    env.globals["split_runs"] = split_runs
     return env
 
 
@@ -233,9 +136,13 @@ def library_of(plan: Plan) -> Library:
 
 
 def render_scripts(plan: Plan) -> dict[str, str]:
-    """The deployment's scripts (what a compile shellchecks)."""
+    """The deployment's scripts (what a compile shellchecks): the entry scripts and deployment.sh they source."""
     library = library_of(plan)
-    return {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    scripts = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    constants = render_constants(plan, placeholder=_skeleton.get())
+    template = environment().get_template(DEPLOYMENT + ".j2")
+    scripts[DEPLOYMENT] = template.render(plan=plan, library=library, constants=constants)
+    return scripts
 
 
 def render(plan: Plan, scripts: dict[str, str] | None = None) -> dict[str, str]:

@@ -7,7 +7,7 @@ import json
 from compiler import __version__
 from compiler.engines import host_port
 from compiler.engines.trtllm import FILES_DIR, HOSTFILE, hostfile_text
-from compiler.plan import Command, NodePlan, Plan, Planes, ProfileCheck, Role, Setting, Transport
+from compiler.plan import Command, NodePlan, Plan, Planes, PortControl, ProfileCheck, Role, Setting, Transport
 from compiler.resolve.budget import memory_budget, node_ports
 from compiler.resolve.cache import cache_host_dir
 from compiler.resolve.containers import (
@@ -25,7 +25,7 @@ from compiler.resolve.engine_args import api_key_given, api_key_variable
 from compiler.resolve.env import node_envs, split_planes, switchless
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.hooks import hook_plan, host_hook_plan
-from compiler.resolve.ports import api_port_control, head_ports
+from compiler.resolve.ports import API_PORT_LABEL, api_port_control, head_ports, port_words
 from compiler.resolve.service import service_plan
 from compiler.spec.profiles import RayPresence
 from compiler.spec.typed import Backend, EntrypointMode, Node, Ssh
@@ -44,7 +44,13 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
     assert d.api_port is not None, "rules reject a deployment without a port"
     envs = node_envs(d)
     key = api_key_given(d)
-    nodes = tuple(_node_plan(d, node, rank, envs[node.name], spec_sha256) for rank, node in enumerate(d.nodes))
+    control = api_port_control(d)
+    nodes = tuple(_node_plan(d, node, rank, envs[node.name], control) for rank, node in enumerate(d.nodes))
+    engine = ray_engine(d)
+    engine_port = port_words(engine, control, d.api_port)
+    if control.flag or control.variable:  # --port must reach the engine: a plan where it would not is a bug
+        carried = (*nodes[0].api_port_words, *engine_port)
+        assert any(p.prefix != API_PORT_LABEL for p in carried), "the head's words carry no API port"
     ray = d.backend is Backend.RAY
     head_wave, worker_wave = (nodes[0].name,), tuple(p.name for p in nodes[1:])
     # Ray: the head, then every worker at once. Native multi-node: ranks >= 1 at once (they wait for
@@ -70,7 +76,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         head_fabric_ip=d.head.control_ip,
         nodes=nodes,
         start_waves=tuple(w for w in waves if w),
-        ray_engine=ray_engine(d),
+        ray_engine=engine,
         api_port=d.api_port,
         probe_host=probe_host,
         api_bind_host=host,
@@ -93,7 +99,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         probe_timeout=PROBE_TIMEOUT,
         cache_host=cache_host_dir(d),
         head_ports=head_ports(d),
-        api_port_control=api_port_control(d),
+        api_port_control=control,
         launch_timeout=d.spec.launch.timeout,
         engine_timeout=d.engine_timeout,
         engine_timeout_margin=d.engine_timeout_margin,
@@ -117,6 +123,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         mpi_ssh_port=d.spec.launch.mpi_ssh_port if d.backend is Backend.MPI else 0,
         mpi_sshd_from_hooks=d.backend is Backend.MPI and d.hooks_install_sshd,
         start_gate=d.engine.start_gate(d),
+        engine_api_port_words=engine_port,
     )
 
 
@@ -128,7 +135,7 @@ def engine_files(d: Deployment) -> tuple[tuple[str, str], ...]:
     return files
 
 
-def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str) -> NodePlan:
+def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], control: PortControl) -> NodePlan:
     user = d.spec.cluster.ssh.user
     target = "" if rank == 0 else (f"{user}@{node.ssh}" if user else node.ssh or "")
     # distribute.sh copies over the fabric; in a mesh or ring a cable reaches one neighbour, the control plane all.
@@ -136,6 +143,8 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
     fabric_ip = f"[{copy_ip}]" if ":" in copy_ip else copy_ip
     port = probe_port(d)
     budget, ports = memory_budget(d, node), node_ports(d, node)
+    run = docker_run(d, node, rank, env, share_labels(d, node, budget, ports))
+    probe = probe_run(d, node, rank, env, port, PROBE_TIMEOUT) if d.probe else ()
     return NodePlan(
         name=node.name,
         role=Role.HEAD if rank == 0 else Role.WORKER,
@@ -147,17 +156,19 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], s
         gpus=node.gpus,
         container_name=container_name(d, node),
         env=env,
-        docker_run=docker_run(d, node, rank, env, spec_sha256, share_labels(d, node, budget, ports)),
+        docker_run=run,
         nccl_transport=_nccl_transport(d, node, rank),
         planes=Planes((node.control or node.fabric).netdev, node.control_ip, node.fabric.netdevs)
         if split_planes(node)
         else None,
-        probe_run=probe_run(d, node, rank, env, port, PROBE_TIMEOUT) if d.probe else (),
+        probe_run=probe,
         fabric_target=f"{user}@{fabric_ip}" if user else fabric_ip,
         budget=budget,
         ports=ports,
         fabric_addresses=tuple(node.fabric.addresses.items()),
         cabled=node.cabled,
+        api_port_words=port_words(run, control, d.api_port or 0),
+        probe_api_port_words=port_words(probe, control, d.api_port or 0),
     )
 
 

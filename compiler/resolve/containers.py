@@ -35,16 +35,10 @@ def container_name(d: Deployment, node: Node) -> str:
     return f"sparkc-{d.spec.name}-{node.name}"
 
 
-def docker_run(
-    d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], spec_sha256: str, shares: tuple[str, ...] = ()
-) -> Command:
-    """`shares`: the labels that say what the container takes of its node (share_labels)."""
-    labels = (
-        f"sparkc.deployment={d.spec.name}",
-        f"sparkc.spec-sha256={spec_sha256}",
-        f"sparkc.node={node.name}",
-        *shares,
-    )
+def docker_run(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], shares: tuple[str, ...] = ()) -> Command:
+    """`shares`: the labels that say what the container takes of its node (share_labels). The label
+    sparkc.spec-sha256 is not among these words: the launcher adds it from deployment.sh's SPEC_SHA256."""
+    labels = (f"sparkc.deployment={d.spec.name}", f"sparkc.node={node.name}", *shares)
     # No --rm (a crash must leave its logs) and no restart policy (ranks must start in order).
     groups: list[Words] = [("docker", "run"), ("-d",), ("--name", container_name(d, node))]
     groups += [("--label", label) for label in labels]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compiler.plan import HeadPort, PortControl
+from compiler.plan import Command, HeadPort, PortControl, PortWord
 from compiler.resolve.context import Deployment
 from compiler.spec.profiles import ArgsStyle
 from compiler.spec.typed import Backend, EntrypointMode
@@ -49,3 +49,27 @@ def api_port_control(d: Deployment) -> PortControl:
         f"{control.env} and ignores the command line)"
     )
     return PortControl("", "", fixed, taken)
+
+
+# The label other deployments' preflight and `status.sh --all` read the API's port from; it moves with --port.
+API_PORT_LABEL = "sparkc.api-port="
+
+
+def port_words(command: Command, control: PortControl, port: int) -> tuple[PortWord, ...]:
+    """The words of `command` that carry the API's port, as this compile wrote them: the value after the
+    engine's flag (or `--flag=PORT`), the adapted entrypoint's `-e VARIABLE=PORT`, the label. Found here,
+    where the words were just built, so that `launch-cluster.sh --port` rewrites them by position."""
+    found: list[PortWord] = []
+    before = ""
+    for g, group in enumerate(command):
+        for w, word in enumerate(group):
+            if control.flag and before == control.flag and word == str(port):
+                found.append(PortWord(g, w, ""))
+            elif control.flag and word == f"{control.flag}={port}":
+                found.append(PortWord(g, w, f"{control.flag}="))
+            elif control.variable and before == "-e" and word == f"{control.variable}={port}":
+                found.append(PortWord(g, w, f"{control.variable}="))
+            elif before == "--label" and word == f"{API_PORT_LABEL}{port}":
+                found.append(PortWord(g, w, API_PORT_LABEL))
+            before = word
+    return tuple(found)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from compiler import __version__
+from compiler.output.deployment import DEPLOYMENT
 from compiler.output.library import library_text
 from compiler.output.lint import shellcheck_binary
 from compiler.pipeline import Beside, compile_text
@@ -75,16 +76,16 @@ def write_deployments(folder: Path, examples: Path) -> list[str]:
             target = folder / name / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content, encoding="utf-8")
-        # Each script read with the library costs as much as the library: the launch script of each
-        # deployment, and the others of the seed, are enough to see each constant read.
+        # Each file read with the library costs as much as the library: each deployment's deployment.sh (its
+        # constants), and the seed's entry scripts, are enough to see each constant read.
         scripts = sorted(p for p in result.files if p.endswith(".sh") and "/" not in p)
-        roots += [f"{name}/{s}" for s in scripts if s == "launch-cluster.sh" or name == SEED.removesuffix(".yaml")]
+        roots += [f"{name}/{s}" for s in scripts if s == DEPLOYMENT or name == SEED.removesuffix(".yaml")]
     return roots
 
 
 def library_in_context(folder: Path, script: str) -> str:
     """The library's findings are reported only where it is checked itself, and alone it lacks the constants
-    it reads: it is checked once inside `script` (a launch script), in place of the lines that source it."""
+    it reads: it is checked once inside `script` (a deployment.sh), in place of the lines that load it."""
     text = (folder / script).read_text(encoding="utf-8")
     whole = text[: text.index(LIBRARY_PART)] + "\n" + library_text(__version__) + '\nlaunch_main "$@"\n'
     path = folder / script.replace(".sh", ".with-library.sh")
@@ -97,7 +98,7 @@ def check(examples: Path = EXAMPLES) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="sparkc-check-library-") as tmp:
         folder = Path(tmp)
         roots = write_deployments(folder, examples)
-        seed = f"{SEED.removesuffix('.yaml')}/launch-cluster.sh"
+        seed = f"{SEED.removesuffix('.yaml')}/{DEPLOYMENT}"
         roots = [library_in_context(folder, seed) if root == seed else root for root in roots]
         half = len(roots) // 2
         runs = [

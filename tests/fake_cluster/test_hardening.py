@@ -160,10 +160,8 @@ def test_an_ipv6_host_is_bracketed_in_urls() -> None:
     result = compile_spec(with_changes(example("solo-qwen3-32b"), {"engine.host": "::1"}))
     assert result.plan is not None and result.plan.probe_url == "http://[::1]:8000"
     # the launcher and status.sh add the port of the launch (--port) to the host
-    for script in ("launch-cluster.sh", "status.sh"):
-        assert "readonly SPARKC_PROBE_URL_HOST='[::1]'" in result.files[script]
-        assert 'SPARKC_PROBE_URL="http://$SPARKC_PROBE_URL_HOST:$SPARKC_API_PORT"' in result.files[script]
-    assert "readonly SPARKC_PROBE_URL='http://[::1]:8000'" in result.files["stop-cluster.sh"]
+    assert "readonly SPARKC_PROBE_URL_HOST='[::1]'" in result.files["deployment.sh"]
+    assert 'SPARKC_PROBE_URL="http://$SPARKC_PROBE_URL_HOST:$SPARKC_API_PORT"' in result.files["deployment.sh"]
 
 
 # -- launches that never became ready, stops that said "stopped" ----------------------------------------

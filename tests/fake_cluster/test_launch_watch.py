@@ -116,9 +116,9 @@ def test_the_engine_watch_ends_with_a_ray_launch_that_succeeds(fake: FakeCluster
 
 def test_the_container_that_stopped_first_is_told_by_its_time_not_by_how_docker_wrote_it(tmp_path: Path) -> None:
     """docker leaves trailing zeros out of FinishedAt: as text, 12:44:03.5Z sorts after 12:44:03.51Z."""
-    launch = compile_spec(example("llama33-70b-2spark-native")).files["launch-cluster.sh"]
+    files = compile_spec(example("llama33-70b-2spark-native")).files
     functions = tmp_path / "launch-functions.sh"
-    write_functions(launch, functions)
+    write_functions(files["launch-cluster.sh"], functions, files["deployment.sh"])
     times = ["2026-12-01T12:44:03.51Z", "2026-12-01T12:44:03.5Z", "2026-12-01T12:44:03Z", "2026-12-01T12:44:02.999Z"]
     script = 'source "$1"; shift; for t; do sortable_time "$t"; echo; done'
     done = subprocess.run(["bash", "-c", script, "bash", str(functions), *times], capture_output=True, text=True)

@@ -60,14 +60,14 @@ def test_the_gate_goes_into_the_launcher_for_vllm_only() -> None:
     result = _compiled("llama33-70b-2spark-native", {})
     gate = result.plan.start_gate
     assert (gate.fraction, gate.ppm, gate.overhead, gate.engine) == ("0.8", 800_000, VLLM_INIT_OVERHEAD, "vLLM")
-    launch = result.files["launch-cluster.sh"]
+    launch = result.files["deployment.sh"]
     assert "readonly SPARKC_START_GATE_PPM=800000\n" in launch
     assert f"readonly SPARKC_START_GATE_OVERHEAD_KB={VLLM_INIT_OVERHEAD // 1024}\n" in launch
     # SGLang's fraction is of what is free at start, TensorRT-LLM's of what is free after the load: no gate
     for name in ("sglang-qwen3-30b-2spark", "trtllm-qwen3-235b-2spark-mpi"):
         other = _compiled(name, {})
         assert other.plan.start_gate is None
-        assert "readonly SPARKC_START_GATE_PPM=0\n" in other.files["launch-cluster.sh"]
+        assert "readonly SPARKC_START_GATE_PPM=0\n" in other.files["deployment.sh"]
 
 
 @pytest.mark.parametrize(("changes", "ceiling"), [({"engine.gpu_memory_utilization": 0.85}, True),

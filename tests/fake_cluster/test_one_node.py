@@ -23,7 +23,7 @@ def test_one_node_without_a_fabric_compiles_onto_loopback() -> None:
     assert env["MASTER_ADDR"] == env["VLLM_HOST_IP"] == "127.0.0.1"
     assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "lo" and env["NCCL_IB_DISABLE"] == "1"
     # The preflight's map of fabric netdevs holds none for it: nothing to check.
-    assert "declare -rA SPARKC_NETDEV=(\n  [spark-a]=''\n)" in result.files["launch-cluster.sh"]
+    assert "declare -rA SPARKC_NETDEV=(\n  [spark-a]=''\n)" in result.files["deployment.sh"]
 
 
 def test_several_nodes_each_need_their_fabric() -> None:

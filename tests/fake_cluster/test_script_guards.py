@@ -26,7 +26,7 @@ def test_every_generated_script_run_by_another_shell_says_run_it_with_bash(tmp_p
     spec.write_text(dump(example("llama33-70b-2spark-native")))
     made = CliRunner().invoke(cli, ["setup-fabric", str(spec), "-o", str(build)])
     assert made.exit_code == 0, made.output
-    scripts = sorted(p.name for p in build.glob("*.sh"))
+    scripts = sorted(p.name for p in build.glob("*.sh") if p.name != "deployment.sh")
     assert "setup-fabric.sh" in scripts and "launch-cluster.sh" in scripts
     argv = [shell, "sh"] if shell == "busybox" else [shell]
     for script in scripts:
@@ -34,6 +34,9 @@ def test_every_generated_script_run_by_another_shell_says_run_it_with_bash(tmp_p
         assert ran.returncode == 2, (script, ran.stdout, ran.stderr)
         assert ran.stderr == f"{script} is a bash script and another shell ran it: run it with bash (bash {script})\n"
         assert ran.stdout == ""
+    # deployment.sh is sourced by the scripts beside it, never run: run on its own, by any shell, it says so.
+    ran = subprocess.run([*argv, "deployment.sh"], cwd=build, capture_output=True, text=True, timeout=60)
+    assert ran.returncode != 0 and "deployment.sh is read by the scripts beside it" in ran.stderr, ran.stderr
     ran = subprocess.run(["bash", "status.sh", "--help"], cwd=build, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0 and "Usage: status.sh" in ran.stdout, ran.stderr
 
@@ -72,4 +75,4 @@ def test_compiling_into_another_deployments_folder_is_refused_unless_forced(tmp_
     assert runner.invoke(cli, ["compile", str(changed), "-o", str(out)]).exit_code == 0
     forced = runner.invoke(cli, ["compile", str(other), "-o", str(out), "--force"])
     assert forced.exit_code == 0, forced.output
-    assert "readonly SPARKC_DEPLOYMENT=llama33-70b" in (out / "launch-cluster.sh").read_text()
+    assert "readonly SPARKC_DEPLOYMENT=llama33-70b" in (out / "deployment.sh").read_text()

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from compiler.output import lint, render
+from compiler.output import bash_words, deployment, lint, render
 from compiler.output.lint import LintCache, lint_scripts
 from compiler.pipeline import GeneratedScriptError
 from tests.specs import compile_spec, example, with_changes
 
-STOP = "stop-cluster.sh"
-# The plan the scripts' sentinel is taken from (every stop script below has its template's constants).
+STOP = "deployment.sh"  # the one file of constants the scripts beside it source
+# The plan the scripts' sentinel is taken from (every deployment.sh below has its constants).
 PLAN = compile_spec(example("seed-qwen35-122b-2spark-ray")).plan
 
 
@@ -110,9 +110,10 @@ def test_a_new_tool_is_a_new_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_a_value_that_escapes_its_quotes_fails_the_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = with_changes(example("seed-qwen35-122b-2spark-ray"), {"container.env": {"GREETING": "a'; exit 0; '"}})
     assert compile_spec(spec).ok  # as quoted, clean: and now in the cache
-    monkeypatch.setattr(render, "quote", lambda value: f"'{value}'")  # a quoting bug
+    for module in (render, bash_words, deployment):
+        monkeypatch.setattr(module, "quote", lambda value: f"'{value}'")  # a quoting bug
     render.environment.cache_clear()
-    with pytest.raises(GeneratedScriptError, match=r"launch-cluster\.sh"):
+    with pytest.raises(GeneratedScriptError, match=r"deployment\.sh"):
         compile_spec(spec)
 
 

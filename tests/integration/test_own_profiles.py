@@ -167,7 +167,7 @@ def test_drafted_profile_records_the_entrypoints_sha256_and_the_launcher_checks_
         spec = write_spec(tmp_path, "registry.example/team/vllm:7", **{"container.entrypoint": mode})
         result = runner.invoke(cli, ["compile", str(spec), "-o", str(out)])
         assert result.exit_code == 0, result.output
-        launcher = (out / "launch-cluster.sh").read_text()
+        launcher = (out / "deployment.sh").read_text()
         assert f"readonly SPARKC_ENTRYPOINT_SHA256={recorded or chr(39) * 2}\n" in launcher, mode
     # Without docker's image at hand the draft says how to record it.
     assert "# entrypoint_sha256: run sparkc profile registry.example/team/vllm:7 where docker has" in draft(facts)

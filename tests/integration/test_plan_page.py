@@ -160,7 +160,7 @@ def test_the_diagram_follows_rank_order_and_shows_both_planes() -> None:
 
 
 def test_every_generated_file_has_its_line() -> None:
-    assert set(FILE_PURPOSES) == {*SCRIPTS, "manifest.json", PAGE}
+    assert set(FILE_PURPOSES) == {*SCRIPTS, "deployment.sh", "manifest.json", PAGE}
 
 
 def test_explain_shows_what_runs_where_as_the_page_does(tmp_path: Path) -> None:

@@ -227,4 +227,4 @@ def test_only_the_heads_log_is_read_for_nccl_lines_under_mpirun() -> None:
 def test_a_hook_that_installs_sshd_is_noted_for_the_launchers_image_check(hook: str, installs: bool) -> None:
     result = compiled({"container.hooks": {"pre_engine": [hook]}})
     assert result.plan.mpi_sshd_from_hooks is installs
-    assert f"readonly SPARKC_MPI_SSHD_FROM_HOOKS={int(installs)}" in result.files["launch-cluster.sh"]
+    assert f"readonly SPARKC_MPI_SSHD_FROM_HOOKS={int(installs)}" in result.files["deployment.sh"]

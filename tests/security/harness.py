@@ -101,9 +101,12 @@ def launcher_functions(script: str) -> str:
     return body[: -len(last)]
 
 
-def write_functions(script: str, path: Path) -> None:
-    """launcher_functions(script) as `path`, with the library beside it as in a build folder."""
+def write_functions(script: str, path: Path, deployment: str | None = None) -> None:
+    """launcher_functions(script) as `path`, with the library beside it as in a build folder, and `deployment`
+    (the text of deployment.sh, which the script sources) where the folder lacks one."""
     path.write_text(launcher_functions(script), encoding="utf-8")
+    if deployment is not None:
+        path.with_name("deployment.sh").write_text(deployment, encoding="utf-8")
     library = path.parent / library_path(__version__)
     library.parent.mkdir(parents=True, exist_ok=True)
     library.write_text(library_text(__version__), encoding="utf-8")
@@ -122,12 +125,17 @@ def workers(plan: Plan) -> list[NodePlan]:
 
 
 def deliver(
-    plan: Plan, launch: str, root: Path, path: str, env: Mapping[str, str], shells: Sequence[tuple[str, str]] = SHELLS
+    plan: Plan,
+    files: Mapping[str, str],
+    root: Path,
+    path: str,
+    env: Mapping[str, str],
+    shells: Sequence[tuple[str, str]] = SHELLS,
 ) -> list[Run]:
     """Start every node's container on fresh fakes, once per entry of `shells` (the head in the first);
-    all runs at once (one bash process each)."""
+    all runs at once (one bash process each). `files`: the compile's."""
     functions = root / "launch-functions.sh"
-    write_functions(launch, functions)
+    write_functions(files["launch-cluster.sh"], functions, files["deployment.sh"])
     mode = "secrets" if plan.secrets else "plain"
     started = []
     for shell, locale in shells:

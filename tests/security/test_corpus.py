@@ -100,7 +100,7 @@ def check_case(
 
     assert result.plan is not None
     files = render(result.plan)
-    runs = deliver(result.plan, files["launch-cluster.sh"], tmp_path, fake_path, secret_env(case, value), shells)
+    runs = deliver(result.plan, files, tmp_path, fake_path, secret_env(case, value), shells)
     assert arrival_problems(result.plan, runs, case.field.arrives(value)) == []
     # (a short value may stand in the generated text by chance: in the library's prose, say)
     if case.field.secret == "value" and len(value) >= 3 and not any(value in text for text in files.values()):

@@ -238,7 +238,7 @@ def test_integers_in_any_yaml_spelling_are_accepted() -> None:
     text = text.replace("max_model_len: 16384", "max_model_len: 16_384").replace("0.7", "1")
     result = compile_text(text, "spec.yaml", render_files=True)
     assert result.ok, result.diagnostics
-    launcher = result.files["launch-cluster.sh"]
+    launcher = result.files["deployment.sh"]
     assert "--port 8080" in launcher and "--tensor-parallel-size 1" in launcher and "16384" in launcher
 
 

@@ -84,7 +84,7 @@ def test_planes_are_validated(changes: dict[str, object], message: str) -> None:
 
 def test_a_spec_without_planes_renders_no_plane_steps(tmp_path: Path) -> None:
     assert compile_into(NATIVE, tmp_path / "out").ok
-    launch = (tmp_path / "out" / "launch-cluster.sh").read_text()
+    launch = (tmp_path / "out" / "deployment.sh").read_text()
     assert "declare -rA SPARKC_CONTROL_NETDEV" not in launch and "check_planes()" not in launch
     assert '"planes"' not in (tmp_path / "out" / "manifest.json").read_text()
 
