@@ -126,6 +126,8 @@ SCRIPT_NAMES = frozenset(
         "FABRIC_TARGET",
         "FAILED_NODE",
         "FETCH_CONTAINER",
+        "FETCH_DRAFT_REPO",
+        "FETCH_DRAFT_TARGET",
         "FETCH_MODE",
         "FETCH_PY",
         "FETCH_REPO",

@@ -289,12 +289,18 @@ def test_a_recipe_without_a_command_gets_the_flags_sparkruns_launcher_builds_fro
 SPECULATIVE = "container: img\nmodel: org/M\ncommand: |\n  vllm serve org/M --speculative-config '{config}'\n"
 
 
-def test_a_draft_named_by_repo_id_becomes_model_draft_with_a_placeholder_path() -> None:
+def test_a_draft_named_by_repo_id_becomes_a_draft_to_fetch_with_a_placeholder_path() -> None:
     config = '{"method":"eagle3","model":"org/M-eagle3","num_speculative_tokens":3}'
     spec, warnings = _engine(SPECULATIVE.replace("{config}", config))
-    draft = {"path": f"/{PLACEHOLDER}/models/M-eagle3", "method": "eagle3", "num_speculative_tokens": 3}
+    draft = {
+        "path": f"/{PLACEHOLDER}/models/M-eagle3",
+        "repo": "org/M-eagle3",
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+    }
     assert spec["model"]["draft"] == draft and "args" not in spec["engine"]
     assert len(warnings) == 1 and "the draft org/M-eagle3 is named by its Hugging Face id" in warnings[0]
+    assert "fetch-model.sh downloads into model.draft.path" in warnings[0]
 
 
 def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> None:

@@ -173,3 +173,67 @@ def test_a_pre_exec_step_that_cannot_be_carried_is_refused_with_the_fix(entry: s
     recipe = PRE_EXEC.split("pre_exec:")[0] + "pre_exec:\n  " + entry + "\ncommand: vllm serve {model}\n"
     result = import_recipe(recipe, "recipe.yaml")
     assert any(message in w.message and w.key == "pre_exec.0" for w in result.errors), [str(w) for w in result.warnings]
+
+
+# After eugr/spark-vllm-docker recipes/gemma4-26b-a4b-fp8-speculative.yaml (tests/recipes/public has it whole):
+# its MTP draft named by Hugging Face id, here without the moe_backend key that model.draft cannot hold.
+DRAFT_BY_ID = """\
+recipe_version: "1"
+name: Gemma4-26B-A4B-FP8-Speculative
+model: google/gemma-4-26B-A4B-it
+container: vllm-node
+defaults: {port: 8000, host: 0.0.0.0, tensor_parallel: 2, gpu_memory_utilization: 0.8}
+command: |
+  vllm serve google/gemma-4-26B-A4B-it --gpu-memory-utilization {gpu_memory_utilization} --port {port}
+    --host {host} -tp {tensor_parallel} --distributed-executor-backend ray
+    --speculative-config '{{"method":"mtp","model":"google/gemma-4-26B-A4B-it-assistant","num_speculative_tokens":4}}'
+"""
+
+
+def test_a_draft_named_by_its_hugging_face_id_is_fetched_beside_the_model() -> None:
+    spec, _ = _spec(DRAFT_BY_ID)
+    assert spec["model"]["draft"]["repo"] == "google/gemma-4-26B-A4B-it-assistant"
+    spec_text = import_recipe(DRAFT_BY_ID, "recipe.yaml").spec_text
+    spec_text = spec_text.replace("- PLACEHOLDER\n", "- rocep1s0f1\n").replace("PLACEHOLDER", "filled-in")
+    result = compile_text(spec_text, "spec.yaml", render_files=False)
+    assert result.ok, diagnostics_text(result)
+    fetch = result.plan.fetch if result.plan is not None else None
+    assert fetch is not None and fetch.draft_repo == "google/gemma-4-26B-A4B-it-assistant"
+    assert fetch.draft_target == "/filled-in/models/gemma-4-26B-A4B-it-assistant"
+    words = _compiled_words(DRAFT_BY_ID)
+    config = words[words.index("--speculative-config") + 1]
+    assert '"model": "/filled-in/models/gemma-4-26B-A4B-it-assistant"' in config.replace('":"', '": "')
+
+
+# After the sparkrun registry recipes that mount the operator's caches as `~/.cache/...:/root/.cache/...`:
+# the launcher's remote shell expands ~ to the ssh user's home on each node.
+def test_a_volume_under_home_is_carried_with_the_home_to_fill_in() -> None:
+    recipe = SPARKRUN_VLLM + "volumes:\n  - ~/.cache/flashinfer:/root/.cache/flashinfer\n"
+    spec, warnings = _spec(recipe)
+    [mount] = spec["container"]["mounts"]
+    assert mount == {
+        "host": "/home/PLACEHOLDER-ssh-user/.cache/flashinfer",
+        "container": "/root/.cache/flashinfer",
+        "readonly": False,
+    }
+    assert any("~ is the home of the ssh user on each node" in w for w in warnings)
+    spec_text = import_recipe(recipe, "recipe.yaml").spec_text
+    result = compile_text(
+        spec_text.replace("PLACEHOLDER-ssh-user", "aurora")
+        .replace("- PLACEHOLDER\n", "- rocep1s0f1\n")
+        .replace("PLACEHOLDER", "filled-in"),
+        "spec.yaml",
+        render_files=False,
+    )
+    assert result.ok, diagnostics_text(result)
+    unfilled = compile_text(
+        spec_text.replace("- PLACEHOLDER\n", "- rocep1s0f1\n")
+        .replace("PLACEHOLDER-spark", "filled-in-spark")
+        .replace("/PLACEHOLDER/", "/filled-in/")
+        .replace("PLACEHOLDER: ", ""),
+        "spec.yaml",
+        render_files=False,
+    )
+    assert "container.mounts[0].host: '/home/PLACEHOLDER-ssh-user/.cache/flashinfer' still holds" in diagnostics_text(
+        unfilled
+    )

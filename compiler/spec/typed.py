@@ -215,6 +215,7 @@ class Draft(Section):
     num_speculative_tokens: int | None  # None: the engine's own default, where it has one
     prompt_lookup_min: int | None = None  # ngram: the n-gram window (vLLM)
     prompt_lookup_max: int | None = None
+    repo: str | None = None  # the Hugging Face repo id it comes from (fetch-model.sh downloads it into path)
 
 
 @dataclass(frozen=True)

@@ -3815,9 +3815,9 @@ fetch_usage() {
 Usage: fetch-model.sh [--dry-run]
 
 Downloads ${FETCH_REPO:-model.repo} at $FETCH_REVISION into $FETCH_TARGET on this node, the
-head, inside the deployment's image (docker run --rm, which needs huggingface_hub), then says to run
-distribute.sh, which copies the weights on to the other nodes. HF_TOKEN (for gated or private repos) and
-HF_ENDPOINT (a mirror) are read from this environment and passed by name, never on a command line.
+head, and the draft model of model.draft.repo into its own folder, inside the deployment's image
+(docker run --rm, which needs huggingface_hub), then says to run distribute.sh, which copies the weights
+on to the other nodes. HF_TOKEN (for gated or private repos) and HF_ENDPOINT (a mirror) are read from this environment and passed by name, never on a command line.
 The repo's size is compared with the free space first; a file already complete is skipped, so running
 it again after an interruption continues, and a dropped connection resumes its file where it broke off.
 One line per file as it goes.
@@ -3941,10 +3941,21 @@ fetch_main() {
       "and compile again" >&2
     exit 2
   fi
+  fetch_repo "$FETCH_REPO" "$FETCH_REVISION" "$FETCH_TARGET" "$FETCH_MODE" fetch-report.txt || exit 1
+  if [[ -n $FETCH_DRAFT_REPO ]]; then
+    # The draft beside the model: its own folder, at its main revision.
+    fetch_repo "$FETCH_DRAFT_REPO" main "$FETCH_DRAFT_TARGET" folder fetch-draft-report.txt || exit 1
+  fi
+  ((DRY_RUN)) || log "run distribute.sh to copy the downloads to the other nodes"
+}
+
+# One repo (REPO REVISION TARGET MODE) downloaded into TARGET on the head, its report in SCRIPT_DIR/REPORT.
+fetch_repo() {
+  local repo=$1 revision=$2 target=$3 mode=$4 report=$5
   # As the operator's user, so the files are theirs; huggingface_hub's own state in a folder it can write.
   local argv=(docker run --rm --name "$FETCH_CONTAINER" --network host --user "$(id -u):$(id -g)"
     -e HF_HOME=/tmp/sparkc-hf-home
-    -v "$FETCH_TARGET:$FETCH_TARGET"
+    -v "$target:$target"
     -e HF_TOKEN
     -e HF_ENDPOINT
   )
@@ -3956,26 +3967,24 @@ fetch_main() {
     )  # one line per file instead
   fi
   argv+=(--entrypoint python3 "$IMAGE" -c)
-  log "$FETCH_REPO at $FETCH_REVISION into $FETCH_TARGET ($FETCH_MODE), in image $IMAGE"
+  log "$repo at $revision into $target ($mode), in image $IMAGE"
   if ((DRY_RUN)); then
-    dry_print "$HEAD" mkdir -p "$FETCH_TARGET"
-    dry_print "$HEAD" "${argv[@]}" "<the program in templates/lib/fetch.py>" "$FETCH_REPO" "$FETCH_REVISION" \
-      "$FETCH_TARGET" "$FETCH_MODE"
+    dry_print "$HEAD" mkdir -p "$target"
+    dry_print "$HEAD" "${argv[@]}" "<the program in templates/lib/fetch.py>" "$repo" "$revision" "$target" "$mode"
     return 0
   fi
-  mkdir -p -- "$FETCH_TARGET" || { warn "cannot create $FETCH_TARGET on $HEAD"; exit 1; }
-  local out=$SCRIPT_DIR/fetch-report.txt status=0 new
-  new=$(fresh_file "$out") || exit 1
-  "${argv[@]}" "$FETCH_PY" "$FETCH_REPO" "$FETCH_REVISION" "$FETCH_TARGET" "$FETCH_MODE" </dev/null \
-    | tee "$new" || status=$?
-  place_file "$new" "$out" || exit 1
+  mkdir -p -- "$target" || { warn "cannot create $target on $HEAD"; return 1; }
+  local out=$SCRIPT_DIR/$report status=0 new
+  new=$(fresh_file "$out") || return 1
+  "${argv[@]}" "$FETCH_PY" "$repo" "$revision" "$target" "$mode" </dev/null | tee "$new" || status=$?
+  place_file "$new" "$out" || return 1
   if ! grep -q '^SPARKC_FETCH {.*"ok": true' "$out"; then
     local why
     why=$(sed -n 's/^SPARKC_FETCH .*"error": "\(.*\)", "ok": false}.*/\1/p' "$out" | tail -n 1)
-    warn "the download failed${why:+: $why} (exit $status); the report is in $out"
-    exit 1
+    warn "the download of $repo failed${why:+: $why} (exit $status); the report is in $out"
+    return 1
   fi
-  log "done: $FETCH_REPO is in $FETCH_TARGET on $HEAD; run distribute.sh to copy it to the other nodes"
+  log "done: $repo is in $target on $HEAD"
 }
 
 # -- bench.sh ----------------------------------------------------------------------------------------

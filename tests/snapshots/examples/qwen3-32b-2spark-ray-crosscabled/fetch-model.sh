@@ -68,13 +68,16 @@ readonly FETCH_REVISION=main
 readonly FETCH_TARGET=/home/aurora/models/Qwen3-32B
 readonly FETCH_MODE=folder
 readonly FETCH_CONTAINER=sparkc-qwen3-32b-ray-fetch
+# The draft model, downloaded after the model into its own folder ("": the spec names no draft repo).
+readonly FETCH_DRAFT_REPO=''
+readonly FETCH_DRAFT_TARGET=''
 
 
 # The code every script of this deployment shares: lib/ beside this script, as sparkc 0.1.0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=1ab08fbab9001a1950c8fb5b561d818e0eee627598f6bff58ad4f09fddada67c
+readonly SPARKC_LIB_SHA256=82ee82404bb2ad89cd599a3d8417cd7414eea0f52752c6d4449c69ada7ce2345
 SPARKC_LIB_TEXT=$(cat -- "$SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
