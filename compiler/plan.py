@@ -270,6 +270,9 @@ class FetchPlan:
     target: str  # the host folder: the cache's hub folder, or the weights' folder
     mode: FetchMode
     container_name: str  # the download's container, removed when it ends
+    # The draft model's repo and folder (folder mode, its main revision); "" where the spec names none.
+    draft_repo: str = ""
+    draft_target: str = ""
 
 
 @dataclass(frozen=True)

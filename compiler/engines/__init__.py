@@ -114,6 +114,9 @@ class Engine(Protocol):
     memory_chosen_at_start: str | None
     # Its ranks other than the head answer /health on the API port while they run.
     ranks_answer_health: bool
+    # The word its context-length flag takes for "the longest context the KV cache holds at start" (vLLM's
+    # `--max-model-len auto`); None: it takes only a number of tokens.
+    context_fits_memory: str | None
     # The variable that lets it take a max_model_len longer than the model's config allows; None: it never refuses.
     allow_longer_variable: str | None
     supports_mpi: bool  # forms its group of nodes under mpirun

@@ -89,6 +89,7 @@ class Sglang:
     memory_chosen_at_start: str | None = "SGLang's own mem_fraction_static"
     ranks_answer_health = True  # ranks >= 1 run a stand-in server on the API port
     # ModelConfig: SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN.
+    context_fits_memory: str | None = None  # --context-length is a number of tokens
     allow_longer_variable: str | None = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     supports_mpi = False
     serves_folder_name = False

@@ -82,6 +82,7 @@ class Trtllm:
     kv_budget_refusal: str | None = None  # written as kv_cache_config.max_gpu_total_bytes
     memory_chosen_at_start: str | None = None
     ranks_answer_health = False
+    context_fits_memory: str | None = None  # --max_seq_len is a number of tokens
     allow_longer_variable: str | None = None  # none known: a warning says what a longer length risks
     supports_mpi = True  # trtllm-llmapi-launch on every rank, started by mpirun
     serves_folder_name = True

@@ -114,6 +114,7 @@ class Vllm:
     memory_chosen_at_start: str | None = None  # without a fraction: its default, VLLM_DEFAULT_FRACTION
     ranks_answer_health = False
     # ModelConfig: "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1".
+    context_fits_memory: str | None = "auto"  # --max-model-len auto
     allow_longer_variable: str | None = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     supports_mpi = False
     serves_folder_name = False

@@ -378,6 +378,12 @@ def _others(plan: Plan) -> list[Entry]:
             Constant("SPARKC_FETCH_TARGET", f.target),
             Constant("SPARKC_FETCH_MODE", str(f.mode)),
             Constant("SPARKC_FETCH_CONTAINER", f.container_name),
+            Constant(
+                "SPARKC_FETCH_DRAFT_REPO",
+                f.draft_repo,
+                "The draft model, downloaded after the model into its own folder (empty: no draft repo).",
+            ),
+            Constant("SPARKC_FETCH_DRAFT_TARGET", f.draft_target),
         ]
     if plan.bench:
         b = plan.bench

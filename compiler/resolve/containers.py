@@ -164,9 +164,11 @@ def fetch_plan(d: Deployment) -> FetchPlan:
     """fetch-model.sh: the repo at the spec's revision, into the Hugging Face cache or the weights' folder."""
     model = d.spec.model
     name = f"sparkc-{d.spec.name}-fetch"
+    draft = model.draft
+    beside = (draft.repo, draft.path) if draft is not None and draft.repo and draft.path else ("", "")
     if model.hf is not None:
-        return FetchPlan(model.hf.repo, model.hf.revision, model.hf.cache, FetchMode.CACHE, name)
-    return FetchPlan(model.repo or "", model.revision or "main", model.path, FetchMode.FOLDER, name)
+        return FetchPlan(model.hf.repo, model.hf.revision, model.hf.cache, FetchMode.CACHE, name, *beside)
+    return FetchPlan(model.repo or "", model.revision or "main", model.path, FetchMode.FOLDER, name, *beside)
 
 
 # Concurrencies a first look at an endpoint needs: one user, a few, many; prompts of a chat's size.

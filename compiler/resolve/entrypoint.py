@@ -140,5 +140,5 @@ def known_images(own: tuple[Profile, ...] = ()) -> str:
     return ", ".join(sorted({m for p in (*own, *load_profiles()) for m in p.match}))
 
 
-def _text(value: int | float | None) -> str:
+def _text(value: int | float | str | None) -> str:
     return "" if value is None else str(value)

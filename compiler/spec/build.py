@@ -257,5 +257,6 @@ def _draft(draft: dict[str, Any] | None, g: _Given) -> Draft | None:
         method=DraftMethod(draft["method"]),
         num_speculative_tokens=draft.get("num_speculative_tokens"),
         prompt_lookup_min=draft.get("prompt_lookup_min"),
+        repo=draft.get("repo"),
         prompt_lookup_max=draft.get("prompt_lookup_max"),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from compiler.diagnostics import Path
 
@@ -215,6 +215,7 @@ class Draft(Section):
     num_speculative_tokens: int | None  # None: the engine's own default, where it has one
     prompt_lookup_min: int | None = None  # ngram: the n-gram window (vLLM)
     prompt_lookup_max: int | None = None
+    repo: str | None = None  # the Hugging Face repo id it comes from (fetch-model.sh downloads it into path)
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ class Engine(Section):
     pipeline_parallel: int
     port: int | None
     host: str
-    max_model_len: int | None
+    max_model_len: int | Literal["auto"] | None  # auto: the engine fits it to its KV cache at start
     gpu_memory_utilization: int | float | None
     trust_remote_code: bool
     reasoning_parser: str | None

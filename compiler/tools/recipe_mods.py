@@ -4,7 +4,8 @@ every container at /workspace/mods/<name> and runs there, before the engine star
 
 sparkc carries a mod as container.hooks: the mods' files go into one patch folder beside the spec (one
 subfolder per mod, read with the patch folder's own rules), and a pre_engine command per mod copies its
-subfolder to the same place and runs its run.sh as the recipe's launcher does.
+subfolder to the same place and runs its run.sh as the recipe's launcher does: from the mod's folder, with
+WORKSPACE_DIR set to the container's working folder.
 """
 
 from __future__ import annotations
@@ -29,9 +30,15 @@ class Mod:
 
     @property
     def command(self) -> str:
-        """The pre_engine hook: the mod copied where its launcher puts it, its run.sh run there."""
+        """The pre_engine hook: the mod copied where its launcher puts it, its run.sh run there with
+        WORKSPACE_DIR naming the container's working folder (where the hook starts, and the engine too),
+        as the recipe's launcher exports it: mods write the files the engine's flags name by a relative
+        path into "$WORKSPACE_DIR"."""
         source, home = f"{PATCHES_MOUNT}/{self.name}", f"{MOD_HOME}/{self.name}"
-        return f"mkdir -p {MOD_HOME} && cp -R {source} {MOD_HOME}/ && cd {home} && chmod +x run.sh && ./run.sh"
+        return (
+            f'export WORKSPACE_DIR="$PWD" && mkdir -p {MOD_HOME} && cp -R {source} {MOD_HOME}/ && cd {home} '
+            "&& chmod +x run.sh && ./run.sh"
+        )
 
 
 def read_mod(recipes_dir: Path, given: str) -> Mod | str:

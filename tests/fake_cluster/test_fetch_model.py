@@ -143,3 +143,21 @@ def test_no_repo_is_a_usage_error_with_the_fix(fake: FakeCluster) -> None:
     assert done.returncode == 2 and "add model.repo (the Hugging Face repo id, ORG/NAME)" in done.stderr
     dry = fake.run("fetch-model.sh", "--dry-run")
     assert dry.returncode == 2 and not fake.docker_calls()
+
+
+def test_a_draft_named_by_its_repo_is_fetched_into_its_own_folder_beside_the_model(
+    fake: FakeCluster, hub: Hub, files: dict[str, bytes], tmp_path: Path
+) -> None:
+    """model.draft.repo (an imported recipe's draft named by its Hugging Face id): fetch-model.sh downloads
+    the draft after the model, into model.draft.path, for distribute.sh to copy on. The stand-in hub serves
+    one repo, so the draft is that repo again."""
+    weights, draft = tmp_path / "weights", tmp_path / "draft"
+    drafted = {"model.draft": {"method": "draft_model", "path": str(draft), "repo": REPO, "num_speculative_tokens": 3}}
+    prepare(fake, {"model.path": str(weights), "model.repo": REPO, **drafted})
+    code, out = fetch(fake, hub)
+    assert code == 0, out
+    assert {p: (weights / p).read_bytes() for p in files} == files
+    assert {p: (draft / p).read_bytes() for p in files} == files
+    assert f"{REPO} at main into {draft} (folder)" in out and "run distribute.sh" in out
+    runs = [argv for _, argv in fake.docker_calls() if argv[:2] == ["run", "--rm"]]
+    assert len(runs) == 2 and f"{draft}:{draft}" in runs[1]

@@ -39,7 +39,10 @@ def repository(root: Path) -> Path:
     (chat / "chat_template.jinja").write_text("{{ messages }}\n")
     parser = root / "mods" / "fix-parser"
     (parser / "src").mkdir(parents=True)
-    (parser / "run.sh").write_text('#!/bin/sh\nset -e\ncp src/demo_parser.py "$WORKSPACE_DIR/"\n')
+    # As the public mods do: move to the workspace, then write the file there (from the mod's own folder).
+    (parser / "run.sh").write_text(
+        '#!/bin/sh\nset -e\nmod=$(pwd)\ncd "$WORKSPACE_DIR"\ncp "$mod/src/demo_parser.py" demo_parser.py\n'
+    )
     (parser / "src" / "demo_parser.py").write_text("PARSER = 'demo'\n")
     (root / "recipes").mkdir()
     (root / "recipes" / "demo.yaml").write_text(RECIPE)
@@ -61,8 +64,8 @@ def test_mods_become_hooks_with_their_files_beside_the_spec(tmp_path: Path) -> N
     hooks = spec["container"]["hooks"]
     assert hooks["patches"] == "demo-mods"
     assert hooks["pre_engine"] == [
-        f"mkdir -p {MOD_HOME} && cp -R {PATCHES_MOUNT}/{name} {MOD_HOME}/ && cd {MOD_HOME}/{name} "
-        "&& chmod +x run.sh && ./run.sh"
+        f'export WORKSPACE_DIR="$PWD" && mkdir -p {MOD_HOME} && cp -R {PATCHES_MOUNT}/{name} {MOD_HOME}/ '
+        f"&& cd {MOD_HOME}/{name} && chmod +x run.sh && ./run.sh"
         for name in ("fix-chat-template", "fix-parser")
     ]
     folder = out.parent / "demo-mods"
@@ -95,21 +98,29 @@ def test_the_imported_spec_compiles_and_ships_the_mods(tmp_path: Path) -> None:
 
 
 def test_a_mods_hook_run_by_sh_puts_its_file_where_the_command_names_it(tmp_path: Path) -> None:
-    """The hook as the container's sh runs it, with the patch mount and /workspace under a temporary root."""
+    """The hooks as the container's sh runs them, in the image's working folder (where the engine then
+    resolves `--chat-template unsloth.jinja`), with the patch mount and /workspace under a temporary root
+    and no WORKSPACE_DIR in the container's environment: the hook itself gives the mod the one its
+    launcher gives it."""
     out, spec = imported(tmp_path)
     root = tmp_path / "container"
     (root / "sparkc").mkdir(parents=True)
     (root / PATCHES_MOUNT.lstrip("/")).symlink_to(out.parent / "demo-mods")
     workspace = root / "workspace"
+    workdir = workspace / "vllm"  # spark-vllm-docker's image works in /workspace/vllm
+    workdir.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "WORKSPACE_DIR"}
     for command in spec["container"]["hooks"]["pre_engine"]:
         moved = command.replace(PATCHES_MOUNT, str(root / PATCHES_MOUNT.lstrip("/"))).replace(
             "/workspace", str(workspace)
         )
-        env = {**os.environ, "WORKSPACE_DIR": str(workspace)}
-        subprocess.run(["sh", "-c", moved], check=True, env=env)
-    assert (workspace / "unsloth.jinja").read_text() == "{{ messages }}\n"
-    assert (workspace / "demo_parser.py").read_text() == "PARSER = 'demo'\n"
+        subprocess.run(["sh", "-c", moved], check=True, env=env, cwd=workdir)
+    assert (workdir / "unsloth.jinja").read_text() == "{{ messages }}\n"
+    assert (workdir / "demo_parser.py").read_text() == "PARSER = 'demo'\n"
     assert (workspace / "mods" / "fix-parser" / "run.sh").is_file()
+    # Each name the engine's command gives by a relative path is now in its working folder.
+    named = [w for w in spec["engine"]["args"] if w.endswith((".jinja", ".py"))]
+    assert named and all((workdir / name).is_file() for name in named)
 
 
 def _import_with(tmp_path: Path, change) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]

@@ -1,42 +1,41 @@
-"""Images without Ray: NGC 26.05 and later (its profile says from which release) with the Ray backend is a
-compile error, unless a pre_engine hook installs Ray; then the launcher's Ray check is `ray start` itself."""
+"""Ray in the image: NVIDIA's release notes for the NGC vLLM containers (26.05: vLLM 0.20.1, flashinfer,
+transformers, flash-attention, xgrammar, Torch) do not say whether Ray ships, so the Ray backend on them
+compiles and the launcher checks the image first. A profile that knows the first release without Ray
+(ray_absent_from) still makes it a compile error, unless a pre_engine hook installs Ray."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from compiler.spec.profiles import RayPresence, find_profile, ray_presence
-from tests.specs import DELETE, compile_spec, diagnostics_text, example, with_changes
+from tests.specs import compile_spec, diagnostics_text, example, with_changes
 
 NATIVE = example("llama33-70b-2spark-native")  # nvcr.io/nvidia/vllm:26.05-py3
 RAY = {"engine.backend": "ray"}
 
 
-@pytest.mark.parametrize(
-    ("tag", "presence"),
-    [
-        ("26.05-py3", "absent"),
-        ("26.10-py3", "absent"),
-        ("27.01", "absent"),
-        ("25.11-py3", "check"),
-        ("latest", "check"),
-    ],
-)
-def test_the_ngc_profile_knows_which_releases_ship_without_ray(tag: str, presence: str) -> None:
+@pytest.mark.parametrize("tag", ["26.05-py3", "26.10-py3", "25.11-py3", "latest"])
+def test_the_ngc_profile_leaves_ray_to_the_launchers_check(tag: str) -> None:
     image = f"nvcr.io/nvidia/vllm:{tag}"
     profile = find_profile(image)
-    assert profile is not None and ray_presence(profile, image) is RayPresence(presence)
+    assert profile is not None and ray_presence(profile, image) is RayPresence.CHECK
 
 
-def test_ray_backend_on_an_image_without_ray_is_a_compile_error() -> None:
+@pytest.mark.parametrize(("tag", "presence"), [("26.05-py3", "absent"), ("27.01", "absent"), ("25.11-py3", "check")])
+def test_a_profile_that_knows_the_first_release_without_ray_answers_by_tag(tag: str, presence: str) -> None:
+    profile = find_profile("nvcr.io/nvidia/vllm:latest")
+    assert profile is not None
+    knows = dataclasses.replace(profile, ray_absent_from=(26, 5))
+    assert ray_presence(knows, f"nvcr.io/nvidia/vllm:{tag}") is RayPresence(presence)
+
+
+def test_ray_backend_on_ngc_2605_compiles_and_the_launcher_checks_for_ray() -> None:
     result = compile_spec(with_changes(NATIVE, RAY))
-    assert not result.ok
-    text = diagnostics_text(result)
-    assert "engine.backend: nvcr.io/nvidia/vllm:26.05-py3 ships without Ray" in text
-    assert "write engine.backend: native, or install Ray first" in text
-    # Left to vLLM's default for several nodes (Ray), the error points at the image.
-    result = compile_spec(with_changes(NATIVE, {"engine.backend": DELETE}))
-    assert "container.image: nvcr.io/nvidia/vllm:26.05-py3 ships without Ray" in diagnostics_text(result)
+    assert result.ok, diagnostics_text(result)
+    assert "ships without Ray" not in diagnostics_text(result)
+    assert result.plan is not None and result.plan.ray_required
 
 
 def test_a_hook_that_installs_ray_lets_it_compile_and_ray_start_is_the_check() -> None:

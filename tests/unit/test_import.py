@@ -156,7 +156,13 @@ def _engine(recipe: str) -> tuple[dict, tuple[str, ...]]:
 
 @pytest.mark.parametrize(
     ("runtime", "backend"),
-    [("vllm-ray", "ray"), ("eugr-vllm-ray", "ray"), ("vllm-distributed", "native"), ("vllm", None)],
+    [
+        ("vllm-ray", "ray"),
+        ("eugr-vllm-ray", "ray"),
+        ("vllm-distributed", "native"),
+        ("vllm", "native"),
+        ("eugr-vllm", "ray"),
+    ],
 )
 def test_every_runtime_name_of_sparkrun_and_eugr_runs_as_its_launcher_would(runtime: str, backend: str | None) -> None:
     spec, _ = _engine(f"container: img\nruntime: {runtime}\ncommand: vllm serve m -tp 2\n")
@@ -197,14 +203,15 @@ def test_a_command_that_runs_another_server_is_refused_not_swapped_for_vllm(comm
         "defaults: {max_model_len: auto}\ncommand: vllm serve m --max-model-len {max_model_len}\n",
     ],
 )
-def test_max_model_len_auto_leaves_the_length_to_the_engine(tmp_path: Path, where: str) -> None:
+def test_max_model_len_auto_is_carried_as_vllms_auto(tmp_path: Path, where: str) -> None:
+    """vLLM's `--max-model-len auto` fits the context to the KV cache at start, which is not its default."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text("container: img\n" + where, encoding="utf-8")
     done = CliRunner().invoke(cli, ["import", str(recipe)])
     assert done.exit_code == 0, done.output
     spec = YAML(typ="safe").load(done.stdout)
-    assert "max_model_len" not in spec["engine"]
-    assert "defaults.max_model_len: 'auto': left to the engine" in done.stderr
+    assert spec["engine"]["max_model_len"] == "auto"
+    assert "max_model_len" not in done.stderr
 
 
 def test_the_flag_table_decides_what_is_a_value() -> None:
@@ -282,12 +289,18 @@ def test_a_recipe_without_a_command_gets_the_flags_sparkruns_launcher_builds_fro
 SPECULATIVE = "container: img\nmodel: org/M\ncommand: |\n  vllm serve org/M --speculative-config '{config}'\n"
 
 
-def test_a_draft_named_by_repo_id_becomes_model_draft_with_a_placeholder_path() -> None:
+def test_a_draft_named_by_repo_id_becomes_a_draft_to_fetch_with_a_placeholder_path() -> None:
     config = '{"method":"eagle3","model":"org/M-eagle3","num_speculative_tokens":3}'
     spec, warnings = _engine(SPECULATIVE.replace("{config}", config))
-    draft = {"path": f"/{PLACEHOLDER}/models/M-eagle3", "method": "eagle3", "num_speculative_tokens": 3}
+    draft = {
+        "path": f"/{PLACEHOLDER}/models/M-eagle3",
+        "repo": "org/M-eagle3",
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+    }
     assert spec["model"]["draft"] == draft and "args" not in spec["engine"]
     assert len(warnings) == 1 and "the draft org/M-eagle3 is named by its Hugging Face id" in warnings[0]
+    assert "fetch-model.sh downloads into model.draft.path" in warnings[0]
 
 
 def test_a_draft_by_repo_id_in_a_config_the_spec_cannot_carry_is_an_error() -> None:

@@ -18,6 +18,14 @@ def max_model_len(d: Deployment) -> Iterator[Diagnostic]:
     if length is None:
         return
     path, bound, config = engine.at("max_model_len"), d.facts.max_positions, d.facts.config
+    if isinstance(length, str):
+        if d.engine.context_fits_memory != length:
+            yield error(
+                path,
+                f"{length!r}: {d.engine.name} takes its context length only as a number of tokens; write one, or "
+                "remove max_model_len for the engine's default",
+            )
+        return
     if bound is not None and length > bound:
         allow = d.engine.allow_longer_variable  # the variable that makes the engine take it
         longer = (

@@ -114,11 +114,11 @@ def _flags(words: list[str], engine: Engine, unfilled: set[str], fields: dict[st
         if target is None:
             args += [word.text, *values]
         elif len(given) > 1:
-            fields_set = _set_field(target, flag, given[0], fields)
+            fields_set = _set_field(target, flag, given[0], fields, engine)
             lost = " ".join(given[1:])
             what = f"{target} holds one value: {given[0]} is kept" if fields_set else "dropped"
             warnings.add(("command",), f"{flag} {' '.join(given)}: {what}, {lost} is not served")
-        elif not _set_field(target, flag, given[0] if given else "", fields):
+        elif not _set_field(target, flag, given[0] if given else "", fields, engine):
             warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
     return args + read_draft(engine, speculative, fields, warnings)
 
@@ -153,14 +153,17 @@ def _replicas(target: str, flag: str, given: list[str], fields: dict[str, Any]) 
     return False
 
 
-def _set_field(target: str, flag: str, value: str, fields: dict[str, Any]) -> bool:
+def _set_field(target: str, flag: str, value: str, fields: dict[str, Any], engine: Engine) -> bool:
     numeric = ("engine.port", "engine.tensor_parallel", "engine.pipeline_parallel", "engine.max_model_len")
-    if target in (*numeric, "engine.gpu_memory_utilization") and value.strip().lower() in ENGINE_DECIDES:
+    if target == "engine.max_model_len" and value.strip() == engine.context_fits_memory:
+        fields[target] = value.strip()  # `--max-model-len auto`: fit to the KV cache, not the engine's default
+    elif target in (*numeric, "engine.gpu_memory_utilization") and value.strip().lower() in ENGINE_DECIDES:
         fields.pop(target, None)  # `--max-model-len auto`: the engine decides, as without the flag
     elif target == "engine.trust_remote_code":
         fields[target] = True
     elif target == "engine.backend":
-        fields[target] = value
+        # vLLM's multiprocessing executor is its own multi-node mode: sparkc's native backend.
+        fields[target] = "native" if value in ("mp", "uni") else value
     elif target == "model.mount":
         # A path is where the container sees the weights; a Hub id names the model (where `model:` does not).
         fields[target if value.startswith("/") else "recipe.model"] = value

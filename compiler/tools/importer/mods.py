@@ -1,5 +1,6 @@
-"""What spark-vllm-docker does to an image before its engine starts: build_args (the image is built, not
-pulled) and mods (scripts and files applied in the container), carried as container.hooks where they can be."""
+"""What a recipe's launcher does to an image before its engine starts: build_args (the image is built, not
+pulled), mods (scripts and files applied in the container) and sparkrun's pre_exec commands, carried as
+container.hooks where they can be."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import shlex
 from pathlib import Path as FilePath
 from typing import Any
 
+from compiler.plan import PATCHES_MOUNT
 from compiler.spec.load import kind_of
 from compiler.spec.patches import MAX_BYTES, MAX_FILES
-from compiler.tools.importer.output import Notes
-from compiler.tools.recipe_mods import Mod, patch_files, read_mod
+from compiler.tools.importer.output import Notes, shown
+from compiler.tools.recipe_mods import MOD_HOME, Mod, patch_files, read_mod
 
 # A command word that names a file by a relative path (`unsloth.jinja`, `tool_parser.py`): a file in the
 # container's working folder, which an eugr mod puts there.
+# A `{key}` of sparkrun's renderer (a doubled brace is left as written).
+_PLACEHOLDER = re.compile(r"(?<!\{)\{(\w+)\}(?!\})")
 _RELATIVE_FILE = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.(?:jinja|j2|json|py|yaml|yml|txt|tiktoken|model)")
 
 
@@ -34,6 +38,37 @@ def image_steps(recipe: dict[str, Any], warnings: Notes) -> None:
             "the other nodes); then remove build_args from the recipe and import it again",
             at_key=True,
         )
+
+
+def pre_exec(recipe: dict[str, Any], values: dict[Any, Any], warnings: Notes) -> list[str]:
+    """sparkrun's pre_exec: commands its launcher runs by `bash -c` inside every container before the engine,
+    `{key}` filled from the recipe's values. Carried as pre_engine hooks, which run at the same point; a
+    `copy` of files from the launching machine is refused with the patch folder to use instead."""
+    raw = recipe.get("pre_exec")
+    listed = raw if isinstance(raw, list) else [raw] if raw else []
+    commands = []
+    for i, entry in enumerate(listed):
+        if isinstance(entry, dict) and "copy" in entry:
+            warnings.error(
+                ("pre_exec", i),
+                f"copies {shown(entry['copy'])} from the machine that runs the launcher into the containers: put "
+                "those files in a folder beside the spec, name it in container.hooks.patches, and copy them from "
+                f"{PATCHES_MOUNT} to {shown(entry.get('dest', MOD_HOME))} with a container.hooks.pre_engine command",
+            )
+            continue
+        if not isinstance(entry, str):
+            warnings.error(("pre_exec", i), f"{kind_of(entry)}, not a command; write it as a shell command")
+            continue
+        unfilled = sorted({m.group(0) for m in _PLACEHOLDER.finditer(entry) if m.group(1) not in values})
+        if unfilled:
+            warnings.error(
+                ("pre_exec", i),
+                f"{', '.join(unfilled)}: the recipe's defaults give no value; write the value into the command",
+            )
+            continue
+        filled = _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), entry)
+        commands.append(shlex.join(["bash", "-c", filled]))  # its launcher runs it with bash, not sh
+    return commands
 
 
 def mods(

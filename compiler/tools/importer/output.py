@@ -174,6 +174,14 @@ def _volumes(raw: Any, warnings: Notes) -> list[CommentedMap]:
     for where, value in items:
         parts = value.split(":") if isinstance(value, str) else []
         mode = parts.pop() if len(parts) == 3 else "rw"
+        if len(parts) == 2 and parts[0].startswith("~/"):
+            # The launcher's shell on the node expands ~ to the ssh user's home, which the recipe does not say.
+            parts[0] = f"/home/{PLACEHOLDER}-ssh-user/{parts[0].removeprefix('~/')}"
+            warnings.add(
+                where,
+                f"~ is the home of the ssh user on each node, where the recipe's launcher expands it: {parts[0]} "
+                "written; replace the placeholder with that home (the same folder on every node)",
+            )
         if len(parts) != 2 or mode not in {"ro", "rw"}:
             warnings.error(where, f"{shown(value)} is not HOST:CONTAINER[:ro|rw]; write it so")
         elif not all(part.startswith("/") for part in parts):

@@ -9,10 +9,10 @@ from pathlib import Path as FilePath
 from typing import Any
 
 from compiler.diagnostics import printable
-from compiler.engines import engine_for
+from compiler.engines import Engine, engine_for
 from compiler.spec.load import kind_of, load_text, to_plain
 from compiler.tools.importer.command import ENGINE_DECIDES, default_command, read_command, recipe_words
-from compiler.tools.importer.mods import image_steps, mods
+from compiler.tools.importer.mods import image_steps, mods, pre_exec
 from compiler.tools.importer.output import Imported, Notes, RecipeError, imported, shown, typed, write_spec
 
 # Keys read into the spec; any other top-level key of the recipe is reported.
@@ -22,7 +22,7 @@ _QUIET = {"recipe_version", "sparkrun_version", "description", "metadata", "main
 # Keys about how many nodes the recipe's launcher may use: a spec names its nodes, so nothing is lost.
 _NODE_COUNT = {"solo_only", "cluster_only", "max_nodes", "solo"}
 # Keys read by their own step (what the image needs before it runs).
-_IMAGE_STEPS = {"build_args", "mods"}
+_IMAGE_STEPS = {"build_args", "mods", "pre_exec"}
 # defaults: key -> (spec field, type)
 _DEFAULTS = {
     "port": ("engine.port", int),
@@ -35,11 +35,12 @@ _DEFAULTS = {
 }
 _WHAT = {int: "a whole number", float: "a number", str: "text"}
 # The runtime names of sparkrun and spark-vllm-docker -> the engine kind, and how its launcher forms a group of
-# nodes (None: as the command or sparkc's default says). sparkrun's vllm-distributed runs vLLM's own
-# --nnodes mode; vllm-ray and eugr-vllm-ray start Ray first.
+# nodes (None: as the command says, else _unnamed_runtime). sparkrun's vllm-distributed runs vLLM's own
+# --nnodes mode; vllm-ray, eugr-vllm (a vllm-ray with eugr's builds) and eugr-vllm-ray start Ray first;
+# SGLang always forms its own group.
 RUNTIMES: dict[str, tuple[str, str | None]] = {
     "vllm": ("vllm", None),
-    "eugr-vllm": ("vllm", None),
+    "eugr-vllm": ("vllm", "ray"),
     "vllm-ray": ("vllm", "ray"),
     "eugr-vllm-ray": ("vllm", "ray"),
     "vllm-distributed": ("vllm", "native"),
@@ -67,7 +68,7 @@ def import_recipe(
         raise RecipeError(f"{printable(filename)}: runtime {printable(repr(runtime))}: sparkc runs {known}")
     kind, backend = RUNTIMES[runtime]
     engine = engine_for(kind)
-    defaults = _defaults(recipe.get("defaults"), fields, warnings)
+    defaults = _defaults(recipe.get("defaults"), fields, warnings, engine)
     command = recipe.get("command") or default_command(engine, defaults)
     # sparkrun fills `{model}` with the recipe's model (the Hub id); a `defaults.model` wins.
     # One word, whatever it holds (a Hub id has no spaces; a hostile one must not become several flags).
@@ -78,26 +79,52 @@ def import_recipe(
     args = read_command(command, values, engine, fields, warnings, unescape="runtime" not in recipe)
     if backend is not None:
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
+    elif engine.supports_ray and "engine.backend" not in fields and _several_gpus(fields):
+        fields["engine.backend"] = _unnamed_runtime(recipe, defaults)
     image_steps(recipe, warnings)
     files = mods(recipe, args, fields, warnings, recipes_dir, patches)
+    before = pre_exec(recipe, values, warnings)
+    if before:  # sparkrun runs the recipe's own pre_exec first, then its mods'
+        hooks = fields.setdefault("container.hooks", {"pre_engine": []})
+        hooks["pre_engine"] = before + hooks["pre_engine"]
     for key in sorted(set(recipe) - _READ - _QUIET - _NODE_COUNT - _IMAGE_STEPS, key=str):
         warnings.add((key,), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True)
     switches = set() if recipe.get("command") else set(recipe_words(engine).default_switches)
+    steps = recipe.get("pre_exec") if isinstance(recipe.get("pre_exec"), list) else [recipe.get("pre_exec")]
+    uses = " ".join([command, *(s for s in steps if isinstance(s, str))])  # where a `{key}` is filled
     for key in sorted(set(defaults) - set(_DEFAULTS) - {"model_path"} - switches, key=str):
-        if not re.search(r"\{" + re.escape(str(key)) + r"\}", command):
+        if not re.search(r"\{" + re.escape(str(key)) + r"\}", uses):
             warnings.add(("defaults", key), "not mapped; the command does not use it", at_key=True)
     spec = write_spec(recipe, kind, fields, args, warnings)
     return imported(document.data, filename, spec, warnings, files)
 
 
-def _defaults(raw: Any, fields: dict[str, Any], warnings: Notes) -> dict[Any, Any]:
+def _several_gpus(fields: dict[str, Any]) -> bool:
+    """Whether the parallelism read so far spans nodes (a DGX Spark has one GPU): only then does a backend matter."""
+    keys = ("engine.tensor_parallel", "engine.pipeline_parallel", "engine.data_parallel")
+    return any(isinstance(fields.get(k), int) and fields[k] > 1 for k in keys)
+
+
+def _unnamed_runtime(recipe: dict[str, Any], defaults: dict[Any, Any]) -> str:
+    """How the launcher runs vLLM on several nodes where neither the runtime's name nor the command says.
+    spark-vllm-docker's own recipes (recipe_version 1, no runtime) go to its launch-cluster.sh, which always
+    starts a Ray cluster; sparkrun runs a bare `vllm` runtime as vllm-distributed (vLLM's own --nnodes mode)
+    unless its defaults ask for Ray."""
+    if "runtime" not in recipe and str(recipe.get("recipe_version", "")) == "1":
+        return "ray"
+    return "ray" if str(defaults.get("distributed_executor_backend", "")).lower() == "ray" else "native"
+
+
+def _defaults(raw: Any, fields: dict[str, Any], warnings: Notes, engine: Engine) -> dict[Any, Any]:
     """The recipe's defaults; those that are spec fields, typed, into `fields`."""
     if not isinstance(raw, dict):
         if raw is not None:
             warnings.add(("defaults",), f"{kind_of(raw)}, not a mapping of values; ignored")
         return {}
     for key, value in raw.items():
-        if key in _DEFAULTS and isinstance(value, str) and value.strip().lower() in ENGINE_DECIDES:
+        if key == "max_model_len" and isinstance(value, str) and value.strip() == engine.context_fits_memory:
+            fields["engine.max_model_len"] = value.strip()  # fit to the KV cache at start, as the engine says
+        elif key in _DEFAULTS and isinstance(value, str) and value.strip().lower() in ENGINE_DECIDES:
             warnings.add(("defaults", key), f"{value!r}: left to the engine (its default applies)")
         elif key in _DEFAULTS:
             target, type_of = _DEFAULTS[key]

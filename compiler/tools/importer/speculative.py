@@ -27,8 +27,8 @@ def read_draft(
 
 def _draft(config: dict[str, Any], fields: dict[str, Any], warnings: Notes) -> bool:
     """A speculative config as model.draft, where the spec can say it (True: it is in `fields`). A draft
-    named by its Hugging Face id is downloaded by nothing on the nodes (HF_HUB_OFFLINE=1): its path is a
-    PLACEHOLDER to fill, or, where the spec cannot carry the config, an error."""
+    named by its Hugging Face id becomes model.draft.repo, which fetch-model.sh downloads beside the model
+    into a PLACEHOLDER path to fill; where the spec cannot carry the config, an error (the nodes run offline)."""
     model, tokens = config.get("model"), config.get("num_speculative_tokens")
     numbers = [config[k] for k in ("num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max") if k in config]
     fits = (
@@ -41,14 +41,19 @@ def _draft(config: dict[str, Any], fields: dict[str, Any], warnings: Notes) -> b
         if isinstance(model, str) and not model.startswith("/"):
             warnings.error(
                 ("command",),
-                f"--speculative-config names the draft {model} by its Hugging Face id: nothing downloads it on the "
-                "nodes (sparkc sets HF_HUB_OFFLINE=1) and nothing mounts it; download it to the same folder on every "
-                "node, mount it with container.mounts and write its path in the container as the draft's model",
+                f"--speculative-config names the draft {model} by its Hugging Face id, with keys model.draft "
+                f"cannot hold ({', '.join(sorted(set(config) - _DRAFT_KEYS)) or 'its method or counts'}): nothing "
+                "downloads it on the nodes (sparkc sets HF_HUB_OFFLINE=1); write the draft as model.draft (method, "
+                "path, repo: fetch-model.sh then downloads it) without those keys, or download it to the same "
+                "folder on every node, mount it with container.mounts and write its path in the container as the "
+                "draft's model",
             )
         return False
     draft: dict[str, Any] = {"method": config["method"]}
     if isinstance(model, str):
         draft["path"] = model if model.startswith("/") else f"/{PLACEHOLDER}/models/{model.rsplit('/', 1)[-1]}"
+        if not model.startswith("/"):
+            draft["repo"] = model  # fetch-model.sh downloads it into path, beside the model
     if tokens is not None:
         draft["num_speculative_tokens"] = tokens
     draft.update((k, config[k]) for k in ("prompt_lookup_min", "prompt_lookup_max") if k in config)
@@ -56,7 +61,8 @@ def _draft(config: dict[str, Any], fields: dict[str, Any], warnings: Notes) -> b
     if isinstance(model, str) and not model.startswith("/"):
         warnings.add(
             ("command",),
-            f"the draft {model} is named by its Hugging Face id: nothing downloads it on the nodes; put it in the "
-            f"same folder on every node and write that folder as model.draft.path (now {draft['path']})",
+            f"the draft {model} is named by its Hugging Face id: it is model.draft.repo, which fetch-model.sh "
+            f"downloads into model.draft.path on the head (now {draft['path']}: write the folder) and "
+            "distribute.sh copies to the other nodes",
         )
     return True

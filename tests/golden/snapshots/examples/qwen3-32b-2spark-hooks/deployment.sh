@@ -348,6 +348,9 @@ readonly SPARKC_FETCH_REVISION=main
 readonly SPARKC_FETCH_TARGET=/home/aurora/models/Qwen3-32B
 readonly SPARKC_FETCH_MODE=folder
 readonly SPARKC_FETCH_CONTAINER=sparkc-qwen3-32b-hooks-fetch
+# The draft model, downloaded after the model into its own folder (empty: no draft repo).
+readonly SPARKC_FETCH_DRAFT_REPO=''
+readonly SPARKC_FETCH_DRAFT_TARGET=''
 # The engine's serving benchmark; bench.sh fills in its @...@ words for each concurrency.
 readonly SPARKC_BENCH_COMMAND=(
   vllm
@@ -403,7 +406,7 @@ readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen3-32b-hooks
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=18575264b1de09aa9683f750046be35a5e5ab434999c81910f28c4bf012ccd77
+readonly SPARKC_LIB_SHA256=a387785844e9f39b47ed1d02e54196fdaec83a30dc089aea6d451f35c8758c2d
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
