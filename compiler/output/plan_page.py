@@ -231,15 +231,13 @@ def _what_runs_where(plan: Plan, view: RunsWhere) -> str:
         parts.append(placeholders(plan))
     others = [n for n in view.nodes if n.name != view.head]
     if others:
-        rows = [
-            (
-                code(n.name),
-                f"{n.role}, rank {n.rank}, over ssh {code(n.ssh) if n.ssh else '(local)'}",
-                _changes(n.changes),
-            )
+        # A list, not a table: one change a line keeps a node with many differences readable (and every line short).
+        items = [
+            f"- {code(n.name)} ({n.role}, rank {n.rank}, over ssh {code(n.ssh) if n.ssh else '(local)'}):\n"
+            + _changes(n.changes)
             for n in others
         ]
-        parts += ["Each other node runs the same command, but for:", _table(("Node", "Where", "Differs"), rows)]
+        parts += ["Each other node runs the same command, but for:", "\n".join(items)]
     if view.engine:
         parts += [
             f"Once {formed(plan)}, the engine starts in the head's container "
@@ -263,7 +261,7 @@ def _changes(changes: tuple[Change, ...]) -> str:
             said.append(f"adds {code(shown(c.node))}")
         else:
             said.append(f"drops {code(shown(c.head))}")
-    return "; ".join(said) or "nothing"
+    return "\n".join(f"  - {s}" for s in said) or "  - nothing"
 
 
 def _ports(plan: Plan) -> str:
@@ -298,10 +296,10 @@ def _memory(plan: Plan) -> str:
         if (b := n.budget) is not None
     ]
     intro = (
-        "What this deployment takes of each node's memory; another deployment may run beside it where the budgets "
-        "add up to what the node has for engines (its `memory_gb` less the OS's share). Each container carries its "
-        "budget as the label `sparkc.memory-budget`, and its ports as `sparkc.api-port` and `sparkc.ports`: the "
-        "launcher's preflight adds up what runs on a node and refuses a launch that would not fit or would take "
+        "What this deployment takes of each node's memory; another deployment may run beside it where the budgets\n"
+        "add up to what the node has for engines (its `memory_gb` less the OS's share). Each container carries its\n"
+        "budget as the label `sparkc.memory-budget`, and its ports as `sparkc.api-port` and `sparkc.ports`: the\n"
+        "launcher's preflight adds up what runs on a node and refuses a launch that would not fit or would take\n"
         "a port in use.\n\n"
     )
     return "## Memory\n\n" + intro + _table(("Node", "Budget", "For engines", "How"), rows)
