@@ -82,10 +82,15 @@ def split_runs(commands: Iterable[Iterable[Iterable[str]]], image: str) -> Split
     options = [run[: run.index((image,))] for run in runs]
     common = set(options[0]).intersection(*options[1:])
     shared = tuple(group for group in options[0] if group in common)
-    own = tuple(tuple(group for group in run if group not in common) for run in runs)
+    # Only options are shared: a group after the image (the engine's own words) stays the node's even
+    # when it equals one of them.
+    mine = [
+        [i for i, group in enumerate(run) if i >= len(opts) or group not in common]
+        for run, opts in zip(runs, options, strict=True)
+    ]
+    own = tuple(tuple(run[i] for i in kept) for run, kept in zip(runs, mine, strict=True))
     order = tuple(
-        tuple(run.index(group) for group in shared) + tuple(i for i, group in enumerate(run) if group not in common)
-        for run in runs
+        tuple(opts.index(group) for group in shared) + tuple(kept) for opts, kept in zip(options, mine, strict=True)
     )
     spans, start = [], 0
     for groups in own:  # one after another, by rank, as bash's `${array[@]:START:COUNT}` takes them

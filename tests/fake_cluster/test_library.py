@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.output import deployment, render
+from compiler.output import bash_constants, render
 from compiler.output.library import library_path, library_sha256, library_text
 from compiler.output.lint import LintCache, lint_scripts
 from compiler.pipeline import GeneratedScriptError, compile_text
@@ -109,7 +109,7 @@ def test_a_value_that_escapes_broken_quoting_is_caught_by_the_sentinel(
     """A new assignment is read by no sentinel (SC2034), an exit leaves the sentinel unreachable (SC2317)."""
     # A quoting bug where templates and deployment.sh's constants quote one value (commands keep theirs, so
     # the value's other copies in the docker-run words do not hide it behind a syntax error).
-    for module in (render, deployment):
+    for module in (render, bash_constants):
         monkeypatch.setattr(module, "quote", lambda v: f"'{v}'")
     render.environment.cache_clear()
     try:

@@ -31,6 +31,7 @@ def test_compile_writes_scripts_and_check_passes(runner: CliRunner, tmp_path: Pa
         ".gitattributes",
         "PLAN.md",
         "bench.sh",
+        "deployment.sh",
         "distribute.sh",
         "fetch-model.sh",
         "install-service.sh",

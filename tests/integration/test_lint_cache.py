@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from compiler.output import bash_words, deployment, lint, render
+from compiler.output import bash_constants, bash_words, lint, render
 from compiler.output.lint import LintCache, lint_scripts
 from compiler.pipeline import GeneratedScriptError
 from tests.specs import compile_spec, example, with_changes
@@ -110,7 +110,7 @@ def test_a_new_tool_is_a_new_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_a_value_that_escapes_its_quotes_fails_the_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = with_changes(example("seed-qwen35-122b-2spark-ray"), {"container.env": {"GREETING": "a'; exit 0; '"}})
     assert compile_spec(spec).ok  # as quoted, clean: and now in the cache
-    for module in (render, bash_words, deployment):
+    for module in (render, bash_words, bash_constants):
         monkeypatch.setattr(module, "quote", lambda value: f"'{value}'")  # a quoting bug
     render.environment.cache_clear()
     with pytest.raises(GeneratedScriptError, match=r"deployment\.sh"):
