@@ -13,7 +13,7 @@ worker nothing differs: its template holds its own values, and it is pinned to i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -40,7 +40,7 @@ TARGET = "--target kubernetes-lws"
 API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_FILE = f"{FOLDER}/leaderworkerset.yaml"
 # The LWS controller names the group's worker StatefulSet NAME-0; its pods' `controller-revision-hash`
-# label adds 11 characters, and a label value holds at most 63.
+# label adds 11 characters, and a label value holds at most 63. The spec's schema keeps names shorter.
 MAX_NAME = 50
 # Set by the LWS controller in every container of the group (sigs.k8s.io/lws, api/leaderworkerset/v1).
 INDEX_VARIABLE = "LWS_WORKER_INDEX"
@@ -65,16 +65,7 @@ class Workers:
 
 def refusals(plan: Plan) -> list[Diagnostic]:
     """What one LeaderWorkerSet cannot express, at the field that asks for it."""
-    found = shared_refusals(plan, TARGET)
-    if len(plan.name) > MAX_NAME:
-        found.append(
-            error(
-                ("name",),
-                f"{TARGET}: the name {plan.name} is {len(plan.name)} characters; the LeaderWorkerSet's worker "
-                f"StatefulSet (NAME-0) must stay within Kubernetes' limits, which allow {MAX_NAME}: shorten it",
-            )
-        )
-    found += _names_differ(plan)
+    found = shared_refusals(plan, TARGET) + _names_differ(plan)
     if not found and plan.workers:
         found += _workers(plan)[1]
     return found
@@ -231,25 +222,44 @@ def _workers(plan: Plan) -> tuple[Workers, list[Diagnostic]]:
         return Workers(nodes[0], runs[0], (nodes[0].name,)), []
     marked = [_mark_address(run, node.control_ip) for node, run in zip(nodes, runs, strict=True)]
     found: list[Diagnostic] = []
-    args, problem = _merge("the engine's arguments", nodes, [list(r.args) for r in marked])
-    found += problem
-    env_names = {tuple(name for name, _ in r.env) for r in marked}
-    if len(env_names) > 1:
-        found.append(_differ("the container's variables", nodes, [" ".join(n for n, _ in r.env) for r in marked]))
-        env: list[str] = []
-    else:
-        env, problem = _merge("the container's variables", nodes, [[v for _, v in r.env] for r in marked])
-        found += problem
+    args = [list(r.args) for r in marked]
+    merged_args = [_one(column, nodes) for column in zip(*args, strict=False)]
+    if len({len(words) for words in args}) > 1:
+        found.append(_differ("the engine's arguments", nodes, [" ".join(words) for words in args]))
+    for at, word in enumerate(merged_args):
+        if word is None and not found:
+            what = f"the engine's argument after {args[0][at - 1]}" if at else "the engine's first argument"
+            found.append(_differ(what, nodes, [words[at] for words in args]))
+    env = [dict(r.env) for r in marked]
+    merged_env = {}
+    for name in sorted(set().union(*env)):
+        given = [each.get(name) for each in env]
+        value = _one(given, nodes)
+        if value is None:
+            found.append(_differ(f"the variable {name}", nodes, [v if v is not None else "unset" for v in given]))
+        merged_env[name] = value or ""
     for option in (f.name for f in fields(DockerRun) if f.name not in ("env", "args")):
         values = [str(getattr(r, option)) for r in marked]
         if len(set(values)) > 1:
             found.append(_differ(f"the container's {option}", nodes, values))
     if len({n.gpus for n in nodes}) > 1:
         found.append(_differ("the GPUs", nodes, [str(n.gpus) for n in nodes]))
-    first = marked[0]
-    names = [name for name, _ in first.env]
-    template = replace(first, args=tuple(args), env=tuple(zip(names, env, strict=False)))
+    template = replace(
+        marked[0],
+        args=tuple(word or "" for word in merged_args),
+        env=tuple((name, merged_env[name]) for name, _ in marked[0].env),
+    )
     return Workers(nodes[0], template, tuple(n.name for n in nodes)), found
+
+
+def _one(column: Sequence[str | None], nodes: tuple[NodePlan, ...]) -> str | None:
+    """The workers' one word for a place where each has its own: the same word, or each worker's own rank
+    (its LWS index); None where neither."""
+    if None not in column and len(set(column)) == 1:
+        return column[0]
+    if all(word == str(node.rank) for word, node in zip(column, nodes, strict=True)):
+        return _INDEX
+    return None
 
 
 def _mark_address(run: DockerRun, address: str) -> DockerRun:
@@ -262,26 +272,11 @@ def _mark_address(run: DockerRun, address: str) -> DockerRun:
     return replace(run, args=tuple(mark(w) for w in run.args), env=tuple((n, mark(v)) for n, v in run.env))
 
 
-def _merge(what: str, nodes: tuple[NodePlan, ...], words: list[list[str]]) -> tuple[list[str], list[Diagnostic]]:
-    """The workers' words as one list: where they differ, each worker's word must be its own rank."""
-    if len({len(w) for w in words}) > 1:
-        return words[0], [_differ(what, nodes, [" ".join(w) for w in words])]
-    merged = []
-    for column in zip(*words, strict=True):
-        if len(set(column)) == 1:
-            merged.append(column[0])
-        elif all(word == str(node.rank) for word, node in zip(column, nodes, strict=True)):
-            merged.append(_INDEX)
-        else:
-            return words[0], [_differ(what, nodes, list(column))]
-    return merged, []
-
-
 def _differ(what: str, nodes: tuple[NodePlan, ...], values: list[str]) -> Diagnostic:
     shown = "; ".join(f"{node.name}: {_shown(value)}" for node, value in zip(nodes, values, strict=True))
     return error(
         ("cluster", "nodes"),
-        f"{TARGET}: {what} differ between the workers ({shown}) in more than the rank and the node's address; "
+        f"{TARGET}: {what} differs between the workers ({shown}), and is neither their rank nor their own address; "
         "a LeaderWorkerSet gives every worker one template: use --target kubernetes (one StatefulSet per node)",
     )
 
