@@ -14,6 +14,8 @@ from typing import Any
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
 from compiler.output.emit import MANIFEST
 from compiler.output.kubernetes import refusals, render_kubernetes
+from compiler.output.kubernetes_lws import refusals as lws_refusals
+from compiler.output.kubernetes_lws import render_lws
 from compiler.output.lint import LintCache, start_lint
 from compiler.output.render import manifest, render, render_scripts
 from compiler.plan import PATCHES_DIR, Plan
@@ -29,10 +31,12 @@ from compiler.spec.schema import field_schema, load_schema, other_values, valida
 
 
 class Target(StrEnum):
-    """What a compile writes: the ssh target's scripts, or Kubernetes manifests."""
+    """What a compile writes: the ssh target's scripts, or Kubernetes manifests (a StatefulSet per node, or one
+    LeaderWorkerSet)."""
 
     SSH = "ssh"
     KUBERNETES = "kubernetes"
+    KUBERNETES_LWS = "kubernetes-lws"
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,8 @@ def compile_text(
         return CompileResult(document, located)
     if cluster is not None:
         plan = replace(plan, cluster_file=cluster.recorded, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
-    if target is Target.KUBERNETES:
-        return _kubernetes(document, located, plan, render_files, strict, cluster)
+    if target is not Target.SSH:
+        return _kubernetes(document, located, plan, render_files, strict, cluster, target)
     scripts = render_scripts(plan) if render_files else {}
     # shellcheck runs while the page and the manifest are rendered.
     checking = start_lint(scripts, None if lint_cache else LintCache(None), plan=plan) if lint else None
@@ -121,12 +125,14 @@ def _kubernetes(
     render_files: bool,
     strict: bool,
     cluster: ClusterFile | None,
+    target: Target,
 ) -> CompileResult:
-    """The Kubernetes target: its refusals, else its manifests and the manifest.json that lists them."""
-    located += _locate_all(document, refusals(plan), strict, cluster)
+    """A Kubernetes target: its refusals, else its manifests and the manifest.json that lists them."""
+    lws = target is Target.KUBERNETES_LWS
+    located += _locate_all(document, lws_refusals(plan) if lws else refusals(plan), strict, cluster)
     if has_errors(located):
         return CompileResult(document, located)
-    files = render_kubernetes(plan) if render_files else {}
+    files = (render_lws(plan) if lws else render_kubernetes(plan)) if render_files else {}
     if render_files:
         files[MANIFEST] = manifest(plan, files)
     return CompileResult(document, located, plan, files)

@@ -104,10 +104,11 @@ _specs_argument = click.argument("specs", nargs=-1, required=True, type=click.Pa
 @click.option("--force", is_flag=True, help="Write OUT even where it holds another deployment's compile, replacing it.")
 @click.option(
     "--target",
-    type=click.Choice(["ssh", "kubernetes"]),
+    type=click.Choice(["ssh", "kubernetes", "kubernetes-lws"]),
     default="ssh",
     show_default=True,
-    help="ssh: scripts that run the containers over ssh and docker; kubernetes: manifests in OUT/kubernetes/.",
+    help="ssh: scripts that run the containers over ssh and docker; kubernetes: manifests in OUT/kubernetes/ "
+    "(a StatefulSet per node); kubernetes-lws: one LeaderWorkerSet in OUT/kubernetes/.",
 )
 @_strict_option
 @_format_option
@@ -124,7 +125,7 @@ def compile_command(
     profiles_dir: Path | None,
 ) -> None:
     """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT
-    (--target kubernetes: Kubernetes manifests in OUT/kubernetes/ and manifest.json).
+    (--target kubernetes or kubernetes-lws: Kubernetes manifests in OUT/kubernetes/ and manifest.json).
 
     Several SPECs are deployments meant to run side by side on one cluster: they are checked together (names,
     ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -73,6 +74,16 @@ print(f"{host}:{port} accepts connections")
 """
 
 
+# The kubelet reads `$(NAME)` in a command, its arguments and a variable's value as that variable's value, and
+# `$$` as one `$`. Each `$` before `(` or `$` is doubled, so every word reaches the container as written.
+_EXPANDED = re.compile(r"\$(?=[($])")
+
+
+def literal(word: str) -> str:
+    """`word` as the kubelet must be given it to pass it on unchanged."""
+    return _EXPANDED.sub("$$", word)
+
+
 def object_name(plan: Plan, node: NodePlan) -> str:
     return f"{plan.name}-{node.name}"
 
@@ -87,8 +98,24 @@ def secret_name(plan: Plan) -> str:
 
 
 def refusals(plan: Plan) -> list[Diagnostic]:
-    """What this plan needs that Kubernetes cannot give, each at the spec field that asks for it."""
+    """What this plan needs that the StatefulSets cannot give, each at the spec field that asks for it."""
     target = "--target kubernetes"
+    found = shared_refusals(plan, target)
+    longest = max(plan.nodes, key=lambda n: len(object_name(plan, n)))
+    if len(object_name(plan, longest)) > MAX_OBJECT_NAME:
+        found.append(
+            error(
+                ("name",),
+                f"{target}: the StatefulSet {object_name(plan, longest)} (NAME-NODE) is "
+                f"{len(object_name(plan, longest))} characters; Kubernetes allows {MAX_OBJECT_NAME}: "
+                "shorten the name or the node's",
+            )
+        )
+    return found
+
+
+def shared_refusals(plan: Plan, target: str) -> list[Diagnostic]:
+    """What no Kubernetes target can give (`target` names the one asked for in the messages)."""
     found = []
     if plan.backend is Backend.MPI:
         found.append(
@@ -122,34 +149,24 @@ def refusals(plan: Plan) -> list[Diagnostic]:
                 "hostPath must name the snapshot itself: give the commit",
             )
         )
-    longest = max(plan.nodes, key=lambda n: len(object_name(plan, n)))
-    if len(object_name(plan, longest)) > MAX_OBJECT_NAME:
-        found.append(
-            error(
-                ("name",),
-                f"{target}: the StatefulSet {object_name(plan, longest)} (NAME-NODE) is "
-                f"{len(object_name(plan, longest))} characters; Kubernetes allows {MAX_OBJECT_NAME}: "
-                "shorten the name or the node's",
-            )
-        )
     return found
 
 
 def render_kubernetes(plan: Plan) -> dict[str, str]:
     """kubernetes/: a StatefulSet per node, the Services, and the kustomization naming them."""
     files = {f"{FOLDER}/{node_file(node)}": _node_file(plan, node) for node in plan.nodes}
-    files[SERVICE] = _dump(_HEADER, _api_service(plan), _node_service(plan))
+    files[SERVICE] = dump(HEADER, api_service(plan), _node_service(plan))
     resources = ["service.yaml", *(node_file(node) for node in plan.nodes)]
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": resources,
     }
-    files[KUSTOMIZATION] = _dump(_HEADER + _KUSTOMIZE_NOTE, kustomization)
+    files[KUSTOMIZATION] = dump(HEADER + _KUSTOMIZE_NOTE, kustomization)
     return files
 
 
-_HEADER = "# Written by sparkc compile --target kubernetes; compile again rather than edit.\n"
+HEADER = "# Written by sparkc compile --target kubernetes; compile again rather than edit.\n"
 _KUSTOMIZE_NOTE = f"""\
 # kubectl apply -k DIR/kubernetes. Adapt it to a cluster with your own kustomization that names this folder:
 # a namespace; the RDMA resource where your device plugin names another than {RDMA_RESOURCE};
@@ -157,7 +174,7 @@ _KUSTOMIZE_NOTE = f"""\
 """
 
 
-def _labels(plan: Plan, node: NodePlan | None = None) -> dict[str, str]:
+def labels_of(plan: Plan, node: NodePlan | None = None) -> dict[str, str]:
     labels = {"app.kubernetes.io/name": "sparkc", INSTANCE_LABEL: plan.name}
     if node is not None:
         labels[NODE_LABEL] = node.name
@@ -165,11 +182,11 @@ def _labels(plan: Plan, node: NodePlan | None = None) -> dict[str, str]:
     return labels
 
 
-def _api_service(plan: Plan) -> dict[str, Any]:
+def api_service(plan: Plan) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": f"{plan.name}-api", "labels": _labels(plan)},
+        "metadata": {"name": f"{plan.name}-api", "labels": labels_of(plan)},
         "spec": {
             "selector": {INSTANCE_LABEL: plan.name, ROLE_LABEL: str(Role.HEAD)},
             "ports": [{"name": "http", "port": plan.api_port, "targetPort": plan.api_port, "protocol": "TCP"}],
@@ -182,7 +199,7 @@ def _node_service(plan: Plan) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": f"{plan.name}-nodes", "labels": _labels(plan)},
+        "metadata": {"name": f"{plan.name}-nodes", "labels": labels_of(plan)},
         "spec": {"clusterIP": "None", "selector": {INSTANCE_LABEL: plan.name}},
     }
 
@@ -198,28 +215,12 @@ def _node_file(plan: Plan, node: NodePlan) -> str:
 # the container runtime's own limits apply (RDMA needs memlock unlimited: containerd's systemd unit sets
 # LimitMEMLOCK=infinity; check yours).
 """
-    return _dump(_HEADER + note, _stateful_set(plan, node, run))
+    return dump(HEADER + note, _stateful_set(plan, node, run))
 
 
 def _stateful_set(plan: Plan, node: NodePlan, run: DockerRun) -> dict[str, Any]:
-    labels = _labels(plan, node)
-    pod: dict[str, Any] = {
-        "nodeSelector": {"kubernetes.io/hostname": node.name},
-        "hostNetwork": run.host_network,
-        "hostIPC": run.host_ipc,
-        # The node's own resolver, as the ssh target's containers on the host's network have it.
-        "dnsPolicy": "Default",
-        # No Service variables (NAME_PORT=tcp://...): the environment is the ssh target's, exactly.
-        "enableServiceLinks": False,
-    }
-    init = _start_order(plan, node)
-    if init:
-        pod["initContainers"] = init
-    pod["containers"] = [_container(plan, node, run)]
-    pod["volumes"] = [
-        {"name": f"host-{i}", "hostPath": {"path": m.host} | ({} if m.readonly else {"type": "DirectoryOrCreate"})}
-        for i, m in enumerate(run.mounts)
-    ]
+    labels = labels_of(plan, node)
+    pod = pod_spec(plan, node, run, {"nodeSelector": {"kubernetes.io/hostname": node.name}})
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -233,14 +234,38 @@ def _stateful_set(plan: Plan, node: NodePlan, run: DockerRun) -> dict[str, Any]:
     }
 
 
-def _container(plan: Plan, node: NodePlan, run: DockerRun) -> dict[str, Any]:
+def pod_spec(
+    plan: Plan, node: NodePlan, run: DockerRun, placement: dict[str, Any], word: Callable[[str], str] = literal
+) -> dict[str, Any]:
+    """The pod that runs `run` as `node`'s container; `placement` says where it may run, and `word` writes each
+    word of the command, its arguments and the variables' values (by default exactly as they are)."""
+    pod: dict[str, Any] = placement | {
+        "hostNetwork": run.host_network,
+        "hostIPC": run.host_ipc,
+        # The node's own resolver, as the ssh target's containers on the host's network have it.
+        "dnsPolicy": "Default",
+        # No Service variables (NAME_PORT=tcp://...): the environment is the ssh target's, exactly.
+        "enableServiceLinks": False,
+    }
+    init = _start_order(plan, node)
+    if init:
+        pod["initContainers"] = init
+    pod["containers"] = [_container(plan, node, run, word)]
+    pod["volumes"] = [
+        {"name": f"host-{i}", "hostPath": {"path": m.host} | ({} if m.readonly else {"type": "DirectoryOrCreate"})}
+        for i, m in enumerate(run.mounts)
+    ]
+    return pod
+
+
+def _container(plan: Plan, node: NodePlan, run: DockerRun, word: Callable[[str], str]) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "engine", "image": run.image, "imagePullPolicy": "IfNotPresent"}
     command, args = _command(plan, node, run)
     if command:
-        container["command"] = [literal(word) for word in command]
+        container["command"] = [word(w) for w in command]
     if args:
-        container["args"] = [literal(word) for word in args]
-    env: list[dict[str, Any]] = [{"name": name, "value": literal(value)} for name, value in run.env]
+        container["args"] = [word(w) for w in args]
+    env: list[dict[str, Any]] = [{"name": name, "value": word(value)} for name, value in run.env]
     # Secrets by reference only: the value stays in the Secret, never in these files.
     env += [
         {"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name(plan), "key": name}}} for name in run.passed
@@ -265,16 +290,6 @@ def _container(plan: Plan, node: NodePlan, run: DockerRun) -> dict[str, Any]:
     if node.role is Role.HEAD:
         container.update(_probes(plan))
     return container
-
-
-# The kubelet reads `$(NAME)` in a command, its arguments and a variable's value as that variable's value, and
-# `$$` as one `$`. Each `$` before `(` or `$` is doubled, so every word reaches the container as written.
-_EXPANDED = re.compile(r"\$(?=[($])")
-
-
-def literal(word: str) -> str:
-    """`word` as the kubelet must be given it to pass it on unchanged."""
-    return _EXPANDED.sub("$$", word)
 
 
 def _command(plan: Plan, node: NodePlan, run: DockerRun) -> tuple[list[str], list[str]]:
@@ -334,7 +349,7 @@ def _block_safe(text: str) -> bool:
     return all(line.isprintable() and not line.endswith(" ") for line in text.split("\n"))
 
 
-def _dump(header: str, *documents: dict[str, Any]) -> str:
+def dump(header: str, *documents: dict[str, Any]) -> str:
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     yaml.width = 4096  # one value, one line: a long variable stays greppable
