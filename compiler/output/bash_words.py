@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -80,7 +81,10 @@ def split_runs(commands: Iterable[Iterable[Iterable[str]]], image: str) -> Split
     in any order (none is given twice), so the words run are the same, in a reviewable order."""
     runs = [[tuple(group) for group in command] for command in commands]
     options = [run[: run.index((image,))] for run in runs]
-    common = set(options[0]).intersection(*options[1:])
+    # A group given twice on some node (docker takes a repeated -e or -v) stays each node's own, so every
+    # shared group has one place in every command.
+    counts = [Counter(opts) for opts in options]
+    common = {group for group in counts[0] if all(c[group] == 1 for c in counts)}
     shared = tuple(group for group in options[0] if group in common)
     # Only options are shared: a group after the image (the engine's own words) stays the node's even
     # when it equals one of them.

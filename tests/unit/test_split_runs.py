@@ -33,3 +33,16 @@ def test_shared_options_keep_the_heads_order_and_each_node_its_span() -> None:
     assert runs.shared == (("-e", "A=1"), ("--ipc", "host"))
     assert runs.spans == ("0 1", "1 3")
     assert runs.position(1, 0, 0) == 2  # the worker's `--ipc` sits after the head's `-e A=1`
+
+
+def test_an_option_given_twice_stays_the_nodes_own() -> None:
+    head = [("docker", "run"), ("-e", "A=1"), ("-e", "A=1"), ("--ipc", "host"), (IMAGE,)]
+    worker = [("docker", "run"), ("-e", "A=1"), ("--ipc", "host"), (IMAGE,)]
+    runs = split_runs([head, worker], IMAGE)
+    assert runs.shared == (("docker", "run"), ("--ipc", "host"))
+    for node, command in enumerate((head, worker)):
+        words = joined(runs.shared, runs.own[node])
+        assert sorted(words) == sorted(w for g in command for w in g)
+        for g, group in enumerate(command):
+            for w, word in enumerate(group):
+                assert words[runs.position(node, g, w)] == word
