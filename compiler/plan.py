@@ -299,6 +299,7 @@ class ModelPlan:
     draft_folder: str  # the draft model's host folder; "" when none
     speculative: str  # speculative decoding as the engine runs it, in words; "" when none
     drop_page_cache: bool  # sync and drop the page cache on every node before the containers start
+    aliases: tuple[str, ...] = ()  # the names the model is also served under, after served_model_name
 
 
 @dataclass(frozen=True)

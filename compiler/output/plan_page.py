@@ -137,6 +137,8 @@ def _header(plan: Plan) -> str:
         f"Image {code(plan.image)} ({profile}, entrypoint {plan.entrypoint_mode}). "
         f"Model {code(plan.model_host_path)} served as {code(plan.served_model_name)} at {code(plan.endpoint_url)}."
     )
+    if plan.model.aliases:
+        summary += f" Also served as {', '.join(code(a) for a in plan.model.aliases)}."
     if plan.model.speculative:
         summary += f"\n\nSpeculative decoding: {code(plan.model.speculative)}."
     return f"# Deployment {code(plan.name)}\n\n{source}\n\n{summary}"

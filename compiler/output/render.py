@@ -217,4 +217,6 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
     for optional in ("hooks", "host_hooks"):
         if data["plan"][optional] is None:
             del data["plan"][optional]
+    if not data["plan"]["model"]["aliases"]:
+        del data["plan"]["model"]["aliases"]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

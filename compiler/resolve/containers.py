@@ -157,6 +157,7 @@ def model_plan(d: Deployment) -> ModelPlan:
         draft_folder=(model.draft.path or "") if model.draft else "",
         speculative=describe(model.draft, d.engine.kind, d.engine.name) if model.draft else "",
         drop_page_cache=d.spec.launch.drop_page_cache,
+        aliases=model.aliases,
     )
 
 

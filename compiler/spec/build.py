@@ -237,6 +237,7 @@ def build_model(model: dict[str, Any], g: _Given) -> Model:
         hf=hf,
         size_gb=model.get("size_gb"),
         repo=model.get("repo"),
+        aliases=tuple(model.get("aliases", ())),
     )
 
 

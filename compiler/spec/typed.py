@@ -246,6 +246,7 @@ class Model(Section):
     hf: HfCache | None  # weights in a Hugging Face cache (path and mount then derive from it)
     size_gb: int | float | None  # the weights' size where the compiling machine cannot read it
     repo: str | None = None  # the Hugging Face repo id the weights come from (fetch-model.sh downloads it)
+    aliases: tuple[str, ...] = ()  # more served names after the first (model.name or the derived one)
 
 
 @dataclass(frozen=True)

@@ -224,10 +224,12 @@ def test_the_flag_table_decides_what_is_a_value() -> None:
     assert warnings == ()
 
 
-def test_several_served_names_are_named_where_one_is_kept() -> None:
-    spec, warnings = _engine("container: img\ncommand: vllm serve m --served-model-name a b\n")
-    assert spec["model"]["name"] == "a" and "args" not in spec["engine"]
-    assert warnings == ("command: --served-model-name a b: model.name holds one value: a is kept, b is not served",)
+def test_several_served_names_become_the_name_and_its_aliases() -> None:
+    spec, warnings = _engine("container: img\ncommand: vllm serve m --served-model-name a b a c b --enforce-eager\n")
+    assert spec["model"]["name"] == "a" and spec["model"]["aliases"] == ["b", "c"]  # each once, in order
+    assert spec["engine"]["args"] == ["--enforce-eager"] and warnings == ()
+    one, _ = _engine("container: img\ncommand: vllm serve m --served-model-name a\n")
+    assert one["model"]["name"] == "a" and "aliases" not in one["model"]
 
 
 def test_a_placeholder_without_a_value_drops_its_flag_with_a_warning_not_a_stray_word() -> None:
