@@ -149,6 +149,15 @@ class Hooks(Section):
 
 
 @dataclass(frozen=True)
+class ImageBuild(Section):
+    """container.build: the image built on the head by docker build, tagged container.image."""
+
+    context: str  # the build's folder on the head
+    dockerfile: str  # relative to context
+    args: dict[str, str]  # --build-arg NAME=VALUE, values as docker reads them (booleans 1/0)
+
+
+@dataclass(frozen=True)
 class Logs(Section):
     """container.logs: docker's json-file driver, bounded."""
 
@@ -176,6 +185,7 @@ class Container(Section):
     cache_host: str | None  # container.cache.host; None: sparkc's default for the image
     logs: Logs
     hooks: Hooks | None = None
+    build: ImageBuild | None = None
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,11 @@ def _container(recipe: dict[str, Any], fields: dict[str, Any], warnings: Notes) 
     mounts = _volumes(recipe.get("volumes"), warnings)
     if mounts:
         container["mounts"] = mounts
+    if "container.build" in fields:
+        container["build"] = build = CommentedMap(fields["container.build"])
+        build.yaml_add_eol_comment(
+            f"{PLACEHOLDER}: a checkout of the recipe's repository on the head (build-image.sh builds there)", "context"
+        )
     if "container.hooks" in fields:
         container["hooks"] = fields["container.hooks"]
     return container
