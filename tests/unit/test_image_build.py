@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from compiler.cli.main import cli
 from compiler.diagnostics import Severity
-from tests.specs import compile_into, compile_spec, example, with_changes
+from tests.specs import compile_into, compile_spec, dump, example, with_changes
 
 SOLO = example("solo-qwen3-32b")
 BUILD = {
@@ -53,3 +56,13 @@ def test_a_dockerfile_outside_the_context_is_refused() -> None:
         result = compile_spec(with_changes(SOLO, {"container.build": build}), "t.yaml", render_files=False)
         errors = [d.message for d in result.diagnostics if d.severity is Severity.ERROR]
         assert len(errors) == 1 and "must be a path inside context" in errors[0], (dockerfile, errors)
+
+
+def test_compile_says_to_build_and_distribute_before_the_launch(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(dump(with_changes(SOLO, {"container.build": BUILD})), encoding="utf-8")
+    out = CliRunner().invoke(cli, ["compile", str(spec), "-o", str(tmp_path / "out")]).output
+    built = (
+        f"run {tmp_path}/out/build-image.sh, then {tmp_path}/out/distribute.sh, then {tmp_path}/out/launch-cluster.sh"
+    )
+    assert built in out
