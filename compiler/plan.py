@@ -275,6 +275,20 @@ class FetchPlan:
     draft_target: str = ""
 
 
+# build-image.sh writes the ID of the image it built here, beside the scripts.
+BUILT_IMAGE_RECORD = "built-image.txt"
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """What build-image.sh builds on the head: docker build of `context` with `dockerfile` and `args`, tagged
+    with the deployment's image, before distribute.sh copies that image on."""
+
+    context: str  # the folder on the head
+    dockerfile: str  # its path as docker build's -f takes it: context/dockerfile
+    args: tuple[str, ...]  # NAME=VALUE, one --build-arg each, in the spec's order
+
+
 @dataclass(frozen=True)
 class ServicePlan:
     """The systemd unit that brings the deployment back after a reboot (on the head)."""
@@ -299,6 +313,7 @@ class ModelPlan:
     draft_folder: str  # the draft model's host folder; "" when none
     speculative: str  # speculative decoding as the engine runs it, in words; "" when none
     drop_page_cache: bool  # sync and drop the page cache on every node before the containers start
+    aliases: tuple[str, ...] = ()  # the names the model is also served under, after served_model_name
 
 
 @dataclass(frozen=True)
@@ -359,6 +374,7 @@ class Plan:
     service: ServicePlan | None = None  # the systemd unit; None only in plans built by hand
     fetch: FetchPlan | None = None  # fetch-model.sh; None only in plans built by hand
     bench: BenchPlan | None = None  # bench.sh; None only in plans built by hand
+    build: BuildPlan | None = None  # build-image.sh; None: the image is pulled, not built (no container.build)
     # Where the spec takes its cluster section from a file: that file, its sha256 and the spec's own (spec_sha256
     # then covers both files, so the scripts notice a changed cluster file).
     engine_files: tuple[tuple[str, str], ...] = ()  # the engine's own files in the build folder: (path, text)

@@ -278,9 +278,13 @@ def _tell_written(spec: Path, out_dir: Path, result: CompileResult, done: Emitte
     if kubernetes:
         click.echo(f"next: kubectl apply -k {out_dir}/kubernetes (docs/kubernetes.md says what the cluster needs)")
         return
+    # A built image (container.build) exists nowhere yet: it is built on the head and copied on first.
+    first = (
+        f"{out_dir}/build-image.sh, then {out_dir}/distribute.sh, then " if result.plan and result.plan.build else ""
+    )
     click.echo(
         f"next: copy {out_dir}/ to the head node ({result.plan.head if result.plan else '?'}) "
-        f"and run {out_dir}/launch-cluster.sh (try --dry-run first)"
+        f"and run {first}{out_dir}/launch-cluster.sh (try --dry-run first)"
     )
 
 

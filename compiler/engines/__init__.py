@@ -122,6 +122,8 @@ class Engine(Protocol):
     supports_mpi: bool  # forms its group of nodes under mpirun
     # It has no --served-model-name: a local folder is served under the folder's own name.
     serves_folder_name: bool
+    # Why it cannot serve model.aliases (its --served-model-name takes one name, or it has none); None: it can.
+    aliases_refusal: str | None
     # It runs speculative decoding from model.draft (otherwise only from its own options).
     drafts_from_spec: bool
     # It reads engine.llm_api_options (TensorRT-LLM's LLM API file).

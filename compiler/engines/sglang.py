@@ -93,6 +93,10 @@ class Sglang:
     allow_longer_variable: str | None = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     supports_mpi = False
     serves_folder_name = False
+    aliases_refusal: str | None = (
+        "SGLang's --served-model-name takes one name (it would refuse a second word after it): remove "
+        "model.aliases and serve the model under model.name alone"
+    )
     drafts_from_spec = True
     takes_llm_api_options = False
     recipe_words: RecipeWords | None = RecipeWords(

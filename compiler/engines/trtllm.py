@@ -86,6 +86,10 @@ class Trtllm:
     allow_longer_variable: str | None = None  # none known: a warning says what a longer length risks
     supports_mpi = True  # trtllm-llmapi-launch on every rank, started by mpirun
     serves_folder_name = True
+    aliases_refusal: str | None = (
+        "trtllm-serve has no --served-model-name and serves the model under its folder's name only: remove "
+        "model.aliases"
+    )
     drafts_from_spec = False  # its speculative_config goes in engine.llm_api_options
     takes_llm_api_options = True
     recipe_words: RecipeWords | None = None  # no recipe launcher sparkc reads runs it

@@ -118,6 +118,7 @@ class Vllm:
     allow_longer_variable: str | None = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     supports_mpi = False
     serves_folder_name = False
+    aliases_refusal: str | None = None  # --served-model-name takes several names (nargs="+")
     drafts_from_spec = True
     takes_llm_api_options = False
     recipe_words: RecipeWords | None = RecipeWords(
@@ -180,7 +181,7 @@ class Vllm:
     def argv(self, d: Deployment, rank: int) -> EngineArgv:
         engine = d.spec.engine
         flags: list[Words] = [
-            ("--served-model-name", d.served_model_name),
+            ("--served-model-name", d.served_model_name, *d.spec.model.aliases),
             ("--host", d.value("host")),
             ("--port", d.value("port")),
             ("--tensor-parallel-size", str(engine.tensor_parallel)),

@@ -18,6 +18,7 @@ from compiler.output.deployment_runs import runs
 from compiler.plan import (
     BENCH_RESULTS,
     BUILD_PLACEHOLDER,
+    BUILT_IMAGE_RECORD,
     MAX_LAUNCH_TIMEOUT,
     MPI_SSHD_PLACEHOLDER,
     PATCHES_DIR,
@@ -384,6 +385,17 @@ def _others(plan: Plan) -> list[Entry]:
                 "The draft model, downloaded after the model into its own folder (empty: no draft repo).",
             ),
             Constant("SPARKC_FETCH_DRAFT_TARGET", f.draft_target),
+        ]
+    if plan.build:
+        e += [
+            Constant(
+                "SPARKC_BUILD_CONTEXT",
+                plan.build.context,
+                "container.build: build-image.sh builds SPARKC_IMAGE on the head from this folder and Dockerfile.",
+            ),
+            Constant("SPARKC_BUILD_DOCKERFILE", plan.build.dockerfile),
+            Constant("SPARKC_BUILD_ARGS", plan.build.args, "One --build-arg NAME=VALUE each."),
+            Constant("SPARKC_BUILT_IMAGE_RECORD", BUILT_IMAGE_RECORD),
         ]
     if plan.bench:
         b = plan.bench

@@ -34,6 +34,7 @@ PARTS = (
     "stop.sh",
     "status.sh",
     "logs.sh",
+    "build.sh",
     "distribute.sh",
     "service.sh",
     "fetch.sh",

@@ -32,7 +32,8 @@ from compiler.output.folder_guard import (
     own_name,
     plain_file,
 )
-from compiler.output.plan_page import FILE_PURPOSES
+from compiler.output.plan_page import BUILD_SCRIPT, FILE_PURPOSES
+from compiler.plan import BUILT_IMAGE_RECORD
 from compiler.user_files import UnreadableFile, read_bytes
 
 MANIFEST = "manifest.json"
@@ -42,7 +43,7 @@ MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # a file sparkc wrote is far smaller; a lar
 
 # The files sparkc writes at the top of OUT (PLAN.md says what each is for), and the names it gives the
 # files of its own folders; the patches folder holds the operator's files under their own names.
-TOP_FILES = frozenset({*FILE_PURPOSES, *DOT_FILES})
+TOP_FILES = frozenset({*FILE_PURPOSES, BUILD_SCRIPT, *DOT_FILES})
 _FOLDER_NAMES = {
     LIBRARY: re.compile(r"sparkc-[0-9A-Za-z.+_-]+\.sh"),
     SYSTEMD: re.compile(r"[^/]+\.service"),
@@ -53,7 +54,15 @@ _FOLDER_NAMES = {
 
 # What the scripts write into OUT as they run (their reports, logs and benchmark folders) and what
 # `sparkc setup-fabric` writes there: a link at one of these names would take those writes elsewhere.
-SCRIPT_WRITES = ("last-launch.txt", "distribute-report.txt", "fetch-report.txt", "logs", "bench", "setup-fabric.sh")
+SCRIPT_WRITES = (
+    "last-launch.txt",
+    "distribute-report.txt",
+    "fetch-report.txt",
+    BUILT_IMAGE_RECORD,
+    "logs",
+    "bench",
+    "setup-fabric.sh",
+)
 
 
 def linked(out_dir: Path, name: str) -> str | None:

@@ -13,11 +13,16 @@ import string
 from collections.abc import Iterable, Sequence
 
 from compiler.output.runs_where import Change, RunsWhere, formed, placeholders, runs_where, shown, visible
-from compiler.plan import Command, Plan
+from compiler.plan import BUILT_IMAGE_RECORD, Command, Plan
 from compiler.sizes import gigabytes
 from compiler.spec.typed import Topology
 
 PAGE = "PLAN.md"
+BUILD_SCRIPT = "build-image.sh"  # written only where the spec has container.build
+BUILD_PURPOSE = (
+    "Run on the head, first: builds the image from `container.build` with `docker build` and records its image ID; "
+    "`distribute.sh` then copies it on."
+)
 
 # One line per generated file: what it does (the scripts' own headers say the same at more length).
 FILE_PURPOSES = {
@@ -64,7 +69,8 @@ def plan_page(plan: Plan) -> str:
         _memory(plan),
         _timeouts(plan),
         _secrets_and_hooks(plan),
-        _files(),
+        _image_build(plan),
+        _files(plan),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -137,6 +143,8 @@ def _header(plan: Plan) -> str:
         f"Image {code(plan.image)} ({profile}, entrypoint {plan.entrypoint_mode}). "
         f"Model {code(plan.model_host_path)} served as {code(plan.served_model_name)} at {code(plan.endpoint_url)}."
     )
+    if plan.model.aliases:
+        summary += f" Also served as {', '.join(code(a) for a in plan.model.aliases)}."
     if plan.model.speculative:
         summary += f"\n\nSpeculative decoding: {code(plan.model.speculative)}."
     return f"# Deployment {code(plan.name)}\n\n{source}\n\n{summary}"
@@ -347,7 +355,22 @@ def _secrets_and_hooks(plan: Plan) -> str:
     return "## Secrets and hooks\n\n" + "\n\n".join(parts) if parts else ""
 
 
-def _files() -> str:
-    return "## Files\n\n" + _table(
-        ("File", "What it does"), ((code(name), what) for name, what in FILE_PURPOSES.items())
+def _image_build(plan: Plan) -> str:
+    build = plan.build
+    if build is None:
+        return ""
+    args = ", ".join(code(a) for a in build.args) or "none"
+    return (
+        "## Image build\n\n"
+        f"The image is built, not pulled: run `build-image.sh` first, on the head, {code(plan.head)}. It runs "
+        f"`docker build` of {code(build.dockerfile)} in {code(build.context)}, tags the result {code(plan.image)} "
+        f"and records its image ID in {code(BUILT_IMAGE_RECORD)}; then `distribute.sh` copies the image to the other "
+        f"nodes, then `launch-cluster.sh` starts them.\n\nBuild arguments: {args}."
     )
+
+
+def _files(plan: Plan) -> str:
+    rows = [(code(name), what) for name, what in FILE_PURPOSES.items()]
+    if plan.build:
+        rows.insert(0, (code(BUILD_SCRIPT), BUILD_PURPOSE))
+    return "## Files\n\n" + _table(("File", "What it does"), rows)

@@ -16,7 +16,7 @@ from compiler.output.deployment import DEPLOYMENT, render_constants
 from compiler.output.emit import MANIFEST
 from compiler.output.folder_guard import SYSTEMD
 from compiler.output.library import library_path, library_sha256, library_text
-from compiler.output.plan_page import PAGE, plan_page
+from compiler.output.plan_page import BUILD_SCRIPT, PAGE, plan_page
 from compiler.plan import Plan
 from compiler.resources import compiled_templates, data_dir
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 # quote, split_runs and the rest live in compiler/output/bash_words.py; named here too, where tests find them.
 __all__ = [
+    "BUILD_SCRIPT",
     "SCRIPTS",
     "SplitRuns",
     "comment",
@@ -138,7 +139,8 @@ def library_of(plan: Plan) -> Library:
 def render_scripts(plan: Plan) -> dict[str, str]:
     """The deployment's scripts (what a compile shellchecks): the entry scripts and deployment.sh they source."""
     library = library_of(plan)
-    scripts = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in SCRIPTS}
+    names = (BUILD_SCRIPT, *SCRIPTS) if plan.build else SCRIPTS
+    scripts = {name: environment().get_template(name + ".j2").render(plan=plan, library=library) for name in names}
     constants = render_constants(plan, placeholder=_skeleton.get())
     template = environment().get_template(DEPLOYMENT + ".j2")
     scripts[DEPLOYMENT] = template.render(plan=plan, library=library, constants=constants)
@@ -214,7 +216,9 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
     for node in data["plan"]["nodes"]:
         if node["planes"] is None:
             del node["planes"]
-    for optional in ("hooks", "host_hooks"):
+    for optional in ("hooks", "host_hooks", "build"):
         if data["plan"][optional] is None:
             del data["plan"][optional]
+    if not data["plan"]["model"]["aliases"]:
+        del data["plan"]["model"]["aliases"]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -9,6 +9,7 @@ from compiler.plan import (
     BUILD_PLACEHOLDER,
     MPI_SSHD_PLACEHOLDER,
     BenchPlan,
+    BuildPlan,
     Command,
     FetchMode,
     FetchPlan,
@@ -157,7 +158,17 @@ def model_plan(d: Deployment) -> ModelPlan:
         draft_folder=(model.draft.path or "") if model.draft else "",
         speculative=describe(model.draft, d.engine.kind, d.engine.name) if model.draft else "",
         drop_page_cache=d.spec.launch.drop_page_cache,
+        aliases=model.aliases,
     )
+
+
+def image_build_plan(d: Deployment) -> BuildPlan | None:
+    """build-image.sh: container.build as docker build's words, the Dockerfile named inside its context."""
+    build = d.spec.container.build
+    if build is None:
+        return None
+    dockerfile = f"{build.context.rstrip('/')}/{build.dockerfile}"
+    return BuildPlan(build.context, dockerfile, tuple(f"{k}={v}" for k, v in build.args.items()))
 
 
 def fetch_plan(d: Deployment) -> FetchPlan:

@@ -25,6 +25,7 @@ from compiler.spec.typed import (
     HfCache,
     Hooks,
     HostHooks,
+    ImageBuild,
     Launch,
     Logs,
     Model,
@@ -174,6 +175,11 @@ def _container(container: dict[str, Any], g: _Given) -> Container:
         hooks=Hooks(("container", "hooks"), g.keys("container", "hooks"), tuple(h["pre_engine"]), h.get("patches"))
         if (h := container.get("hooks")) is not None
         else None,
+        build=ImageBuild(
+            ("container", "build"), g.keys("container", "build"), b["context"], b["dockerfile"], _env(b["args"])
+        )
+        if (b := container.get("build")) is not None
+        else None,
         cache=container["cache"].get("enabled", True),
         cache_host=container["cache"].get("host"),
         logs=Logs(
@@ -237,6 +243,7 @@ def build_model(model: dict[str, Any], g: _Given) -> Model:
         hf=hf,
         size_gb=model.get("size_gb"),
         repo=model.get("repo"),
+        aliases=tuple(model.get("aliases", ())),
     )
 
 

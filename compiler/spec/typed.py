@@ -149,6 +149,15 @@ class Hooks(Section):
 
 
 @dataclass(frozen=True)
+class ImageBuild(Section):
+    """container.build: the image built on the head by docker build, tagged container.image."""
+
+    context: str  # the build's folder on the head
+    dockerfile: str  # relative to context
+    args: dict[str, str]  # --build-arg NAME=VALUE, values as docker reads them (booleans 1/0)
+
+
+@dataclass(frozen=True)
 class Logs(Section):
     """container.logs: docker's json-file driver, bounded."""
 
@@ -176,6 +185,7 @@ class Container(Section):
     cache_host: str | None  # container.cache.host; None: sparkc's default for the image
     logs: Logs
     hooks: Hooks | None = None
+    build: ImageBuild | None = None
 
 
 @dataclass(frozen=True)
@@ -246,6 +256,7 @@ class Model(Section):
     hf: HfCache | None  # weights in a Hugging Face cache (path and mount then derive from it)
     size_gb: int | float | None  # the weights' size where the compiling machine cannot read it
     repo: str | None = None  # the Hugging Face repo id the weights come from (fetch-model.sh downloads it)
+    aliases: tuple[str, ...] = ()  # more served names after the first (model.name or the derived one)
 
 
 @dataclass(frozen=True)

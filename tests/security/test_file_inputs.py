@@ -238,7 +238,7 @@ def test_the_patch_folder_is_bounded_and_plain(tmp_path: Path, what: str) -> Non
 def test_import_never_overwrites_a_file_nor_writes_through_a_link(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    recipe = ROOT / "tests" / "recipes" / "sparkrun-style.yaml"  # one that imports (eugr-style's build_args do not)
+    recipe = ROOT / "tests" / "recipes" / "sparkrun-style.yaml"  # one that imports: a spec is written
     mine = tmp_path / "spec.yaml"
     mine.write_text("mine\n")
     assert main(["import", str(recipe), "-o", str(mine)]) == 2

@@ -45,6 +45,8 @@ def test_a_spark_vllm_docker_recipe_maps_its_command_to_fields() -> None:
         "image": "vllm-node-demo",
         "env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": 1, "NCCL_DEBUG": "WARN"},
         "secrets": ["HF_TOKEN"],
+        # build_args: [--rebuild-vllm] only busts docker's cache (a warning): the repository's Dockerfile as it is
+        "build": {"context": f"/{PLACEHOLDER}/spark-vllm-docker", "dockerfile": "Dockerfile", "args": {}},
     }
     assert [n["name"] for n in spec["cluster"]["nodes"]] == ["spark-a", "spark-b"]  # tensor_parallel 2
     assert spec["cluster"]["nodes"][1]["ssh"].startswith(PLACEHOLDER)
@@ -224,10 +226,12 @@ def test_the_flag_table_decides_what_is_a_value() -> None:
     assert warnings == ()
 
 
-def test_several_served_names_are_named_where_one_is_kept() -> None:
-    spec, warnings = _engine("container: img\ncommand: vllm serve m --served-model-name a b\n")
-    assert spec["model"]["name"] == "a" and "args" not in spec["engine"]
-    assert warnings == ("command: --served-model-name a b: model.name holds one value: a is kept, b is not served",)
+def test_several_served_names_become_the_name_and_its_aliases() -> None:
+    spec, warnings = _engine("container: img\ncommand: vllm serve m --served-model-name a b a c b --enforce-eager\n")
+    assert spec["model"]["name"] == "a" and spec["model"]["aliases"] == ["b", "c"]  # each once, in order
+    assert spec["engine"]["args"] == ["--enforce-eager"] and warnings == ()
+    one, _ = _engine("container: img\ncommand: vllm serve m --served-model-name a\n")
+    assert one["model"]["name"] == "a" and "aliases" not in one["model"]
 
 
 def test_a_placeholder_without_a_value_drops_its_flag_with_a_warning_not_a_stray_word() -> None:
@@ -239,19 +243,35 @@ def test_a_placeholder_without_a_value_drops_its_flag_with_a_warning_not_a_stray
     )  # and none for {model}: the positional model is the spec's model
 
 
-def test_build_args_are_an_error_that_prints_the_build_command(tmp_path: Path) -> None:
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("container: vllm-node-x\nbuild_args: [-f, Dockerfile.mxfp4]\ncommand: vllm serve m\n")
-    done = CliRunner().invoke(cli, ["import", str(recipe), "-o", str(tmp_path / "spec.yaml")])
-    assert done.exit_code == 1, done.output
-    assert (
-        "r.yaml:2:1: error: build_args: the image vllm-node-x is built from spark-vllm-docker's Dockerfiles"
-        in done.output
+@pytest.mark.parametrize(
+    ("options", "dockerfile", "args"),
+    [
+        ("[--pre-tf]", "Dockerfile", {"PRE_TRANSFORMERS": "1"}),
+        ("[--tf5, --pre-flashinfer]", "Dockerfile", {"PRE_TRANSFORMERS": "1", "FLASHINFER_PRE": "--pre"}),
+        ("[--exp-mxfp4, --vllm-ref, v0.11.1, -j, '8']", "Dockerfile.mxfp4", {"VLLM_REF": "v0.11.1", "BUILD_JOBS": "8"}),
+        ("[--use-wheels, release]", "Dockerfile.wheels", {"WHEELS_FROM_GITHUB_RELEASE": "1"}),
+        ("[--use-wheels, --triton-ref, v3.6.0]", "Dockerfile.wheels", {"TRITON_REF": "v3.6.0"}),
+        ("'--pre-tf -t other --copy-to spark-b spark-c --copy-parallel'", "Dockerfile", {"PRE_TRANSFORMERS": "1"}),
+    ],
+)
+def test_build_args_become_the_docker_build_that_build_and_copy_runs(options: str, dockerfile: str, args: dict) -> None:
+    spec, warnings = _engine(f"container: vllm-node-x\nbuild_args: {options}\ncommand: vllm serve m\n")
+    build = spec["container"]["build"]
+    assert build == {"context": "/PLACEHOLDER/spark-vllm-docker", "dockerfile": dockerfile, "args": args}
+    assert warnings == ()  # the tag is container.image, the copy distribute.sh's
+
+
+def test_a_build_option_without_a_docker_build_equivalent_is_an_error_and_a_cache_bust_a_warning() -> None:
+    unknown = import_recipe(
+        "container: img\nbuild_args: [--pre-tf, --apply-vllm-pr, '123']\ncommand: vllm serve m\n", "r.yaml"
     )
-    assert (
-        "`./build-and-copy.sh -t vllm-node-x -f Dockerfile.mxfp4 --copy-to NODE2,NODE3 --copy-parallel`" in done.output
-    )
-    assert not (tmp_path / "spec.yaml").exists() and "no spec written" in done.output
+    assert [(w.key, w.error) for w in unknown.warnings] == [("build_args", True)]
+    assert "'--apply-vllm-pr': not an option sparkc can carry into docker build" in unknown.warnings[0].message
+    missing = import_recipe("container: img\nbuild_args: [--vllm-ref]\ncommand: vllm serve m\n", "r.yaml")
+    assert [w.message for w in missing.errors] == ["--vllm-ref needs a value, as build-and-copy.sh reads it"]
+    cache = import_recipe("container: img\nbuild_args: [--rebuild-vllm]\ncommand: vllm serve m\n", "r.yaml")
+    assert [(w.key, w.error) for w in cache.warnings] == [("build_args", False)]
+    assert "docker's layer cache" in cache.warnings[0].message
 
 
 def test_a_mod_the_command_depends_on_is_an_error_else_a_warning_naming_what_is_lost() -> None:

@@ -1,4 +1,4 @@
-"""A dozen public recipes (tests/recipes/public/, each naming its source), end to end: `sparkc import`, then
+"""Thirteen public recipes (tests/recipes/public/, each naming its source), end to end: `sparkc import`, then
 the compile, then the compiled engine command compared flag by flag with the command the recipe's own
 launcher runs. The real engine parsers read these commands too (tests/integration/test_engine_parsers.py). What sparkc
 cannot carry is an error that says how; where the commands differ, REASONS says why sparkc's is right."""
@@ -27,8 +27,6 @@ PUBLIC = ROOT / "tests" / "recipes" / "public"
 
 # Recipes sparkc refuses to import, and what the error says.
 REFUSED = {
-    "eugr-glm-4.7-flash-awq.yaml": "`./build-and-copy.sh -t vllm-thor-tf5 --pre-tf --copy-to NODE2,NODE3",
-    "eugr-gemma4-26b-a4b.yaml": "`./build-and-copy.sh -t vllm-thor-tf5 --tf5 --copy-to NODE2,NODE3",
     "eugr-gemma4-26b-a4b-fp8-speculative.yaml": "names the draft google/gemma-4-26B-A4B-it-assistant by its",
     "eugr-nemotron-3-nano-nvfp4.yaml": "names nano_v3_reasoning_parser.py, which the mod mods/fix-nemotron-nano puts",
 }
@@ -58,8 +56,8 @@ def _options(kind: EngineKind, words: list[str]) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def test_a_dozen_public_recipes_are_here() -> None:
-    assert len(list(PUBLIC.glob("*.yaml"))) == 12
+def test_the_public_recipes_are_here() -> None:
+    assert len(list(PUBLIC.glob("*.yaml"))) == 13
     for path in PUBLIC.glob("*.yaml"):
         assert path.read_text(encoding="utf-8").startswith("# After "), f"{path.name} names no source"
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from compiler.cli.main import cli
 from compiler.diagnostics import Severity
-from tests.specs import DELETE, compile_spec, dump, example, flag_value, ray_engine_words, with_changes
+from tests.specs import DELETE, compile_into, compile_spec, dump, example, flag_value, ray_engine_words, with_changes
 
 SOLO = with_changes(example("solo-qwen3-32b"), {"model.name": DELETE})
 
@@ -62,3 +62,40 @@ def test_explain_shows_where_the_name_came_from(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, ["explain", str(spec_file)]).output
     line = next(t for t in out.splitlines() if t.strip().startswith("served_model_name") and "derived" in t)
     assert "Qwen3-32B" in line and "model.path's folder name" in line
+
+
+def test_aliases_follow_the_first_name_after_one_flag_and_the_first_name_is_checked(tmp_path: Path) -> None:
+    spec = with_changes(
+        example("qwen3-32b-2spark-ray-crosscabled"), {"model.name": "qwen3-32b", "model.aliases": ["qwen", "gpt-4o"]}
+    )
+    result = compile_into(spec, tmp_path / "out", "t.yaml")
+    assert result.plan is not None
+    words = ray_engine_words(result.plan)
+    assert words.count("--served-model-name") == 1
+    after = words[words.index("--served-model-name") + 1 :][:4]
+    assert after[:3] == ("qwen3-32b", "qwen", "gpt-4o") and after[3].startswith("--")
+    assert result.plan.served_model_name == "qwen3-32b"  # readiness, bench and the manifest ask for the first
+    plan_page = (tmp_path / "out" / "PLAN.md").read_text(encoding="utf-8")
+    assert "served as `qwen3-32b` at" in plan_page and "Also served as `qwen`, `gpt-4o`." in plan_page
+    assert "SPARKC_SERVED_MODEL=qwen3-32b" in (tmp_path / "out" / "deployment.sh").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("sglang-qwen3-30b-2spark", "SGLang's --served-model-name takes one name"),
+        ("trtllm-qwen3-235b-2spark-mpi", "trtllm-serve has no --served-model-name"),
+    ],
+)
+def test_an_engine_that_serves_one_name_refuses_aliases_naming_the_field(name: str, says: str) -> None:
+    result = compile_spec(with_changes(example(name), {"model.aliases": ["other"]}), "t.yaml", render_files=False)
+    errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    assert len(errors) == 1 and says in errors[0].message
+    assert errors[0].path == ("model", "aliases")
+
+
+@pytest.mark.parametrize("alias", ["--port", "two words", ""])
+def test_an_alias_the_engine_would_misread_is_refused(alias: str) -> None:
+    result = compile_spec(with_changes(SOLO, {"model.aliases": [alias]}), "t.yaml", render_files=False)
+    errors = [d for d in result.diagnostics if d.severity is Severity.ERROR]
+    assert len(errors) == 1 and "must not start with '-'" in errors[0].message

@@ -78,7 +78,7 @@ RECIPE = ROOT / "tests" / "recipes" / "eugr-style.yaml"
 
 
 def _recipe(env: str) -> str:
-    """The two-node test recipe without build_args (an error of its own), with `env` lines added."""
+    """The two-node test recipe without build_args (a warning of its own), with `env` lines added."""
     text = RECIPE.read_text().replace("build_args:\n  - --rebuild-vllm\n", "")
     return text.replace("env:\n", f"env:\n{env}")
 

@@ -84,6 +84,13 @@ def served_name_is_not_a_flag(d: Deployment) -> Iterator[Diagnostic]:
         )
 
 
+def served_aliases(d: Deployment) -> Iterator[Diagnostic]:
+    """More served names go after the first in one --served-model-name, which only some engines allow."""
+    model = d.spec.model
+    if model.aliases and d.engine.aliases_refusal is not None:
+        yield error(model.at("aliases"), d.engine.aliases_refusal)
+
+
 def api_port_is_a_port(d: Deployment) -> Iterator[Diagnostic]:
     if d.api_port is None:
         yield error(
@@ -377,6 +384,7 @@ RULES = (
     effective_differs,
     engine_host,
     served_name_is_not_a_flag,
+    served_aliases,
     api_port_is_a_port,
     ports_distinct,
     managed_flags,

@@ -1,10 +1,12 @@
-"""Rules about container.hooks: the patch folder can be read, the hooks can run before the entrypoint."""
+"""Rules about what is done to the image before the engine starts: container.hooks (the patch folder can be
+read, the hooks can run before the entrypoint) and container.build (no secret among its build arguments)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, error
+from compiler.names import SECRET_NAME
 from compiler.plan import PATCHES_MOUNT
 from compiler.resolve.context import Deployment
 from compiler.spec.profiles import ArgsStyle
@@ -36,4 +38,19 @@ def entrypoint_known(d: Deployment) -> Iterator[Diagnostic]:
         )
 
 
-RULES = (patch_folder, entrypoint_known)
+def build_args_hold_no_secret(d: Deployment) -> Iterator[Diagnostic]:
+    """A build argument is a word of docker build's command line, and docker keeps it in the image's history."""
+    build = d.spec.container.build
+    if build is None:
+        return
+    for name in build.args:
+        if SECRET_NAME.search(name.upper()):
+            yield error(
+                build.at("args", name),
+                f"{name} looks like a secret: a build argument is on docker build's command line and stays in the "
+                "image's history (docker history); build the image by hand with a build secret (docker build "
+                "--secret) and remove it here",
+            )
+
+
+RULES = (patch_folder, entrypoint_known, build_args_hold_no_secret)

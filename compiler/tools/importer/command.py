@@ -113,6 +113,9 @@ def _flags(words: list[str], engine: Engine, unfilled: set[str], fields: dict[st
             continue
         if target is None:
             args += [word.text, *values]
+        elif target == "model.name" and len(given) > 1:
+            # vLLM serves every name after --served-model-name; the first is the one sparkc checks and benches.
+            fields[target], fields["model.aliases"] = given[0], _unique(given[1:], given[0])
         elif len(given) > 1:
             fields_set = _set_field(target, flag, given[0], fields, engine)
             lost = " ".join(given[1:])
@@ -121,6 +124,11 @@ def _flags(words: list[str], engine: Engine, unfilled: set[str], fields: dict[st
         elif not _set_field(target, flag, given[0] if given else "", fields, engine):
             warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
     return args + read_draft(engine, speculative, fields, warnings)
+
+
+def _unique(names: list[str], first: str) -> list[str]:
+    """The served names after the first, each once (the spec's model.aliases holds no repeats)."""
+    return [n for i, n in enumerate(names) if n != first and n not in names[:i]]
 
 
 def _left_out(text: str, values: list[str], given: list[str], unfilled: set[str], stray: bool, warnings: Notes) -> bool:

@@ -1,6 +1,6 @@
-"""What a recipe's launcher does to an image before its engine starts: build_args (the image is built, not
-pulled), mods (scripts and files applied in the container) and sparkrun's pre_exec commands, carried as
-container.hooks where they can be."""
+"""What a recipe's launcher does in the containers before its engine starts: mods (scripts and files applied
+in the container) and sparkrun's pre_exec commands, carried as container.hooks where they can be (build_args,
+the image's build, is compiler/tools/importer/build_args.py)."""
 
 from __future__ import annotations
 
@@ -20,24 +20,6 @@ from compiler.tools.recipe_mods import MOD_HOME, Mod, patch_files, read_mod
 # A `{key}` of sparkrun's renderer (a doubled brace is left as written).
 _PLACEHOLDER = re.compile(r"(?<!\{)\{(\w+)\}(?!\})")
 _RELATIVE_FILE = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.(?:jinja|j2|json|py|yaml|yml|txt|tiktoken|model)")
-
-
-def image_steps(recipe: dict[str, Any], warnings: Notes) -> None:
-    """build_args and mods: what spark-vllm-docker does to the image before the engine starts."""
-    image = str(recipe.get("container"))
-    build = recipe.get("build_args")
-    if build:
-        words = [str(w) for w in build] if isinstance(build, list) else shlex.split(str(build))
-        command = shlex.join(
-            ["./build-and-copy.sh", "-t", image, *words, "--copy-to", "NODE2,NODE3", "--copy-parallel"]
-        )
-        warnings.error(
-            ("build_args",),
-            f"the image {image} is built from spark-vllm-docker's Dockerfiles, not pulled: build it on the head node "
-            f"and copy it to the other nodes first, in a checkout of eugr/spark-vllm-docker: `{command}` (NODE2,NODE3: "
-            "the other nodes); then remove build_args from the recipe and import it again",
-            at_key=True,
-        )
 
 
 def pre_exec(recipe: dict[str, Any], values: dict[Any, Any], warnings: Notes) -> list[str]:

@@ -128,7 +128,7 @@ def write_spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: 
     spec["model"].yaml_add_eol_comment(
         printable(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node"), "path"
     )
-    for key in ("mount", "name", "draft"):
+    for key in ("mount", "name", "aliases", "draft"):
         if f"model.{key}" in fields:
             spec["model"][key] = fields[f"model.{key}"]
     if "name" not in spec["model"] and model:
@@ -153,6 +153,11 @@ def _container(recipe: dict[str, Any], fields: dict[str, Any], warnings: Notes) 
     mounts = _volumes(recipe.get("volumes"), warnings)
     if mounts:
         container["mounts"] = mounts
+    if "container.build" in fields:
+        container["build"] = build = CommentedMap(fields["container.build"])
+        build.yaml_add_eol_comment(
+            f"{PLACEHOLDER}: a checkout of the recipe's repository on the head (build-image.sh builds there)", "context"
+        )
     if "container.hooks" in fields:
         container["hooks"] = fields["container.hooks"]
     return container

@@ -11,8 +11,9 @@ from typing import Any
 from compiler.diagnostics import printable
 from compiler.engines import Engine, engine_for
 from compiler.spec.load import kind_of, load_text, to_plain
+from compiler.tools.importer.build_args import build_from_args
 from compiler.tools.importer.command import ENGINE_DECIDES, default_command, read_command, recipe_words
-from compiler.tools.importer.mods import image_steps, mods, pre_exec
+from compiler.tools.importer.mods import mods, pre_exec
 from compiler.tools.importer.output import Imported, Notes, RecipeError, imported, shown, typed, write_spec
 
 # Keys read into the spec; any other top-level key of the recipe is reported.
@@ -81,7 +82,7 @@ def import_recipe(
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
     elif engine.supports_ray and "engine.backend" not in fields and _several_gpus(fields):
         fields["engine.backend"] = _unnamed_runtime(recipe, defaults)
-    image_steps(recipe, warnings)
+    build_from_args(recipe, fields, warnings)
     files = mods(recipe, args, fields, warnings, recipes_dir, patches)
     before = pre_exec(recipe, values, warnings)
     if before:  # sparkrun runs the recipe's own pre_exec first, then its mods'

@@ -307,7 +307,7 @@ readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen3-8b
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=a387785844e9f39b47ed1d02e54196fdaec83a30dc089aea6d451f35c8758c2d
+readonly SPARKC_LIB_SHA256=10ad56d06c01f1e54a8d1e2ed15c1812db859cafe7bcf543952b960ffb9c760f
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
