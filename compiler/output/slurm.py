@@ -213,7 +213,8 @@ sparkc_node_task() {
     "rank ${SPARKC_RANKS[SPARKC_ME]}, container $SPARKC_CONTAINER"
   # A container of this name is one an earlier job of this deployment left (killed before its cleanup).
   docker rm -f "$SPARKC_CONTAINER" >/dev/null 2>&1 || true
-  trap 'docker rm -f "$SPARKC_CONTAINER" >/dev/null 2>&1 || true' EXIT
+  # The removal ignores further signals (its docker too): Slurm may signal a step again while it ends.
+  trap 'trap "" TERM INT; docker rm -f "$SPARKC_CONTAINER" >/dev/null 2>&1 || true' EXIT
   trap 'exit 143' TERM
   trap 'exit 130' INT
   "${run[@]}" >/dev/null || return 1
@@ -285,7 +286,8 @@ sparkc_start_nodes() {
 
 sparkc_cleanup() {
   local status=$?
-  trap - EXIT TERM INT
+  trap - EXIT
+  trap '' TERM INT # a second signal must not cut the cleanup short
   if [[ -n ${SPARKC_STEP:-} ]] && kill -0 "$SPARKC_STEP" 2>/dev/null; then
     kill -TERM "$SPARKC_STEP" 2>/dev/null # srun passes it to every task: each removes its container
     wait "$SPARKC_STEP" 2>/dev/null
