@@ -16,8 +16,10 @@ from compiler.output.emit import MANIFEST
 from compiler.output.kubernetes import refusals, render_kubernetes
 from compiler.output.kubernetes_lws import refusals as lws_refusals
 from compiler.output.kubernetes_lws import render_lws
-from compiler.output.lint import LintCache, start_lint
+from compiler.output.lint import LintCache, start_lint, start_lint_texts
 from compiler.output.render import manifest, render, render_scripts
+from compiler.output.slurm import refusals as slurm_refusals
+from compiler.output.slurm import render_slurm
 from compiler.plan import PATCHES_DIR, Plan
 from compiler.resolve import resolve
 from compiler.resolve.together import check_together
@@ -31,12 +33,13 @@ from compiler.spec.schema import field_schema, load_schema, other_values, valida
 
 
 class Target(StrEnum):
-    """What a compile writes: the ssh target's scripts, or Kubernetes manifests (a StatefulSet per node, or one
-    LeaderWorkerSet)."""
+    """What a compile writes: the ssh target's scripts, Kubernetes manifests (a StatefulSet per node, or one
+    LeaderWorkerSet), or a Slurm batch script."""
 
     SSH = "ssh"
     KUBERNETES = "kubernetes"
     KUBERNETES_LWS = "kubernetes-lws"
+    SLURM = "slurm"
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,8 @@ def compile_text(
         return CompileResult(document, located)
     if cluster is not None:
         plan = replace(plan, cluster_file=cluster.recorded, cluster_file_sha256=cluster.sha256, spec_file_sha256=sha256)
+    if target is Target.SLURM:
+        return _slurm(document, located, plan, render_files, strict, cluster, lint, lint_cache)
     if target is not Target.SSH:
         return _kubernetes(document, located, plan, render_files, strict, cluster, target)
     scripts = render_scripts(plan) if render_files else {}
@@ -135,6 +140,33 @@ def _kubernetes(
     files = (render_lws(plan) if lws else render_kubernetes(plan)) if render_files else {}
     if render_files:
         files[MANIFEST] = manifest(plan, files)
+    return CompileResult(document, located, plan, files)
+
+
+def _slurm(
+    document: Document,
+    located: tuple[Diagnostic, ...],
+    plan: Plan,
+    render_files: bool,
+    strict: bool,
+    cluster: ClusterFile | None,
+    lint: bool,
+    lint_cache: bool,
+) -> CompileResult:
+    """The Slurm target: its refusals, else the batch script (through the same lint gate as the ssh target's
+    scripts) and the manifest.json that lists it."""
+    located += _locate_all(document, slurm_refusals(plan), strict, cluster)
+    if has_errors(located):
+        return CompileResult(document, located)
+    if not render_files:
+        return CompileResult(document, located, plan)
+    files = render_slurm(plan)
+    if lint:
+        texts = {PurePosixPath(name).name: text for name, text in files.items()}
+        findings = start_lint_texts(texts, None if lint_cache else LintCache(None)).findings()
+        if findings:
+            raise GeneratedScriptError("\n".join(findings))
+    files[MANIFEST] = manifest(plan, files)
     return CompileResult(document, located, plan, files)
 
 

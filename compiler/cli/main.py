@@ -104,11 +104,12 @@ _specs_argument = click.argument("specs", nargs=-1, required=True, type=click.Pa
 @click.option("--force", is_flag=True, help="Write OUT even where it holds another deployment's compile, replacing it.")
 @click.option(
     "--target",
-    type=click.Choice(["ssh", "kubernetes", "kubernetes-lws"]),
+    type=click.Choice(["ssh", "kubernetes", "kubernetes-lws", "slurm"]),
     default="ssh",
     show_default=True,
     help="ssh: scripts that run the containers over ssh and docker; kubernetes: manifests in OUT/kubernetes/ "
-    "(a StatefulSet per node); kubernetes-lws: one LeaderWorkerSet in OUT/kubernetes/.",
+    "(a StatefulSet per node); kubernetes-lws: one LeaderWorkerSet in OUT/kubernetes/; "
+    "slurm: a batch script in OUT/slurm/ that runs them in one job.",
 )
 @_strict_option
 @_format_option
@@ -125,7 +126,8 @@ def compile_command(
     profiles_dir: Path | None,
 ) -> None:
     """Validate SPEC and write launch-cluster.sh, its companions, lib/ and manifest.json into OUT
-    (--target kubernetes or kubernetes-lws: Kubernetes manifests in OUT/kubernetes/ and manifest.json).
+    (--target kubernetes or kubernetes-lws: Kubernetes manifests in OUT/kubernetes/ and manifest.json;
+    --target slurm: a Slurm batch script in OUT/slurm/ and manifest.json).
 
     Several SPECs are deployments meant to run side by side on one cluster: they are checked together (names,
     ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written."""
@@ -264,10 +266,14 @@ def _write_or_check(
 def _tell_written(spec: Path, out_dir: Path, result: CompileResult, done: Emitted) -> None:
     """What a compile wrote, what it removed, and what to do next (text output)."""
     from compiler.output.kubernetes import KUSTOMIZATION
+    from compiler.output.slurm import FOLDER as SLURM_FOLDER
 
     kubernetes = KUSTOMIZATION in result.files
+    batch = sorted(name for name in result.files if name.startswith(f"{SLURM_FOLDER}/"))
     if kubernetes:
         click.echo(f"compiled {spec} -> {out_dir}/ (kubernetes/, manifest.json)")
+    elif batch:
+        click.echo(f"compiled {spec} -> {out_dir}/ ({', '.join(batch)}, manifest.json)")
     else:
         scripts = ", ".join(sorted(n for n in result.files if n.endswith(".sh") and "/" not in n))
         click.echo(f"compiled {spec} -> {out_dir}/ ({scripts}, lib/, systemd/, PLAN.md, manifest.json)")
@@ -277,6 +283,9 @@ def _tell_written(spec: Path, out_dir: Path, result: CompileResult, done: Emitte
         click.echo(done.kept_warning(out_dir), err=True)
     if kubernetes:
         click.echo(f"next: kubectl apply -k {out_dir}/kubernetes (docs/kubernetes.md says what the cluster needs)")
+        return
+    if batch:
+        click.echo(f"next: sbatch {out_dir}/{batch[0]} (docs/slurm.md says what the cluster needs)")
         return
     # A built image (container.build) exists nowhere yet: it is built on the head and copied on first.
     first = (

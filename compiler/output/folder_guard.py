@@ -22,8 +22,9 @@ LIBRARY = "lib"  # the folder of sparkc's library, one file per sparkc version (
 SYSTEMD = "systemd"  # the folder of the deployment's systemd unit (written by compiler.output.render)
 ENGINE_FILES = "trtllm"  # TensorRT-LLM's options file and mpirun's hostfile (compiler.engines.trtllm.FILES_DIR)
 KUBERNETES = "kubernetes"  # compile --target kubernetes: the manifests (compiler.output.kubernetes.FOLDER)
+SLURM = "slurm"  # compile --target slurm: the batch script (compiler.output.slurm.FOLDER)
 # Folders of OUT that hold files of their own, one level deep.
-FLAT_FOLDERS = frozenset({LIBRARY, SYSTEMD, ENGINE_FILES, KUBERNETES})
+FLAT_FOLDERS = frozenset({LIBRARY, SYSTEMD, ENGINE_FILES, KUBERNETES, SLURM})
 # The one generated name that starts with a dot (it tells review tools that lib/ is generated).
 DOT_FILES = frozenset({".gitattributes"})
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -36,7 +37,7 @@ class OutputFolderError(Exception):
 def own_name(name: object) -> bool:
     """A name sparkc may have written into OUT: relative, '/'-separated, no part empty or hidden (so no
     `..` and none of sparkc's own lock and switch names; .gitattributes is its one dot file), top level,
-    inside the patches folder, or a file of lib/, systemd/, trtllm/ or kubernetes/."""
+    inside the patches folder, or a file of lib/, systemd/, trtllm/, kubernetes/ or slurm/."""
     if not isinstance(name, str) or not name or "\x00" in name or name.startswith("/"):
         return False
     if name in DOT_FILES:

@@ -89,6 +89,19 @@ def start_lint(files: dict[str, str], cache: LintCache | None = None, plan: Plan
     return Lint(todo, shellcheck, bash, cache, [keys[name] for name in todo])
 
 
+def start_lint_texts(texts: dict[str, str], cache: LintCache | None = None) -> Lint:
+    """The checks of scripts given by their file names (no folder), each checked as it is: a script that sources
+    nothing, such as --target slurm's batch script."""
+    cache = cache if cache is not None else LintCache.default()
+    shellcheck, bash = shellcheck_binary(), bash_binary()
+    tools = f"{_identity(shellcheck)}\0{_identity(bash)}\0{' '.join(SHELLCHECK_FLAGS)}"
+    keys = {name: _key(tools, name, text) for name, text in texts.items()}
+    todo = {name: text for name, text in texts.items() if not cache.is_clean(keys[name])}
+    if not todo:
+        return Lint()
+    return Lint(todo, shellcheck, bash, cache, [keys[name] for name in todo])
+
+
 def sentinel(names: Iterable[tuple[str, bool]]) -> str:
     """A statement after a script that reads every constant its template assigns: none is reported unused
     without the library, a new one (a value that escaped its quotes) still is, and a value that ends the

@@ -25,6 +25,7 @@ from compiler.output.folder_guard import (
     KUBERNETES,
     LIBRARY,
     PATCHES,
+    SLURM,
     SYSTEMD,
     OutputFolderError,
     check_inside,
@@ -49,6 +50,7 @@ _FOLDER_NAMES = {
     SYSTEMD: re.compile(r"[^/]+\.service"),
     ENGINE_FILES: re.compile(r"hostfile|[^/]+\.yaml"),
     KUBERNETES: re.compile(r"[^/]+\.yaml"),
+    SLURM: re.compile(r"[^/]+\.sbatch"),
 }
 
 
