@@ -14,6 +14,8 @@ readonly VENV="${SIM_ROOT}/venv"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly REPO_ROOT
 readonly APT_PACKAGES=(
+  slurm-wlm # compile --target slurm's job runs under a private slurmctld and slurmds
+  munge
   openssh-server
   openssh-client
   docker.io
