@@ -213,6 +213,7 @@ sparkc_node_task() {
   trap 'trap "" TERM INT; docker rm -f "$SPARKC_CONTAINER" >/dev/null 2>&1 || true' EXIT
   trap 'exit 143' TERM
   trap 'exit 130' INT
+  sparkc_wait_ray_head || return 1
   "${run[@]}" >/dev/null || return 1
   docker logs -f "$SPARKC_CONTAINER" 2>&1 &
   code=$(docker wait "$SPARKC_CONTAINER") || return 1
@@ -282,7 +283,7 @@ sparkc_task_body() {
 # the shell that runs this (exec), so that the process started in the background is srun itself, which
 # passes signals on to the tasks.
 sparkc_start_nodes() {
-  exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c "$(sparkc_task_body sparkc_node_task)"
+  exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c "$(sparkc_task_body sparkc_node_task sparkc_wait_ray_head)"
 }
 
 sparkc_cleanup() {

@@ -46,6 +46,7 @@ def step_values(plan: Plan) -> list[str]:
     ]
     ray = plan.backend is Backend.RAY and bool(plan.ray_engine)
     values.append(("SPARKC_ENGINE", f"(\n{lines(plan.ray_engine, 4)}\n  )" if ray else "()"))
+    values.append(("SPARKC_RAY_HEAD", quote(f"{plan.head_fabric_ip}:{plan.ray_port}" if ray else "")))
     if ray:
         values += [
             ("SPARKC_RAY_IPS", _array(plan.ray_expected_ips)),
@@ -84,6 +85,22 @@ sparkc_host_hooks() {
       return 1
     fi
     sparkc_log "$node: host hook pre_launch[$i] done"
+  done
+}
+
+# Under Ray, a worker's container starts once the head's Ray port answers on its fabric address (a worker's
+# ray start needs the head's), within launch.timeout: the ssh launcher starts the head's wave first likewise.
+sparkc_wait_ray_head() {
+  local deadline=$((SECONDS + SPARKC_TIMEOUT))
+  [[ -n $SPARKC_RAY_HEAD && ${SPARKC_NODES[SPARKC_ME]} != "$SPARKC_HEAD" ]] || return 0
+  sparkc_log "waiting for the Ray head at $SPARKC_RAY_HEAD"
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  until timeout 3 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}"' - "$SPARKC_RAY_HEAD" 2>/dev/null; do
+    if ((SECONDS >= deadline)); then
+      sparkc_log "the Ray head did not open $SPARKC_RAY_HEAD within ${SPARKC_TIMEOUT}s"
+      return 1
+    fi
+    sleep 1
   done
 }
 

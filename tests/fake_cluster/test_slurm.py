@@ -216,6 +216,9 @@ def test_slurm_ray_job_starts_the_engine_in_the_heads_container_once_every_node_
     assert argv[3:5] == ["sh", "-c"] and "/tmp/sparkc-engine.exit" in argv[5]
     assert argv[6:] == ["sparkc-engine", *flat(plan.ray_engine)]
     assert execs[0] > max(runs)
+    # a worker's container (ray start --address) only once the head's Ray port answered
+    head_run = next(i for i in runs if calls[i][0] == plan.head)
+    assert head_run == min(runs) and f"waiting for the Ray head at {plan.head_fabric_ip}:{plan.ray_port}" in text
     ray_checks = [i for i, (_, a) in enumerate(calls) if a[:3] == ["exec", head.container_name, "python3"]]
     assert ray_checks and max(ray_checks) < execs[0]
     assert f"ray: {len(plan.nodes)}/{len(plan.nodes)} nodes alive" in text
@@ -258,7 +261,9 @@ def test_slurm_host_hooks_run_once_on_every_node_before_its_container(fake: Fake
     for n in plan.nodes:
         assert f"{n.name}: host hook pre_launch[1] done" in text
     steps = (fake.state / "srun.jsonl").read_text().splitlines()
-    assert "sparkc_host_hooks" in steps[0] and "sparkc_node_task" in steps[1]
+    # the hooks' step first, on every node; the containers' step after it ended
+    assert steps[0].endswith('sparkc_values\\nsparkc_host_hooks"]') and "--nodelist" not in steps[0]
+    assert any(step.endswith('sparkc_values\\nsparkc_node_task"]') for step in steps[1:])
 
 
 def test_slurm_host_hook_that_fails_stops_the_job_before_any_container(fake: FakeCluster) -> None:
