@@ -5,8 +5,10 @@ from the plan (NodePlan.docker_run, checked by compiler/output/docker_words.py),
 the ssh target's. The values are written into a function at compile time and each task picks its own node's
 by its Slurm node name when it runs: the batch shell never expands a per-node value. Readiness is checked on
 the head as the ssh launcher checks it (/health, /v1/models, a one-token completion, within launch.timeout).
-What the ssh launcher does around the containers (preflight, the fabric probe, NCCL's transport check, the
-image's entrypoint check, dropping the page cache, host hooks) has no counterpart here.
+cluster.hooks run on each node's host as a step before the containers start, and under Ray the engine starts
+in the head's container once Ray's cluster is whole (compiler/output/slurm_steps.py), as the ssh launcher does.
+What else the ssh launcher does around the containers (preflight, the fabric probe, NCCL's transport check, the
+image's entrypoint check, dropping the page cache) has no counterpart here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from compiler.diagnostics import Diagnostic, error
 from compiler.output.bash_words import comment, lines, quote, split_runs
 from compiler.output.docker_words import read_docker_run
 from compiler.output.folder_guard import SLURM
+from compiler.output.slurm_steps import STEPS_CODE, step_values
 from compiler.plan import Plan
 from compiler.spec.typed import Backend
 
@@ -45,28 +48,12 @@ def refusals(plan: Plan) -> list[Diagnostic]:
                 "sshd, which this job does not set up; use --target ssh for this engine",
             )
         )
-    if plan.backend is Backend.RAY:
-        found.append(
-            error(
-                ("engine", "backend"),
-                f"{TARGET}: backend ray starts the engine in the head's container once Ray's cluster has formed, "
-                "which this job does not do; use backend native, or --target ssh or kubernetes",
-            )
-        )
     if plan.hooks is not None and plan.hooks.patches:
         found.append(
             error(
                 ("container", "hooks", "patches"),
                 f"{TARGET}: the ssh target's launcher copies the patch folder to every node; this job copies "
                 "nothing (put the files in the image, or use --target ssh)",
-            )
-        )
-    if plan.host_hooks is not None:
-        found.append(
-            error(
-                ("cluster", "hooks"),
-                f"{TARGET}: cluster.hooks run on each node's host over ssh before the containers start; this job "
-                "runs nothing on the hosts outside the containers (use --target ssh)",
             )
         )
     if plan.model.hf == "ref":
@@ -90,7 +77,7 @@ def refusals(plan: Plan) -> list[Diagnostic]:
 
 
 def render_slurm(plan: Plan) -> dict[str, str]:
-    return {sbatch_file(plan): _header(plan) + _values(plan) + _BODY}
+    return {sbatch_file(plan): _header(plan) + _values(plan) + _BODY + STEPS_CODE + _MAIN}
 
 
 def slurm_time(seconds: int) -> str:
@@ -119,6 +106,13 @@ def _header(plan: Plan) -> str:
         "# Slurm's node names must be the spec's node names; each node needs docker and the image, as for the",
         "# ssh target.",
     ]
+    if plan.host_hooks is not None:
+        hooks = plan.host_hooks
+        runs_as = "root through sudo -n: the job's user needs it without a password" if hooks.sudo else "the job's user"
+        lines.append(
+            f"# cluster.hooks ({len(hooks.pre_launch)} command(s)) run on each node's host as a step before the "
+            f"containers, as {runs_as}."
+        )
     if secrets:
         lines.append(
             f"# Secrets ({secrets}): export them before sbatch; srun passes them to every task, whose docker run "
@@ -168,7 +162,9 @@ def _values(plan: Plan) -> str:
         ("SPARKC_TIMEOUT", quote(plan.launch_timeout)),
         ("SPARKC_PROBE_PAUSE", quote(PROBE_PAUSE)),
     ]
-    body = "\n".join(f"  {name}={value}" for name, value in assignments)
+    body = "\n".join(
+        [*(f"  {name}={value}" for name, value in assignments), *(f"  {line}" for line in step_values(plan))]
+    )
     return (
         "# The deployment's values, by node in the spec's order (head first). Each task picks its own node's by its\n"
         "# Slurm node name (SLURMD_NODENAME), never by SLURM_NODEID: Slurm numbers the allocated nodes in the order\n"
@@ -217,6 +213,7 @@ sparkc_node_task() {
   trap 'trap "" TERM INT; docker rm -f "$SPARKC_CONTAINER" >/dev/null 2>&1 || true' EXIT
   trap 'exit 143' TERM
   trap 'exit 130' INT
+  sparkc_wait_ray_head || return 1
   "${run[@]}" >/dev/null || return 1
   docker logs -f "$SPARKC_CONTAINER" 2>&1 &
   code=$(docker wait "$SPARKC_CONTAINER") || return 1
@@ -246,9 +243,11 @@ sparkc_curl() {
 # On the head: the endpoint answers /health, lists the served model and completes one token, within
 # launch.timeout; else it fails saying what it still waits for.
 sparkc_wait_ready() {
-  local deadline=$((SECONDS + SPARKC_TIMEOUT)) want stage=""
+  local deadline=${SPARKC_DEADLINE:-$((SECONDS + SPARKC_TIMEOUT))} want stage=""
   while :; do
-    if ! sparkc_curl --max-time 10 -o /dev/null "$SPARKC_PROBE_URL/health" 2>/dev/null; then
+    if sparkc_engine_ended; then
+      return 1
+    elif ! sparkc_curl --max-time 10 -o /dev/null "$SPARKC_PROBE_URL/health" 2>/dev/null; then
       want=/health
     elif ! sparkc_curl --max-time 10 "$SPARKC_PROBE_URL/v1/models" 2>/dev/null |
       grep -qF -- "$SPARKC_SERVED_MODEL_JSON"; then
@@ -271,7 +270,10 @@ sparkc_wait_ready() {
   done
 }
 
-# The text a task's `bash -c` runs: the values, the helpers and the functions named, then the first of them.
+"""
+
+# The batch shell's own part: the steps, one after the other, and the cleanup.
+_MAIN = r"""# The text a task's `bash -c` runs: the values, the helpers and the functions named, then the first of them.
 sparkc_task_body() {
   declare -f sparkc_values sparkc_log sparkc_me "$@"
   printf 'sparkc_values\n%s\n' "$1"
@@ -281,7 +283,7 @@ sparkc_task_body() {
 # the shell that runs this (exec), so that the process started in the background is srun itself, which
 # passes signals on to the tasks.
 sparkc_start_nodes() {
-  exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c "$(sparkc_task_body sparkc_node_task)"
+  exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c "$(sparkc_task_body sparkc_node_task sparkc_wait_ray_head)"
 }
 
 sparkc_cleanup() {
@@ -311,11 +313,15 @@ sparkc_main() {
   trap sparkc_cleanup EXIT
   trap 'exit 143' TERM
   trap 'exit 130' INT
+  if ((${#SPARKC_HOST_HOOKS[@]})); then
+    sparkc_log "running cluster.hooks.pre_launch on every node's host (${#SPARKC_HOST_HOOKS[@]} command(s))"
+    srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c "$(sparkc_task_body sparkc_host_hooks)" || return 1
+  fi
   sparkc_log "starting ${#SPARKC_NODES[@]} container(s) on ${SPARKC_NODES[*]} (job ${SLURM_JOB_ID:-?})"
   sparkc_start_nodes &
   SPARKC_STEP=$!
   srun --overlap --nodes=1 --ntasks=1 --nodelist="$SPARKC_HEAD" \
-    bash -c "$(sparkc_task_body sparkc_wait_ready sparkc_curl)" &
+    bash -c "$(sparkc_task_body sparkc_head_task sparkc_ray_engine sparkc_engine_ended sparkc_wait_ready sparkc_curl)" &
   SPARKC_READY=$!
   while kill -0 "$SPARKC_READY" 2>/dev/null; do
     if ! kill -0 "$SPARKC_STEP" 2>/dev/null; then

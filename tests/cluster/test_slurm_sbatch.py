@@ -26,7 +26,7 @@ from compiler.pipeline import Beside, Target
 from compiler.plan import flat
 from simcluster.fixtures import unavailable
 from tests.fakes.cluster import BIN, FakeCluster, free_port
-from tests.specs import EXAMPLES, compile_spec, diagnostics_text, example, with_changes
+from tests.specs import DELETE, EXAMPLES, compile_spec, diagnostics_text, example, with_changes
 
 pytestmark = pytest.mark.cluster
 
@@ -36,9 +36,7 @@ ACCEPTED = [
     for p in sorted(EXAMPLES.glob("*.yaml"))
     if p.stem
     not in {
-        "qwen3-32b-2spark-hooks",
-        "qwen3-32b-2spark-ray-crosscabled",
-        "seed-qwen35-122b-2spark-ray",
+        "qwen3-32b-2spark-hooks",  # its container.hooks.patches: placed below without them
         "trtllm-qwen3-235b-2spark-mpi",
     }
 ]
@@ -151,6 +149,17 @@ def test_slurm_controller_places_each_example_on_its_nodes(slurm: dict[str, str]
     assert sorted(placed.group(1).split(",")) == sorted(n.name for n in plan.nodes)
 
 
+def test_slurm_controller_places_the_host_hooks_example(slurm: dict[str, str], tmp_path: Path) -> None:
+    # cluster.hooks run as a step of the job; the example's patch folder (copied by the ssh target only) left out
+    spec = with_changes(example("qwen3-32b-2spark-hooks"), {"container.hooks": DELETE})
+    result = compile_spec(spec, target=Target.SLURM)
+    assert result.ok and result.plan is not None and result.plan.host_hooks is not None, diagnostics_text(result)
+    done = submitted_test_only(slurm, result.files[sbatch_file(result.plan)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    placed = re.search(r"on nodes (\S+) in partition", done.stderr)
+    assert placed is not None and sorted(placed.group(1).split(",")) == sorted(n.name for n in result.plan.nodes)
+
+
 def test_slurm_controller_refuses_more_gpus_than_the_nodes_have(slurm: dict[str, str], tmp_path: Path) -> None:
     # the script's --gpus-per-node reaches the controller: nodes of one GPU cannot hold a job asking for two
     two = {"cluster.nodes.0.gpus": 2, "cluster.nodes.1.gpus": 2, "engine.tensor_parallel": 4}
@@ -197,5 +206,38 @@ def test_slurm_real_job_runs_each_nodes_container_waits_ready_and_scancel_remove
 
         _until(ended, f"job {job} to end", out)
         _until(lambda: all(fake.containers(n.name) == [] for n in plan.nodes), "every container removed", out, 30)
+    finally:
+        fake.shutdown()
+
+
+def test_slurm_real_ray_job_starts_the_engine_in_the_heads_container_and_scancel_removes_them(
+    slurm: dict[str, str], tmp_path: Path
+) -> None:
+    fake = FakeCluster(tmp_path)
+    try:
+        result = compile_spec(fake.adapt(example("seed-qwen35-122b-2spark-ray")), target=Target.SLURM)
+        assert result.ok and result.plan is not None, diagnostics_text(result)
+        plan = result.plan
+        emit(result.files, fake.build)
+        out = tmp_path / "job.out"
+        env = {**slurm, "PATH": f"{BIN}:{os.environ['PATH']}", "FAKE_STATE": str(fake.state)}
+        env.pop("FAKE_NODE", None)
+        submitted = subprocess.run(
+            ["sbatch", "--parsable", f"--output={out}", str(fake.build / sbatch_file(plan))],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        job = submitted.stdout.strip().split(";")[0]
+        _until(lambda: out.exists() and "READY" in out.read_text(), "READY in the job's output", out, 120)
+        calls = fake.docker_calls()
+        runs = [i for i, (_, argv) in enumerate(calls) if argv[:1] == ["run"]]
+        execs = [(i, node, argv) for i, (node, argv) in enumerate(calls) if argv[:2] == ["exec", "-d"]]
+        assert len(runs) == len(plan.nodes) and len(execs) == 1
+        at, node, argv = execs[0]
+        assert node == plan.head and at > max(runs) and argv[6:] == ["sparkc-engine", *flat(plan.ray_engine)]
+        subprocess.run(["scancel", job], env=slurm, check=True)
+        _until(lambda: all(fake.containers(n.name) == [] for n in plan.nodes), "every container removed", out, 60)
     finally:
         fake.shutdown()

@@ -187,3 +187,92 @@ def test_slurm_task_on_a_node_not_in_the_spec_fails_naming_it(fake: FakeCluster,
     )
     assert done.returncode != 0
     assert f"Slurm node {node_name} is none of this deployment's nodes" in done.stderr
+
+
+RAY = "seed-qwen35-122b-2spark-ray"
+
+
+def test_slurm_ray_job_starts_the_engine_in_the_heads_container_once_every_node_runs(fake: FakeCluster) -> None:
+    plan, sbatch = prepared(fake, RAY)
+    head = next(n for n in plan.nodes if n.name == plan.head)
+    log = fake.root / "job.out"
+    with log.open("w") as out:
+        job = subprocess.Popen(["bash", str(sbatch)], env=job_env(fake, plan), stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while "READY" not in log.read_text() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    job.send_signal(signal.SIGTERM)
+    job.wait(timeout=30)
+    text = log.read_text()
+    assert "READY" in text and job.returncode == 143, text
+    calls = fake.docker_calls()
+    runs = [i for i, (_, argv) in enumerate(calls) if argv[:1] == ["run"]]
+    execs = [i for i, (_, argv) in enumerate(calls) if argv[:2] == ["exec", "-d"]]
+    assert len(runs) == len(plan.nodes) and len(execs) == 1, calls
+    node, argv = calls[execs[0]]
+    # on the head, in its container, through the library's wrapper, the plan's engine words: after every
+    # node's container started (Ray reported them all)
+    assert node == plan.head and argv[2] == head.container_name
+    assert argv[3:5] == ["sh", "-c"] and "/tmp/sparkc-engine.exit" in argv[5]
+    assert argv[6:] == ["sparkc-engine", *flat(plan.ray_engine)]
+    assert execs[0] > max(runs)
+    # a worker's container (ray start --address) only once the head's Ray port answered
+    head_run = next(i for i in runs if calls[i][0] == plan.head)
+    assert head_run == min(runs) and f"waiting for the Ray head at {plan.head_fabric_ip}:{plan.ray_port}" in text
+    ray_checks = [i for i, (_, a) in enumerate(calls) if a[:3] == ["exec", head.container_name, "python3"]]
+    assert ray_checks and max(ray_checks) < execs[0]
+    assert f"ray: {len(plan.nodes)}/{len(plan.nodes)} nodes alive" in text
+    assert f"READY: {plan.served_model_name} at {plan.endpoint_url}/v1" in text
+    for n in plan.nodes:  # removing the containers ends the engine too
+        assert fake.containers(n.name) == [], text
+
+
+def test_slurm_ray_job_fails_when_the_engine_exits_before_ready(fake: FakeCluster) -> None:
+    plan, sbatch = prepared(fake, RAY)
+    fake.set("crash")
+    done = subprocess.run(["bash", str(sbatch)], env=job_env(fake, plan), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "exited with status 1 (its log is above)" in done.stderr
+    assert all(fake.containers(n.name) == [] for n in plan.nodes)
+
+
+HOOK_SEEN = (
+    'echo "$SLURMD_NODENAME $(ls "$FAKE_STATE/nodes/$SLURMD_NODENAME/containers" | wc -l)" >>"$FAKE_STATE/hooks"'
+)
+HOOK_DATA = 'printf \'%s\\n\' "it\'s \\$HOME" >>"$FAKE_STATE/hooks"'
+
+
+def test_slurm_host_hooks_run_once_on_every_node_before_its_container(fake: FakeCluster) -> None:
+    plan, sbatch = prepared(fake, VLLM, {"cluster.hooks": {"pre_launch": [HOOK_SEEN, HOOK_DATA]}})
+    fake.set("record-only")
+    log = fake.root / "job.out"
+    with log.open("w") as out:
+        job = subprocess.Popen(["bash", str(sbatch)], env=job_env(fake, plan), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        until(lambda: len(started(fake, plan)) == len(plan.nodes), "every node's docker run")
+    finally:
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=30)
+    text = log.read_text()
+    seen = (fake.state / "hooks").read_text().splitlines()
+    # each node once, no container there yet; the second command's words reached sh as the spec wrote them
+    assert sorted(line for line in seen if not line.startswith("it's")) == sorted(f"{n.name} 0" for n in plan.nodes)
+    assert seen.count("it's $HOME") == len(plan.nodes), seen
+    for n in plan.nodes:
+        assert f"{n.name}: host hook pre_launch[1] done" in text
+    steps = (fake.state / "srun.jsonl").read_text().splitlines()
+    # the hooks' step first, on every node; the containers' step after it ended
+    assert steps[0].endswith('sparkc_values\\nsparkc_host_hooks"]') and "--nodelist" not in steps[0]
+    assert any(step.endswith('sparkc_values\\nsparkc_node_task"]') for step in steps[1:])
+
+
+def test_slurm_host_hook_that_fails_stops_the_job_before_any_container(fake: FakeCluster) -> None:
+    plan, sbatch = prepared(fake, VLLM, {"cluster.hooks": {"pre_launch": ["echo no clocks; exit 7"]}})
+    done = subprocess.run(["bash", str(sbatch)], env=job_env(fake, plan), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    for n in plan.nodes:
+        assert (
+            f"host hook pre_launch[0] failed on {n.name} with status 7: echo no clocks; exit 7 (it said: no clocks)"
+            in done.stderr
+        )
+    assert not started(fake, plan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,7 @@ from tests.specs import EXAMPLES, ROOT, compile_spec, diagnostics_text, example,
 VALID = sorted(EXAMPLES.glob("*.yaml"))
 # What one batch job of docker containers cannot run, and the spec fields each refusal points at.
 REFUSED = {
-    "qwen3-32b-2spark-hooks": {"cluster.hooks", "container.hooks.patches"},
-    "qwen3-32b-2spark-ray-crosscabled": {"engine.backend"},
-    "seed-qwen35-122b-2spark-ray": {"engine.backend"},
+    "qwen3-32b-2spark-hooks": {"container.hooks.patches"},
     "trtllm-qwen3-235b-2spark-mpi": {"engine.backend"},
 }
 ACCEPTED = [p for p in VALID if p.stem not in REFUSED]
@@ -151,3 +150,36 @@ def test_slurm_cli_writes_the_script_and_refuses_with_exit_1(tmp_path: Path) -> 
     refused = runner.invoke(cli, ["compile", str(mpi), "--target", "slurm", "-o", str(tmp_path / "t")])
     assert refused.exit_code == 1
     assert f"{mpi}:" in refused.output and "engine.backend: --target slurm: backend mpi" in refused.output
+
+
+def test_slurm_host_hooks_are_data_and_run_as_the_spec_asks(tmp_path: Path) -> None:
+    """cluster.hooks reach the job as the spec wrote them: bash reading the script gets each command back."""
+    hooks = ["nvidia-smi -lgc 200,2150", "echo \"$(hostname)\" 'it''s' `id -u` $HOME; true"]
+    spec = with_changes(example("llama33-70b-2spark-native"), {"cluster.hooks": {"pre_launch": hooks, "sudo": True}})
+    result = compile_spec(spec, target=Target.SLURM)
+    plan = compiled(result)
+    script = tmp_path / "job.sbatch"
+    script.write_text(result.files[sbatch_file(plan)], encoding="utf-8")
+    read = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'source "$1" && sparkc_values && printf "%s\\0" "$SPARKC_HOST_HOOKS_SUDO" "${SPARKC_HOST_HOOKS[@]}"',
+            "-",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert read.stdout.split("\0")[:-1] == ["1", *hooks]
+
+
+def test_slurm_ray_engine_words_are_the_plans() -> None:
+    result = _example(EXAMPLES / "seed-qwen35-122b-2spark-ray.yaml")
+    plan = compiled(result)
+    text = result.files[sbatch_file(plan)]
+    assert plan.ray_engine and "sparkc_ray_engine" in text
+    assert f"SPARKC_RAY_IPS=({' '.join(plan.ray_expected_ips)})" in text
+    native = _example(EXAMPLES / "llama33-70b-2spark-native.yaml")
+    assert "  SPARKC_ENGINE=()\n" in native.files[sbatch_file(compiled(native))]
