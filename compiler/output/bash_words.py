@@ -52,6 +52,11 @@ def words(values: Iterable[Any], indent: int = 2) -> str:
     return "(\n" + "\n".join(" " * indent + w for w in items) + f"\n{' ' * max(indent - 2, 0)})"
 
 
+def inline(values: Iterable[Any]) -> str:
+    """A bash array on one line: `(a b c)`, each word quoted."""
+    return "(" + " ".join(quote(v) for v in values) + ")"
+
+
 def lines(command: Iterable[Iterable[Any]], indent: int = 2) -> str:
     """A command's groups of words, one group per line, each word quoted: the body of a bash array."""
     return "\n".join(" " * indent + " ".join(quote(w) for w in group) for group in command)

@@ -54,6 +54,19 @@ def single_quoted(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+def runtime_functions(part: str, names: tuple[str, ...]) -> str:
+    """The text of the functions `names` as `runtime/<part>` defines them (each from its `NAME() {` line to
+    the `}` that closes it at the line's start), for a script that carries them without the whole library."""
+    text = (data_dir("runtime") / part).read_text(encoding="utf-8")
+    found = []
+    for name in names:
+        match = re.search(rf"^{re.escape(name)}\(\) {{\n.*?^}}\n", text, re.M | re.S)
+        if match is None:
+            raise ValueError(f"runtime/{part} no longer defines {name}() as a block of its own")
+        found.append(match.group(0))
+    return "".join(found)
+
+
 def _embedded(match: re.Match[str]) -> str:
     text = (data_dir("runtime") / match.group(2)).read_text(encoding="utf-8")
     return f"readonly {match.group(1)}={single_quoted(text)}"

@@ -14,12 +14,12 @@ image's entrypoint check, dropping the page cache) has no counterpart here.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 
 from compiler.diagnostics import Diagnostic, error
-from compiler.output.bash_words import comment, lines, quote, split_runs
+from compiler.output.bash_words import comment, inline, lines, quote, split_runs
 from compiler.output.docker_words import read_docker_run
 from compiler.output.folder_guard import SLURM
+from compiler.output.library import runtime_functions
 from compiler.output.slurm_steps import STEPS_CODE, step_values
 from compiler.plan import Plan
 from compiler.spec.typed import Backend
@@ -76,8 +76,15 @@ def refusals(plan: Plan) -> list[Diagnostic]:
     return found
 
 
+# The ssh launcher's own functions that send the API key to curl (runtime/common.sh): the key as a header
+# read from stdin, refused when it holds a control character (a line of curl's config of its own).
+API_CURL = ("api_key", "has_control", "api_key_problem", "api_curl")
+
+
 def render_slurm(plan: Plan) -> dict[str, str]:
-    return {sbatch_file(plan): _header(plan) + _values(plan) + _BODY + STEPS_CODE + _MAIN}
+    curl = "# The API key sent as the ssh launcher sends it (its library's functions).\n"
+    code = _BODY + curl + runtime_functions("common.sh", API_CURL) + "\n" + STEPS_CODE + _MAIN
+    return {sbatch_file(plan): _header(plan) + _values(plan) + code}
 
 
 def slurm_time(seconds: int) -> str:
@@ -141,13 +148,13 @@ def _values(plan: Plan) -> str:
         for node, groups in zip(plan.nodes, runs.own, strict=True)
     )
     assignments = [
-        ("SPARKC_NODES", _inline(n.name for n in plan.nodes)),
-        ("SPARKC_CONTAINERS", _inline(n.container_name for n in plan.nodes)),
-        ("SPARKC_RANKS", _inline(n.rank for n in plan.nodes)),
+        ("SPARKC_NODES", inline(n.name for n in plan.nodes)),
+        ("SPARKC_CONTAINERS", inline(n.container_name for n in plan.nodes)),
+        ("SPARKC_RANKS", inline(n.rank for n in plan.nodes)),
         ("SPARKC_RUN_SHARED", f"(\n{lines(runs.shared, 4)}\n  )"),
         ("SPARKC_RUN_OWN", f"(\n{own}\n  )"),
-        ("SPARKC_RUN_SPANS", _inline(runs.spans)),
-        ("SPARKC_SECRETS", _inline(plan.secrets)),
+        ("SPARKC_RUN_SPANS", inline(runs.spans)),
+        ("SPARKC_SECRETS", inline(plan.secrets)),
         ("SPARKC_HEAD", quote(plan.head)),
         ("SPARKC_PROBE_URL", quote(plan.probe_url)),
         ("SPARKC_ENDPOINT", quote(plan.endpoint_url)),
@@ -174,14 +181,11 @@ def _values(plan: Plan) -> str:
     )
 
 
-def _inline(values: Iterable[object]) -> str:
-    return "(" + " ".join(quote(v) for v in values) + ")"
-
-
 # The script's code, the same for every deployment. Functions run in srun's tasks travel as their text
 # (`declare -f`) inside a single-quoted-equivalent `bash -c` body: nothing in them is expanded by the batch
 # shell, so each task expands SLURMD_NODENAME, SLURM_NODEID and SLURM_PROCID itself.
 _BODY = r"""sparkc_log() { printf '%s sparkc: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+warn() { sparkc_log "WARNING: $*"; }
 
 # SPARKC_ME: this node's index in SPARKC_NODES, by its Slurm node name.
 sparkc_me() {
@@ -228,31 +232,24 @@ sparkc_remove() {
   docker rm -f "${SPARKC_CONTAINERS[SPARKC_ME]}" >/dev/null 2>&1 || true
 }
 
-# curl to the API, sending the API key (if any) as a header read from stdin, never on a command line.
-sparkc_curl() {
-  local key=$SPARKC_API_KEY_GIVEN
-  [[ -z $SPARKC_API_KEY_VAR ]] || key=${!SPARKC_API_KEY_VAR-}
-  if [[ -z $key ]]; then
-    curl -fsS "$@"
-    return
-  fi
-  key=${key//\\/\\\\}
-  printf 'header = "Authorization: Bearer %s"\n' "${key//\"/\\\"}" | curl -K - -fsS "$@"
-}
-
 # On the head: the endpoint answers /health, lists the served model and completes one token, within
 # launch.timeout; else it fails saying what it still waits for.
 sparkc_wait_ready() {
-  local deadline=${SPARKC_DEADLINE:-$((SECONDS + SPARKC_TIMEOUT))} want stage=""
+  local deadline=${SPARKC_DEADLINE:-$((SECONDS + SPARKC_TIMEOUT))} want stage="" problem
+  problem=$(api_key_problem)
+  if [[ -n $problem ]]; then
+    sparkc_log "$problem"
+    return 1
+  fi
   while :; do
     if sparkc_engine_ended; then
       return 1
-    elif ! sparkc_curl --max-time 10 -o /dev/null "$SPARKC_PROBE_URL/health" 2>/dev/null; then
+    elif ! api_curl -fsS --max-time 10 -o /dev/null "$SPARKC_PROBE_URL/health" 2>/dev/null; then
       want=/health
-    elif ! sparkc_curl --max-time 10 "$SPARKC_PROBE_URL/v1/models" 2>/dev/null |
+    elif ! api_curl -fsS --max-time 10 "$SPARKC_PROBE_URL/v1/models" 2>/dev/null |
       grep -qF -- "$SPARKC_SERVED_MODEL_JSON"; then
       want="/v1/models naming $SPARKC_SERVED_MODEL"
-    elif ! sparkc_curl --max-time 60 -o /dev/null -H 'Content-Type: application/json' -d "$SPARKC_PROBE_BODY" \
+    elif ! api_curl -fsS --max-time 60 -o /dev/null -H 'Content-Type: application/json' -d "$SPARKC_PROBE_BODY" \
       "$SPARKC_PROBE_URL/v1/completions" 2>/dev/null; then
       want="a completion"
     else
@@ -321,7 +318,8 @@ sparkc_main() {
   sparkc_start_nodes &
   SPARKC_STEP=$!
   srun --overlap --nodes=1 --ntasks=1 --nodelist="$SPARKC_HEAD" \
-    bash -c "$(sparkc_task_body sparkc_head_task sparkc_ray_engine sparkc_engine_ended sparkc_wait_ready sparkc_curl)" &
+    bash -c "$(sparkc_task_body sparkc_head_task sparkc_ray_engine sparkc_engine_ended sparkc_wait_ready warn \
+      api_key has_control api_key_problem api_curl)" &
   SPARKC_READY=$!
   while kill -0 "$SPARKC_READY" 2>/dev/null; do
     if ! kill -0 "$SPARKC_STEP" 2>/dev/null; then

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from compiler.output.bash_words import lines, quote
+from compiler.output.bash_words import inline, lines, quote
 from compiler.output.library import single_quoted
 from compiler.plan import Plan
 from compiler.resources import data_dir
@@ -41,7 +41,7 @@ def step_values(plan: Plan) -> list[str]:
     such step."""
     hooks = plan.host_hooks
     values = [
-        ("SPARKC_HOST_HOOKS", _array(hooks.pre_launch if hooks else ())),
+        ("SPARKC_HOST_HOOKS", inline(hooks.pre_launch if hooks else ())),
         ("SPARKC_HOST_HOOKS_SUDO", quote(bool(hooks and hooks.sudo))),
     ]
     ray = plan.backend is Backend.RAY and bool(plan.ray_engine)
@@ -49,7 +49,7 @@ def step_values(plan: Plan) -> list[str]:
     values.append(("SPARKC_RAY_HEAD", quote(f"{plan.head_fabric_ip}:{plan.ray_port}" if ray else "")))
     if ray:
         values += [
-            ("SPARKC_RAY_IPS", _array(plan.ray_expected_ips)),
+            ("SPARKC_RAY_IPS", inline(plan.ray_expected_ips)),
             ("SPARKC_TOTAL_GPUS", quote(plan.total_gpus)),
             ("SPARKC_RAY_PAUSE", quote(RAY_PAUSE)),
             # the library's own texts (no value of the spec), written as the library writes them
@@ -62,10 +62,6 @@ def step_values(plan: Plan) -> list[str]:
             f"SPARKC_ENGINE_WRAPPER={single_quoted(engine_wrapper())}",
         ]
     return written
-
-
-def _array(values: tuple[object, ...]) -> str:
-    return "(" + " ".join(quote(v) for v in values) + ")"
 
 
 # Functions named to sparkc_task_body travel to the tasks as their text; the batch shell expands nothing in them.

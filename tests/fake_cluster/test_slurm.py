@@ -276,3 +276,29 @@ def test_slurm_host_hook_that_fails_stops_the_job_before_any_container(fake: Fak
             in done.stderr
         )
     assert not started(fake, plan)
+
+
+def test_slurm_readiness_refuses_an_api_key_that_would_be_a_line_of_curls_config(
+    fake: FakeCluster, tmp_path: Path
+) -> None:
+    # The key travels to curl as a config text on stdin (curl -K -): a line break in it would start a line of
+    # curl's own options, here one that writes a file. The launcher's own check refuses it before any request.
+    from tests.specs import example
+
+    result = compile_spec(example("solo-qwen3-32b-api-key"), target=Target.SLURM)
+    assert result.ok and result.plan is not None, diagnostics_text(result)
+    plan = result.plan
+    emit(result.files, tmp_path / "build")
+    sbatch = tmp_path / "build" / sbatch_file(plan)
+    planted = tmp_path / "written-by-curl"
+    key = f"sk-1\noutput = {planted}"
+    probe = subprocess.run(
+        ["bash", "-c", 'source "$1" && sparkc_values && sparkc_wait_ready', "sbatch", str(sbatch)],
+        env=job_env(fake, plan, VLLM_API_KEY=key),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert probe.returncode == 1, probe.stderr
+    assert "the API key in VLLM_API_KEY holds a control character" in probe.stderr
+    assert not planted.exists()
