@@ -9,7 +9,7 @@ from typing import Any
 
 from compiler.engines import Engine, RecipeWords
 from compiler.engines.flag_table import is_flag, newest, read_words
-from compiler.tools.importer.output import Notes
+from compiler.tools.importer.output import RECIPE_KEY, Notes
 from compiler.tools.importer.speculative import read_draft
 from compiler.user_files import ascii_int
 
@@ -56,7 +56,7 @@ def read_command(
         unfilled.add(match.group(0))
         return match.group(0)
 
-    text = re.sub(r"(?<!\{)\{(\w+)\}(?!\})", fill, command.replace("\\\n", " "))
+    text = RECIPE_KEY.sub(fill, command.replace("\\\n", " "))
     if unescape:
         text = text.replace("{{", "{").replace("}}", "}")
     try:

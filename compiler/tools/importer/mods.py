@@ -12,13 +12,11 @@ from typing import Any
 from compiler.plan import PATCHES_MOUNT
 from compiler.spec.load import kind_of
 from compiler.spec.patches import MAX_BYTES, MAX_FILES
-from compiler.tools.importer.output import Notes, shown
+from compiler.tools.importer.output import RECIPE_KEY, Notes, shown
 from compiler.tools.recipe_mods import MOD_HOME, Mod, patch_files, read_mod
 
 # A command word that names a file by a relative path (`unsloth.jinja`, `tool_parser.py`): a file in the
 # container's working folder, which an eugr mod puts there.
-# A `{key}` of sparkrun's renderer (a doubled brace is left as written).
-_PLACEHOLDER = re.compile(r"(?<!\{)\{(\w+)\}(?!\})")
 _RELATIVE_FILE = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.(?:jinja|j2|json|py|yaml|yml|txt|tiktoken|model)")
 
 
@@ -41,14 +39,14 @@ def pre_exec(recipe: dict[str, Any], values: dict[Any, Any], warnings: Notes) ->
         if not isinstance(entry, str):
             warnings.error(("pre_exec", i), f"{kind_of(entry)}, not a command; write it as a shell command")
             continue
-        unfilled = sorted({m.group(0) for m in _PLACEHOLDER.finditer(entry) if m.group(1) not in values})
+        unfilled = sorted({m.group(0) for m in RECIPE_KEY.finditer(entry) if m.group(1) not in values})
         if unfilled:
             warnings.error(
                 ("pre_exec", i),
                 f"{', '.join(unfilled)}: the recipe's defaults give no value; write the value into the command",
             )
             continue
-        filled = _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), entry)
+        filled = RECIPE_KEY.sub(lambda m: str(values[m.group(1)]), entry)
         commands.append(shlex.join(["bash", "-c", filled]))  # its launcher runs it with bash, not sh
     return commands
 

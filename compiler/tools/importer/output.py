@@ -18,6 +18,10 @@ from compiler.spec.load import kind_of, locate
 from compiler.user_files import ascii_int
 
 PLACEHOLDER = "PLACEHOLDER"
+# A `{key}` the launcher fills from the recipe's defaults. sparkrun fills any key it has between braces, so a
+# key may hold a hyphen or a dot (`{hf-overrides}`); a JSON object (`{"a": 1}`) names none. A doubled brace is
+# left as written.
+RECIPE_KEY = re.compile(r"(?<!\{)\{([\w.-]+)\}(?!\})")
 # Nodes a recipe can ask for (one per GPU, at least min_nodes): spark-a to spark-z.
 MAX_NODES = 26
 
