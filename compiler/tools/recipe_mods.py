@@ -49,7 +49,12 @@ def read_mod(recipes_dir: Path, given: str) -> Mod | str:
     name = given.rstrip("/").rsplit("/", 1)[-1]
     if not _NAME.fullmatch(name):
         return f"{where}: its folder name {name!r} needs quoting in a shell; rename the folder (letters, digits, . _ -)"
-    folder = read_patch_folder(recipes_dir, given.rstrip("/"))
+    # sparkrun names a mod by its folder under the repository's mods/ (`fix-x`), spark-vllm-docker by its
+    # path from the repository (`mods/fix-x`); sparkrun reads both in mods/.
+    path = given.rstrip("/")
+    if not path.startswith("mods/") and not (recipes_dir / path).is_dir():
+        path = f"mods/{path}"
+    folder = read_patch_folder(recipes_dir, path)
     if folder.problem:
         return f"{where}: {folder.problem.replace('patch folder', 'mod')}"
     files = {f.path: text.encode("utf-8") for f, text in zip(folder.files, folder.texts, strict=True)}

@@ -3,8 +3,10 @@ recipe here is written anew with the same fields and flags as the public one nam
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from ruamel.yaml import YAML
 
 from compiler.tools.importer import import_recipe
@@ -45,3 +47,40 @@ def test_a_hyphenated_placeholder_without_a_value_drops_its_flag_with_a_warning(
     assert any(
         "--hf-overrides {hf-overrides}: the recipe's defaults give {hf-overrides} no value" in w for w in warnings
     )
+
+
+# After spark-arena/community-recipe-registry recipes/deepseek-v4-flash-vision-exp/anemll-robot/
+# deepseek-v4-flash-vision-exp-fp8-dspark-sglang-anemll-robot.yaml: sparkrun names the mod by its folder under
+# the registry's mods/, without the `mods/` that spark-vllm-docker's recipes write.
+SGLANG_WITH_A_BARE_MOD = """\
+recipe_version: "2"
+model: deepseek-ai/DeepSeek-V4-Flash-Vision-Exp
+runtime: sglang
+container: lmsysorg/sglang:dev-v4f-2dgx-v2
+min_nodes: 2
+defaults: {tensor_parallel: 2, served_model_name: DeepSeek-V4-Flash-Vision-Exp}
+mods:
+  - stream-vl-load-weights
+command: |
+  sglang serve --trust-remote-code --model-path {model} --served-model-name {served_model_name} \\
+    --tp {tensor_parallel} --weight-loader-drop-cache-after-load
+"""
+
+
+@pytest.mark.parametrize("named", ["stream-vl-load-weights", "mods/stream-vl-load-weights"])
+def test_a_mod_named_without_mods_is_read_from_the_repositorys_mods_folder_as_sparkrun_does(
+    tmp_path: Path, named: str
+) -> None:
+    (tmp_path / "mods" / "stream-vl-load-weights").mkdir(parents=True)
+    (tmp_path / "mods" / "stream-vl-load-weights" / "run.sh").write_text("#!/bin/bash\ncp overlay.py /x\n")
+    text = SGLANG_WITH_A_BARE_MOD.replace("  - stream-vl-load-weights", f"  - {named}")
+    result = import_recipe(text, "recipe.yaml", tmp_path, "spec-mods")
+    assert result.errors == (), [str(e) for e in result.errors]
+    hooks = YAML(typ="safe").load(result.spec_text)["container"]["hooks"]
+    assert hooks["patches"] == "spec-mods" and "cd /workspace/mods/stream-vl-load-weights" in hooks["pre_engine"][0]
+    assert set(result.files) == {"spec-mods/stream-vl-load-weights/run.sh"}
+
+
+def test_a_mod_in_neither_place_is_still_refused(tmp_path: Path) -> None:
+    result = import_recipe(SGLANG_WITH_A_BARE_MOD, "recipe.yaml", tmp_path, "spec-mods")
+    assert [e.key for e in result.errors] == ["mods.0"]
