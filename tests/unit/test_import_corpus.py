@@ -84,3 +84,33 @@ def test_a_mod_named_without_mods_is_read_from_the_repositorys_mods_folder_as_sp
 def test_a_mod_in_neither_place_is_still_refused(tmp_path: Path) -> None:
     result = import_recipe(SGLANG_WITH_A_BARE_MOD, "recipe.yaml", tmp_path, "spec-mods")
     assert [e.key for e in result.errors] == ["mods.0"]
+
+
+# After spark-arena/recipe-registry experimental-recipes/minimax-m3/minimax-m3-v0-nvfp4-4x.yaml: a flag the
+# newest SGLang table no longer has (--cuda-graph-bs, now split in -decode and -prefill), given several values.
+SGLANG_WITH_A_FLAG_OF_AN_OLDER_RELEASE = """\
+recipe_version: "2"
+model: sparkarena/Minimax-M3-v0-NVFP4
+runtime: sglang
+container: scitrera/dgx-spark-sglang-mm:v0
+min_nodes: 4
+defaults: {tensor_parallel: 4, cuda_graph_max_bs: 16, cuda_graph_bs: "1 2 4 8 12 16"}
+command: |
+  sglang serve --model-path {model} --tp {tensor_parallel} --trust-remote-code \\
+    --cuda-graph-max-bs {cuda_graph_max_bs} --cuda-graph-bs {cuda_graph_bs} --enable-metrics
+"""
+
+
+def test_the_values_of_a_flag_the_table_does_not_know_stay_with_it() -> None:
+    spec, warnings = _imported(SGLANG_WITH_A_FLAG_OF_AN_OLDER_RELEASE)
+    assert spec["engine"]["args"] == [
+        "--cuda-graph-max-bs", "16", "--cuda-graph-bs", "1", "2", "4", "8", "12", "16", "--enable-metrics",
+    ]  # fmt: skip
+    assert not [w for w in warnings if "follows no flag" in w]
+
+
+def test_a_word_after_a_known_flag_that_takes_none_is_still_left_out_with_a_warning() -> None:
+    recipe = SGLANG_WITH_A_FLAG_OF_AN_OLDER_RELEASE.replace("--enable-metrics", "--enable-metrics 7")
+    spec, warnings = _imported(recipe)
+    assert spec["engine"]["args"][-1] == "--enable-metrics"
+    assert "command: '7' follows no flag that takes it; left out" in warnings

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import replace
 from typing import Any
 
 from compiler.engines import Engine, RecipeWords
-from compiler.engines.flag_table import is_flag, newest, read_words
+from compiler.engines.flag_table import Word, is_flag, newest, read_words
 from compiler.tools.importer.output import RECIPE_KEY, Notes
 from compiler.tools.importer.speculative import read_draft
 from compiler.user_files import ascii_int
@@ -97,7 +98,7 @@ def _flags(words: list[str], engine: Engine, unfilled: set[str], fields: dict[st
     known = recipe_words(engine)
     args: list[str] = []
     speculative: dict[str, tuple[str, list[str]]] = {}  # option -> its value and its words as written
-    for word in read:
+    for word in _unknown_flags_keep_their_words(read):
         values = [words[j] for j in word.values]
         flag, eq, inline = word.text.partition("=")
         given = [inline] if eq else values
@@ -124,6 +125,19 @@ def _flags(words: list[str], engine: Engine, unfilled: set[str], fields: dict[st
         elif not _set_field(target, flag, given[0] if given else "", fields, engine):
             warnings.add(("command",), f"{flag} is set by sparkc from {target}; dropped")
     return args + read_draft(engine, speculative, fields, warnings)
+
+
+def _unknown_flags_keep_their_words(read: list[Word]) -> list[Word]:
+    """A flag the newest table does not know keeps every plain word after it: the image's own release may
+    take several (SGLang's older --cuda-graph-bs 1 2 4), and that parser reads them as the recipe wrote them."""
+    merged: list[Word] = []
+    for word in read:
+        last = merged[-1] if merged else None
+        if last is not None and last.option is None and is_flag(last.text) and not is_flag(word.text):
+            merged[-1] = replace(last, values=(*last.values, word.index))
+        else:
+            merged.append(word)
+    return merged
 
 
 def _unique(names: list[str], first: str) -> list[str]:
