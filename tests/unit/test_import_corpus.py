@@ -114,3 +114,32 @@ def test_a_word_after_a_known_flag_that_takes_none_is_still_left_out_with_a_warn
     spec, warnings = _imported(recipe)
     assert spec["engine"]["args"][-1] == "--enable-metrics"
     assert "command: '7' follows no flag that takes it; left out" in warnings
+
+
+# After eugr/spark-vllm-docker recipes/nemotron-3-super-nvfp4-mtp.yaml: a JSON value kept in the defaults and
+# named as one {key} "because run-recipe.py does single-pass str.format()"; here one that nests an object, beside
+# a JSON the command writes with the format string's {{ }} escapes.
+EUGR_JSON_IN_DEFAULTS = """\
+recipe_version: "1"
+model: nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4
+container: vllm-node
+defaults:
+  tensor_parallel: 2
+  compilation_config: '{"level": 3, "pass_config": {"fuse_allreduce_rms": true}}'
+command: |
+  vllm serve nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4 \\
+  --compilation-config '{compilation_config}' \\
+  --override-generation-config '{{"temperature": 0.6, "top_p": 0.95}}' \\
+  --tensor-parallel-size {tensor_parallel}
+"""
+
+
+def test_a_filled_value_keeps_its_braces_where_the_format_strings_escapes_are_undone() -> None:
+    spec, warnings = _imported(EUGR_JSON_IN_DEFAULTS)
+    assert spec["engine"]["args"] == [
+        "--compilation-config",
+        '{"level": 3, "pass_config": {"fuse_allreduce_rms": true}}',
+        "--override-generation-config",
+        '{"temperature": 0.6, "top_p": 0.95}',
+    ]
+    assert spec["engine"]["tensor_parallel"] == 2 and warnings == ()

@@ -21,6 +21,8 @@ _PROGRAMS = (
     ("python3", "-m", "sglang.launch_server"),
     ("sglang", "serve"),
 )
+# A Python format string's fields and escapes, as spark-vllm-docker's launcher fills its recipes' commands.
+_FORMAT = re.compile(r"\{\{|\}\}|" + RECIPE_KEY.pattern)
 # Values recipes give a limit to mean "the engine decides": the field is left out, so the engine's default applies.
 ENGINE_DECIDES = {"auto", "none", "null", "default", ""}
 
@@ -52,14 +54,14 @@ def read_command(
     unfilled: set[str] = set()
 
     def fill(match: re.Match[str]) -> str:
+        if match.group(1) is None:  # {{ or }}: one brace, in the template only, never inside a filled value
+            return match.group(0)[0]
         if match.group(1) in defaults:
             return str(defaults[match.group(1)])
         unfilled.add(match.group(0))
         return match.group(0)
 
-    text = RECIPE_KEY.sub(fill, command.replace("\\\n", " "))
-    if unescape:
-        text = text.replace("{{", "{").replace("}}", "}")
+    text = (_FORMAT if unescape else RECIPE_KEY).sub(fill, command.replace("\\\n", " "))
     try:
         words = shlex.split(text)
     except ValueError as exc:
