@@ -56,7 +56,9 @@ def read_mod(recipes_dir: Path, given: str) -> Mod | str:
         path = f"mods/{path}"
     folder = read_patch_folder(recipes_dir, path)
     if folder.problem:
-        return f"{where}: {folder.problem.replace('patch folder', 'mod')}"
+        # The patch folder's words name the spec's folder; a mod's folder is in the recipe's repository.
+        problem = folder.problem.replace("patch folder", "mod").replace("beside the spec", "in that repository")
+        return f"{where}: {problem}"
     files = {f.path: text.encode("utf-8") for f, text in zip(folder.files, folder.texts, strict=True)}
     if "run.sh" not in files:
         return f"{where} has no run.sh: a spark-vllm-docker mod is a folder with a run.sh that applies it"

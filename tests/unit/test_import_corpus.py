@@ -84,6 +84,7 @@ def test_a_mod_named_without_mods_is_read_from_the_repositorys_mods_folder_as_sp
 def test_a_mod_in_neither_place_is_still_refused(tmp_path: Path) -> None:
     result = import_recipe(SGLANG_WITH_A_BARE_MOD, "recipe.yaml", tmp_path, "spec-mods")
     assert [e.key for e in result.errors] == ["mods.0"]
+    assert "the mod mods/stream-vl-load-weights does not exist in that repository" in str(result.errors[0])
 
 
 # After spark-arena/recipe-registry experimental-recipes/minimax-m3/minimax-m3-v0-nvfp4-4x.yaml: a flag the
