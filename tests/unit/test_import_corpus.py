@@ -144,3 +144,29 @@ def test_a_filled_value_keeps_its_braces_where_the_format_strings_escapes_are_un
         '{"temperature": 0.6, "top_p": 0.95}',
     ]
     assert spec["engine"]["tensor_parallel"] == 2 and warnings == ()
+
+
+# After spark-arena/community-recipe-registry recipes/qwen3.8-flash-next/thupalo/
+# qwen3.8-flash-next-nvfp4-nextn-sglang-thupalo.yaml: the weights pinned to the snapshot the recipe was measured on.
+PINNED = """\
+recipe_version: "2"
+model: RadixArk/Qwen3.8-Flash-Next-NVFP4
+model_revision: 7b719225242aacd3dbd3f9407468c2ee9a9d2594
+runtime: sglang
+container: lmsysorg/sglang:qwen38flashnext
+min_nodes: 2
+defaults: {tensor_parallel: 2}
+command: python3 -m sglang.launch_server --model-path {model} --tp-size {tensor_parallel} --page-size 64
+"""
+
+
+def test_a_pinned_snapshot_becomes_the_models_revision() -> None:
+    spec, warnings = _imported(PINNED)
+    assert spec["model"]["revision"] == "7b719225242aacd3dbd3f9407468c2ee9a9d2594"
+    assert not [w for w in warnings if "model_revision" in w]
+
+
+def test_a_revision_that_is_no_text_is_named_not_guessed() -> None:
+    spec, warnings = _imported(PINNED.replace("7b719225242aacd3dbd3f9407468c2ee9a9d2594", "[a, b]"))
+    assert "revision" not in spec["model"]
+    assert "model_revision: a list, not a commit id, branch or tag; set model.revision by hand" in warnings

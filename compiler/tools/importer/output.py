@@ -132,7 +132,7 @@ def write_spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: 
     spec["model"].yaml_add_eol_comment(
         printable(f"{PLACEHOLDER}: where {model or 'the weights'} sit on every node"), "path"
     )
-    for key in ("mount", "name", "aliases", "draft"):
+    for key in ("mount", "name", "aliases", "revision", "draft"):
         if f"model.{key}" in fields:
             spec["model"][key] = fields[f"model.{key}"]
     if "name" not in spec["model"] and model:

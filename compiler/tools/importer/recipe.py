@@ -17,7 +17,10 @@ from compiler.tools.importer.mods import mods, pre_exec
 from compiler.tools.importer.output import Imported, Notes, RecipeError, imported, shown, typed, write_spec
 
 # Keys read into the spec; any other top-level key of the recipe is reported.
-_READ = {"name", "container", "model", "runtime", "defaults", "env", "command", "min_nodes", "description", "volumes"}
+_READ = {
+    *("name", "container", "model", "model_revision", "runtime", "defaults", "env", "command", "min_nodes"),
+    *("description", "volumes"),
+}
 # Keys that describe the recipe, not the deployment: dropped without a word.
 _QUIET = {"recipe_version", "sparkrun_version", "description", "metadata", "maintainer"}
 # Keys about how many nodes the recipe's launcher may use: a spec names its nodes, so nothing is lost.
@@ -82,6 +85,7 @@ def import_recipe(
         fields["engine.backend"] = backend  # how the recipe's own launcher runs it, whatever the command says
     elif engine.supports_ray and "engine.backend" not in fields and _several_gpus(fields):
         fields["engine.backend"] = _unnamed_runtime(recipe, defaults)
+    _revision(recipe.get("model_revision"), fields, warnings)
     build_from_args(recipe, fields, warnings)
     files = mods(recipe, args, fields, warnings, recipes_dir, patches)
     before = pre_exec(recipe, values, warnings)
@@ -98,6 +102,15 @@ def import_recipe(
             warnings.add(("defaults", key), "not mapped; the command does not use it", at_key=True)
     spec = write_spec(recipe, kind, fields, args, warnings)
     return imported(document.data, filename, spec, warnings, files)
+
+
+def _revision(raw: Any, fields: dict[str, Any], warnings: Notes) -> None:
+    """sparkrun's model_revision, the snapshot of the weights the recipe serves: model.revision, which the
+    launcher checks on every node."""
+    if isinstance(raw, str) and raw.strip():
+        fields["model.revision"] = raw.strip()
+    elif raw is not None:
+        warnings.add(("model_revision",), f"{kind_of(raw)}, not a commit id, branch or tag; set model.revision by hand")
 
 
 def _several_gpus(fields: dict[str, Any]) -> bool:
