@@ -170,3 +170,24 @@ def test_a_revision_that_is_no_text_is_named_not_guessed() -> None:
     spec, warnings = _imported(PINNED.replace("7b719225242aacd3dbd3f9407468c2ee9a9d2594", "[a, b]"))
     assert "revision" not in spec["model"]
     assert "model_revision: a list, not a commit id, branch or tag; set model.revision by hand" in warnings
+
+
+@pytest.mark.parametrize(
+    ("executor", "entrypoint", "named"),
+    [
+        # spark-arena/community-recipe-registry .../qwen3.8-flash-next-nvfp4-vllm-t4cmyk.yaml: the image's
+        # ENTRYPOINT is `vllm serve`, cleared so that the recipe's command runs in its place.
+        ('{entrypoint: ""}', "bypass", []),
+        # .../deepseek-v4-flash-vision-exp-fp8-dspark-sglang-anemll-robot.yaml: a larger /dev/shm, which the
+        # host's already is (sparkc's containers share the host's IPC namespace).
+        ("{shm_size: 32gb}", None, []),
+        # spark-arena/recipe-registry experimental-recipes/minimax-m3/*.yaml: run as root.
+        ("{user: root}", None, ["executor_config.user: not mapped; sparkc has no equivalent (review it by hand)"]),
+    ],
+)
+def test_sparkruns_executor_config_as_the_spec_can_say_it(
+    executor: str, entrypoint: str | None, named: list[str]
+) -> None:
+    spec, warnings = _imported(PINNED + f"executor_config: {executor}\n")
+    assert spec["container"].get("entrypoint") == entrypoint
+    assert [w for w in warnings if w.startswith("executor_config")] == named

@@ -149,6 +149,8 @@ def write_spec(recipe: dict[str, Any], kind: str, fields: dict[str, Any], args: 
 
 def _container(recipe: dict[str, Any], fields: dict[str, Any], warnings: Notes) -> CommentedMap:
     container = CommentedMap(image=recipe["container"])
+    if "container.entrypoint" in fields:
+        container["entrypoint"] = fields["container.entrypoint"]
     env, secrets = _env(recipe.get("env"), warnings)
     if env:
         container["env"] = env

@@ -26,7 +26,7 @@ _QUIET = {"recipe_version", "sparkrun_version", "description", "metadata", "main
 # Keys about how many nodes the recipe's launcher may use: a spec names its nodes, so nothing is lost.
 _NODE_COUNT = {"solo_only", "cluster_only", "max_nodes", "solo"}
 # Keys read by their own step (what the image needs before it runs).
-_IMAGE_STEPS = {"build_args", "mods", "pre_exec"}
+_IMAGE_STEPS = {"build_args", "mods", "pre_exec", "executor_config"}
 # defaults: key -> (spec field, type)
 _DEFAULTS = {
     "port": ("engine.port", int),
@@ -86,6 +86,7 @@ def import_recipe(
     elif engine.supports_ray and "engine.backend" not in fields and _several_gpus(fields):
         fields["engine.backend"] = _unnamed_runtime(recipe, defaults)
     _revision(recipe.get("model_revision"), fields, warnings)
+    _executor(recipe.get("executor_config"), fields, warnings)
     build_from_args(recipe, fields, warnings)
     files = mods(recipe, args, fields, warnings, recipes_dir, patches)
     before = pre_exec(recipe, values, warnings)
@@ -111,6 +112,24 @@ def _revision(raw: Any, fields: dict[str, Any], warnings: Notes) -> None:
         fields["model.revision"] = raw.strip()
     elif raw is not None:
         warnings.add(("model_revision",), f"{kind_of(raw)}, not a commit id, branch or tag; set model.revision by hand")
+
+
+def _executor(raw: Any, fields: dict[str, Any], warnings: Notes) -> None:
+    """sparkrun's executor_config: how its launcher runs each container. An empty entrypoint runs the command in
+    place of the image's: sparkc's bypass. shm_size loses nothing: sparkc runs the containers with --ipc host,
+    so /dev/shm is the host's. Anything else is named."""
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        warnings.add(("executor_config",), f"{kind_of(raw)}, not a mapping; ignored")
+        return
+    for key, value in raw.items():
+        if key == "entrypoint" and value == "":
+            fields["container.entrypoint"] = "bypass"
+        elif key != "shm_size":
+            warnings.add(
+                ("executor_config", key), "not mapped; sparkc has no equivalent (review it by hand)", at_key=True
+            )
 
 
 def _several_gpus(fields: dict[str, Any]) -> bool:
