@@ -73,6 +73,14 @@ def compile_gateway(
     return compile_it(results, port, image, **options)
 
 
+def check_gateway_folder(gateway: Gateway | None, out_dir: Path) -> None:
+    """OUT/gateway is a folder sparkc makes: a link there would take the gateway's files elsewhere."""
+    if gateway is not None:
+        from compiler.output.folder_guard import check_inside
+
+        check_inside(out_dir, f"{FOLDER}/manifest.json")
+
+
 def write_gateway(gateway: Gateway | None, out_dir: Path, check: bool, fmt: str) -> dict[str, dict[str, Any]]:
     """Write OUT/gateway/ (or compare it, --check); returns {"gateway": its JSON document}, {} without a gateway."""
     if gateway is None:
@@ -82,10 +90,8 @@ def write_gateway(gateway: Gateway | None, out_dir: Path, check: bool, fmt: str)
 
 def _write(gateway: Gateway, out_dir: Path, check: bool, fmt: str) -> dict[str, Any]:
     from compiler.output.emit import compare, emit
-    from compiler.output.folder_guard import check_inside
 
     out = out_dir / FOLDER
-    check_inside(out_dir, f"{FOLDER}/manifest.json")
     if check:
         differences = [f"{d.name} ({d.kind})" for d in compare(gateway.files, out)]
         if fmt == "text":

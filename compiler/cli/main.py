@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from compiler import __version__
-from compiler.cli.gateway import compile_gateway, gateway_options, write_gateway
+from compiler.cli.gateway import check_gateway_folder, compile_gateway, gateway_options, write_gateway
 from compiler.cli.spec_file import (
     EXIT_BUG,
     EXIT_INTERRUPTED,
@@ -167,6 +167,7 @@ def compile_command(
     documents, differ = [], False
     inputs = _inputs(specs, results, profiles_dir)
     try:
+        check_gateway_folder(gateway, out_dir)  # before any deployment is written: all of them, or none
         for spec, result in zip(specs, results, strict=True):
             assert result.plan is not None
             out = out_dir / result.plan.name if together else out_dir

@@ -142,6 +142,19 @@ def test_check_compares_the_gateway_folder_too(tmp_path: Path) -> None:
     assert document["gateway"]["differences"] == ["litellm-config.yaml (differs)"]
 
 
+def test_a_link_at_the_gateway_folder_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    folder = _pair(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (folder / "out").mkdir()
+    (folder / "out" / "gateway").symlink_to(elsewhere)
+    result = _compile(folder)
+    assert result.exit_code == 2
+    assert f"{folder / 'out' / 'gateway'} is a symbolic link" in result.output
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in (folder / "out").iterdir()) == ["gateway"]  # no deployment written either
+
+
 def test_the_pinned_release_is_the_same_everywhere() -> None:
     """The CLI's defaults (literals, so that --help loads no compiler), the simulated cluster's LiteLLM and the
     image tag name one release."""
