@@ -27,9 +27,15 @@ run() {
   fi
   "$@"
 }
-# The gateway container's label ("" where there is none; "missing" where no container has the name).
+# The gateway container's label: its port, "<no value>" on a container without it, "missing" where none has the name.
+# (docker prints an empty line before it fails on a missing one: only its exit status says which.)
 gateway_label() {
-  docker inspect --format '{{index .Config.Labels "sparkc.gateway"}}' "$GATEWAY_CONTAINER" 2>/dev/null || echo missing
+  local label
+  if label=$(docker inspect --format '{{index .Config.Labels "sparkc.gateway"}}' "$GATEWAY_CONTAINER" 2>/dev/null); then
+    printf '%s\n' "$label"
+  else
+    echo missing
+  fi
 }
 
 usage() {
