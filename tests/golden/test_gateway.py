@@ -121,6 +121,16 @@ def test_a_model_name_served_by_two_deployments_names_both_specs(tmp_path: Path)
     assert sorted(p.name for p in (folder / "out").iterdir()) == ["llama33-70b", "qwen3-8b"]
 
 
+def test_a_deployment_on_another_head_is_reached_at_its_endpoint(tmp_path: Path) -> None:
+    folder = _pair(tmp_path, small={"cluster.nodes": ["spark-b"]})
+    assert _compile(folder).exit_code == 0
+    manifest = json.loads((folder / "out" / "gateway" / "manifest.json").read_text())
+    bases = {r["deployment"]: r["api_base"] for r in manifest["gateway"]["routes"]}
+    # the gateway runs on the first deployment's head, spark-a: qwen3-8b's head is spark-b
+    assert manifest["gateway"]["node"] == "spark-a"
+    assert bases == {"llama33-70b": "http://127.0.0.1:8000/v1", "qwen3-8b": "http://spark-b.local:8001/v1"}
+
+
 def test_a_deployment_named_gateway_is_refused(tmp_path: Path) -> None:
     folder = _pair(tmp_path, small={"name": "gateway"})
     result = _compile(folder)
