@@ -329,11 +329,11 @@ def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> d
             [f"debootstrap --variant=minbase {SUITE}", f"sparkc-sim shims ({variant})"],
         )
     out[TRTLLM_SSHD_IMAGE] = _with_sshd(out[TRTLLM_IMAGE], base, cache)
-    out[LITELLM_IMAGE] = _litellm_image(base)
+    out[LITELLM_IMAGE] = litellm_image(base)
     return out
 
 
-def _litellm_image(base: Layer, venv: Path = LITELLM_VENV) -> Image:
+def litellm_image(base: Layer, venv: Path = LITELLM_VENV) -> Image:
     """LiteLLM's proxy as its release image starts it, `litellm` taken from `venv` (mounted read-only at its own
     path, with the interpreter it was made from: simcluster.container_mounts(LITELLM_VENV))."""
     entrypoint = (
