@@ -13,6 +13,7 @@ from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, Severity, has_errors
 from compiler.output.emit import MANIFEST
+from compiler.output.gateway import finish_gateway, render_gateway
 from compiler.output.kubernetes import refusals, render_kubernetes
 from compiler.output.kubernetes_lws import refusals as lws_refusals
 from compiler.output.kubernetes_lws import render_lws
@@ -20,8 +21,9 @@ from compiler.output.lint import LintCache, start_lint, start_lint_texts
 from compiler.output.render import manifest, render, render_scripts
 from compiler.output.slurm import refusals as slurm_refusals
 from compiler.output.slurm import render_slurm
-from compiler.plan import PATCHES_DIR, Plan
+from compiler.plan import PATCHES_DIR, GatewayPlan, Plan
 from compiler.resolve import resolve
+from compiler.resolve.gateway import plan_gateway
 from compiler.resolve.together import check_together
 from compiler.spec.build import build_spec
 from compiler.spec.include import ClusterFile, include, place, wants_file
@@ -181,6 +183,46 @@ def compile_together(results: Sequence[CompileResult], strict: bool = False) -> 
         replace(r, diagnostics=r.diagnostics + _locate_all(r.document, extra, strict))
         for r, extra in zip(results, found, strict=True)
     ]
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """The gateway of deployments compiled together, and its folder's files."""
+
+    plan: GatewayPlan
+    files: dict[str, str]
+
+
+def compile_gateway(
+    results: Sequence[CompileResult],
+    port: int,
+    image: str,
+    *,
+    mounts: tuple[tuple[str, str], ...] = (),
+    strict: bool = False,
+    lint: bool = True,
+    lint_cache: bool = True,
+) -> tuple[list[CompileResult], Gateway | None]:
+    """The gateway in front of deployments compiled together (ssh target): each result with what clashes with
+    the gateway added to its diagnostics, and the gateway (None where a spec has errors). Its scripts pass the
+    same lint gate as the deployments'."""
+    plans = [r.plan for r in results if r.plan is not None and r.ok]
+    if len(plans) < len(results):
+        return list(results), None
+    gateway, found = plan_gateway(plans, port, image, mounts)
+    checked = [
+        replace(r, diagnostics=r.diagnostics + _locate_all(r.document, extra, strict))
+        for r, extra in zip(results, found, strict=True)
+    ]
+    if not all(r.ok for r in checked):
+        return checked, None
+    files = render_gateway(gateway)
+    if lint:
+        scripts = {name: text for name, text in files.items() if name.endswith(".sh")}
+        findings = start_lint_texts(scripts, None if lint_cache else LintCache(None)).findings()
+        if findings:
+            raise GeneratedScriptError("\n".join(findings))
+    return checked, Gateway(gateway, finish_gateway(gateway, files))
 
 
 def with_problems(result: CompileResult, problems: Sequence[Diagnostic]) -> CompileResult:

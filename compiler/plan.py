@@ -393,3 +393,36 @@ class Plan:
     @property
     def workers(self) -> tuple[NodePlan, ...]:
         return tuple(n for n in self.nodes if n.role is Role.WORKER)
+
+
+@dataclass(frozen=True)
+class GatewayRoute:
+    """One model name the gateway answers for, and the deployment it sends those requests to."""
+
+    model_name: str  # the `model` a request names: a served model name or one of its aliases
+    deployment: str
+    spec_path: str
+    api_base: str  # the deployment's OpenAI-compatible base URL, as the gateway on its node reaches it
+    api_key_variable: str  # the variable the deployment's API key is read from; "" when it needs none
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    """One OpenAI-compatible address for deployments compiled together: a LiteLLM proxy on the first one's head."""
+
+    sparkc_version: str
+    node: str  # the node it runs on (the first deployment's head)
+    image: str
+    port: int
+    container_name: str
+    address: str  # what to tell the operator: http://HOST:PORT
+    key_variable: str  # the variable the gateway's own key is read from; "" when it requires none
+    routes: tuple[GatewayRoute, ...]  # in spec order, each deployment's served name first, then its aliases
+    specs: tuple[str, ...]  # the deployments' spec files, in the order given
+    mounts: tuple[tuple[str, str], ...] = ()  # (host path, container path), read-only: certificates, a local LiteLLM
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """Every variable the container reads a key from, each once, sorted."""
+        names = {r.api_key_variable for r in self.routes} | {self.key_variable}
+        return tuple(sorted(n for n in names if n))

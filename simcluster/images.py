@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from . import shims
-from .runtime import VENV, _venv_home
+from .runtime import LITELLM_VENV, VENV, _venv_home
 
 CACHE = Path(os.environ.get("SPARKC_SIM_CACHE", "/var/cache/sparkc-sim"))
 SUITE = "bookworm"
@@ -57,7 +57,10 @@ HELLOHAL_IMAGE = "sparkc-sim/hellohal:test"
 TRTLLM_IMAGE = "sparkc-sim/trtllm:test"
 # The TensorRT-LLM image as NVIDIA's two-Spark playbook uses it: built FROM it with openssh-server installed.
 TRTLLM_SSHD_IMAGE = "sparkc-sim/trtllm-sshd:test"
-IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE, TRTLLM_IMAGE, TRTLLM_SSHD_IMAGE)
+# The gateway's LiteLLM proxy, modelled on its release image: WORKDIR /app, ENTRYPOINT docker/prod_entrypoint.sh
+# (which runs `litellm` with the command's words), CMD --port 4000; LiteLLM itself from a host venv.
+LITELLM_IMAGE = "sparkc-sim/litellm:test"
+IMAGES = (VLLM_IMAGE, NORAY_IMAGE, HELLOHAL_IMAGE, TRTLLM_IMAGE, TRTLLM_SSHD_IMAGE, LITELLM_IMAGE)
 # The NCCL release each variant carries (as `ncclGetVersion` would report it; the stand-in reads it from
 # /etc/sparkc-sim/nccl-version, a test from the image's label): older than 2.30.7 ignores
 # NCCL_IB_SUBNET_AWARE_ROUTING.
@@ -265,8 +268,18 @@ def _arch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 
 
-def _image(tag: str, layers: tuple[Layer, ...], entrypoint: list[str] | None, label: str, history: list[str]) -> Image:
-    labels = {"org.sparkc.sim.variant": label, NCCL_LABEL: NCCL_RELEASES[label]}
+def _image(
+    tag: str,
+    layers: tuple[Layer, ...],
+    entrypoint: list[str] | None,
+    label: str,
+    history: list[str],
+    workdir: str = "/",
+    cmd: list[str] | None = None,
+) -> Image:
+    labels = {"org.sparkc.sim.variant": label}
+    if label in NCCL_RELEASES:
+        labels[NCCL_LABEL] = NCCL_RELEASES[label]
     config = {
         "architecture": _arch(),
         "os": "linux",
@@ -279,8 +292,8 @@ def _image(tag: str, layers: tuple[Layer, ...], entrypoint: list[str] | None, la
                 "RAY_USAGE_STATS_ENABLED=0",
             ],
             "Entrypoint": entrypoint,
-            "Cmd": None,
-            "WorkingDir": "/",
+            "Cmd": cmd,
+            "WorkingDir": workdir,
             "Labels": labels,
         },
         "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
@@ -316,7 +329,26 @@ def ensure_images(venv: Path = VENV, cache: Path = CACHE, log: Log = print) -> d
             [f"debootstrap --variant=minbase {SUITE}", f"sparkc-sim shims ({variant})"],
         )
     out[TRTLLM_SSHD_IMAGE] = _with_sshd(out[TRTLLM_IMAGE], base, cache)
+    out[LITELLM_IMAGE] = litellm_image(base)
     return out
+
+
+def litellm_image(base: Layer, venv: Path = LITELLM_VENV) -> Image:
+    """LiteLLM's proxy as its release image starts it, `litellm` taken from `venv` (mounted read-only at its own
+    path, with the interpreter it was made from: simcluster.container_mounts(LITELLM_VENV))."""
+    entrypoint = (
+        "#!/bin/sh\n"
+        "# sparkc-sim copy of LiteLLM's docker/prod_entrypoint.sh: the proxy, with the command's words.\n"
+        f"if [ ! -x {venv}/bin/litellm ]; then\n"
+        f"  echo 'sparkc-sim: {venv} (simcluster/install.sh makes it) must be mounted read-only here' >&2\n"
+        "  exit 127\n"
+        "fi\n"
+        f'exec {venv}/bin/litellm "$@"\n'
+    )
+    layer = _tar_files({"app/docker/prod_entrypoint.sh": (0o755, entrypoint)})
+    history = [f"debootstrap --variant=minbase {SUITE}", "sparkc-sim LiteLLM entrypoint"]
+    entry, cmd = ["docker/prod_entrypoint.sh"], ["--port", "4000"]
+    return _image(LITELLM_IMAGE, (base, layer), entry, "litellm", history, workdir="/app", cmd=cmd)
 
 
 def _with_sshd(image: Image, base: Layer, cache: Path) -> Image:

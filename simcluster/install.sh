@@ -11,6 +11,9 @@ set -Eeuo pipefail
 
 readonly SIM_ROOT="${SPARKC_SIM_ROOT:-/opt/sparkc-sim}"
 readonly VENV="${SIM_ROOT}/venv"
+# LiteLLM's proxy for the gateway's test image, pinned as compiler/resolve/gateway.py pins its image.
+readonly LITELLM_VENV="${SIM_ROOT}/litellm-venv"
+readonly LITELLM_VERSION="1.89.4"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly REPO_ROOT
 readonly APT_PACKAGES=(
@@ -118,6 +121,26 @@ PY
   step_end
 }
 
+install_litellm() {
+  step_start "LiteLLM ${LITELLM_VERSION} venv ${LITELLM_VENV}"
+  local py
+  py="$(python3 -c 'import sys; print(getattr(sys, "_base_executable", sys.executable))')"
+  local check="import importlib.metadata as m; assert m.version('litellm') == '${LITELLM_VERSION}'"
+  if "$LITELLM_VENV/bin/python" -c "$check" 2>/dev/null && [[ -x $LITELLM_VENV/bin/litellm ]]; then
+    echo "    litellm ${LITELLM_VERSION} present"
+  else
+    # Its own venv: the proxy's dependencies (fastapi, pydantic, openai) stay apart from Ray's and torch's.
+    # Made from the machine's python3, as the venv above, for the same read-only mounts into containers.
+    rm -rf "$LITELLM_VENV"
+    mkdir -p "$SIM_ROOT"
+    "$py" -m venv "$LITELLM_VENV"
+    "$LITELLM_VENV/bin/pip" install -q --disable-pip-version-check "litellm[proxy]==${LITELLM_VERSION}" 2>&1 |
+      { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+    "$LITELLM_VENV/bin/python" -c "$check"
+  fi
+  step_end
+}
+
 install_runtime() {
   step_start "stand-in engine into the venv"
   (cd "$REPO_ROOT" && python3 -m simcluster sync-runtime --venv "$VENV")
@@ -132,6 +155,7 @@ install_images() {
 
 install_apt
 install_venv
+install_litellm
 install_runtime
 if ((build_images)); then install_images; fi
 echo "install.sh: done in $(elapsed "$T0") s"

@@ -14,6 +14,9 @@ from pathlib import Path
 
 SIM_ROOT = Path(os.environ.get("SPARKC_SIM_ROOT", "/opt/sparkc-sim"))
 VENV = SIM_ROOT / "venv"
+# LiteLLM's proxy for the gateway's test image (simcluster/install.sh installs it; images.LITELLM_IMAGE runs it).
+LITELLM_VENV = SIM_ROOT / "litellm-venv"
+LITELLM_VERSION = "1.89.4"  # compiler/resolve/gateway.py's pinned release
 STANDIN_SRC = Path(__file__).resolve().parent / "standin"
 STANDIN_PACKAGE = "sparkc_standin"
 

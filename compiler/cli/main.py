@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from compiler import __version__
+from compiler.cli.gateway import check_gateway_folder, compile_gateway, gateway_options, write_gateway
 from compiler.cli.spec_file import (
     EXIT_BUG,
     EXIT_INTERRUPTED,
@@ -111,6 +112,7 @@ _specs_argument = click.argument("specs", nargs=-1, required=True, type=click.Pa
     "(a StatefulSet per node); kubernetes-lws: one LeaderWorkerSet in OUT/kubernetes/; "
     "slurm: a batch script in OUT/slurm/ that runs them in one job.",
 )
+@gateway_options
 @_strict_option
 @_format_option
 @_profiles_option
@@ -121,6 +123,10 @@ def compile_command(
     no_cache: bool,
     force: bool,
     target: str,
+    gateway_port: int,
+    gateway_image: str,
+    gateway_mounts: tuple[tuple[str, str], ...],
+    no_gateway: bool,
     strict: bool,
     fmt: str,
     profiles_dir: Path | None,
@@ -130,7 +136,9 @@ def compile_command(
     --target slurm: a Slurm batch script in OUT/slurm/ and manifest.json).
 
     Several SPECs are deployments meant to run side by side on one cluster: they are checked together (names,
-    ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written."""
+    ports, memory on the nodes they share) and each is written to OUT/NAME/, or nothing is written. With the ssh
+    target they also get a gateway in OUT/gateway/: one OpenAI-compatible address (LiteLLM's proxy on the first
+    deployment's head) that sends each request to the deployment serving its model."""
     from compiler.output.emit import OutputFolderError
     from compiler.output.folder_guard import check_inside
 
@@ -139,6 +147,16 @@ def compile_command(
     # compile that wrote them.
     results = _compile_together(specs, strict, profiles_dir, lint=not check, lint_cache=not no_cache, target=target)
     together = len(specs) > 1
+    results, gateway = compile_gateway(
+        results,
+        gateway_port,
+        gateway_image,
+        wanted=together and target == "ssh" and not no_gateway,
+        mounts=gateway_mounts,
+        strict=strict,
+        lint=not check,
+        lint_cache=not no_cache,
+    )
     if not all(r.ok and r.plan is not None for r in results):
         _report_all(results, fmt)
         sys.exit(EXIT_SPEC)
@@ -149,6 +167,7 @@ def compile_command(
     documents, differ = [], False
     inputs = _inputs(specs, results, profiles_dir)
     try:
+        check_gateway_folder(gateway, out_dir)  # before any deployment is written: all of them, or none
         for spec, result in zip(specs, results, strict=True):
             assert result.plan is not None
             out = out_dir / result.plan.name if together else out_dir
@@ -157,10 +176,12 @@ def compile_command(
             document, ok = _write_or_check(spec, out, check, fmt, result, inputs, force)
             documents.append(document)
             differ = differ or not ok
+        gateway_part = write_gateway(gateway, out_dir, check, fmt)
     except OutputFolderError as exc:
         raise OutputFolderUnusable(str(exc)) from None
+    differ = differ or not gateway_part.get("gateway", {}).get("up_to_date", True)
     if fmt == "json":
-        echo_json({"deployments": documents} if together else documents[0])
+        echo_json({"deployments": documents, **gateway_part} if together else documents[0])
     if differ:
         sys.exit(EXIT_SPEC)
 

@@ -44,7 +44,10 @@ MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # a file sparkc wrote is far smaller; a lar
 
 # The files sparkc writes at the top of OUT (PLAN.md says what each is for), and the names it gives the
 # files of its own folders; the patches folder holds the operator's files under their own names.
-TOP_FILES = frozenset({*FILE_PURPOSES, BUILD_SCRIPT, *DOT_FILES})
+# The gateway folder of deployments compiled together (compiler/output/gateway.py): its scripts and LiteLLM's config.
+GATEWAY_SCRIPTS = ("start-gateway.sh", "stop-gateway.sh")
+GATEWAY_CONFIG = "litellm-config.yaml"
+TOP_FILES = frozenset({*FILE_PURPOSES, BUILD_SCRIPT, *DOT_FILES, *GATEWAY_SCRIPTS, GATEWAY_CONFIG})
 _FOLDER_NAMES = {
     LIBRARY: re.compile(r"sparkc-[0-9A-Za-z.+_-]+\.sh"),
     SYSTEMD: re.compile(r"[^/]+\.service"),

@@ -15,8 +15,8 @@ from compiler.resolve.budget import OS_RESERVE_GB
 from compiler.sizes import gigabytes
 
 # The spec field that moves each kind of port (the Ray ports that have none move with the backend).
-_PORT_FIELD = {"API": "engine.port", "Ray": "launch.ray_port", "rendezvous": "launch.master_port"}
-_PORT_FIELD["fabric probe"] = "launch.master_port"
+PORT_FIELD = {"API": "engine.port", "Ray": "launch.ray_port", "rendezvous": "launch.master_port"}
+PORT_FIELD["fabric probe"] = "launch.master_port"
 
 
 def _path(dotted: str) -> Path:
@@ -67,7 +67,7 @@ def _ports(plans: Sequence[Plan], node: str, here: list[tuple[int, NodePlan]], f
             if first[0] == i:
                 continue
             other, theirs = plans[first[0]], first[1]
-            field = _PORT_FIELD.get(port.what, "engine.backend")
+            field = PORT_FIELD.get(port.what, "engine.backend")
             fix = f"give {plans[i].name} another {field}"
             if field == "engine.backend":
                 fix = f"two Ray clusters cannot share {node} on Ray's fixed ports: use engine.backend: native for one"

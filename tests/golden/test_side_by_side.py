@@ -52,7 +52,7 @@ def test_the_pair_compiles_into_one_folder_per_deployment(tmp_path: Path) -> Non
     folder = _pair(tmp_path)
     result = _compile(folder)
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (folder / "out").iterdir()) == ["llama33-70b", "qwen3-8b"]
+    assert sorted(p.name for p in (folder / "out").iterdir()) == ["gateway", "llama33-70b", "qwen3-8b"]
     small = json.loads((folder / "out" / "qwen3-8b" / "manifest.json").read_text())
     assert [n["name"] for n in small["plan"]["nodes"]] == ["spark-a"]  # cluster.nodes picks from the file
     specs = [str(folder / BIG), str(folder / SMALL)]
