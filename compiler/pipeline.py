@@ -195,7 +195,7 @@ class Gateway:
 
 def compile_gateway(
     results: Sequence[CompileResult],
-    port: int,
+    port: int | None,
     image: str,
     *,
     mounts: tuple[tuple[str, str], ...] = (),
@@ -214,7 +214,7 @@ def compile_gateway(
         replace(r, diagnostics=r.diagnostics + _locate_all(r.document, extra, strict))
         for r, extra in zip(results, found, strict=True)
     ]
-    if not all(r.ok for r in checked):
+    if gateway is None or not all(r.ok for r in checked):
         return checked, None
     files = render_gateway(gateway)
     if lint:

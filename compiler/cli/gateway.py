@@ -43,10 +43,10 @@ def gateway_options(command: F) -> F:
     return click.option(
         "--gateway-port",
         type=click.IntRange(1, 65535),
-        default=DEFAULT_PORT,
-        show_default=True,
+        default=None,
         help="Several SPECs: the port of the gateway, one OpenAI-compatible address for them all, on the first "
-        "deployment's head; it must not be a port of a deployment there.",
+        f"deployment's head; it must not be a port of a deployment there. Default: {DEFAULT_PORT}, or the first "
+        "port above it that no deployment uses there.",
     )(command)
 
 
@@ -63,7 +63,7 @@ def _mounts(_ctx: click.Context, _param: click.Parameter, given: tuple[str, ...]
 
 
 def compile_gateway(
-    results: Sequence[CompileResult], port: int, image: str, *, wanted: bool, **options: Any
+    results: Sequence[CompileResult], port: int | None, image: str, *, wanted: bool, **options: Any
 ) -> tuple[list[CompileResult], Gateway | None]:
     """The results with the gateway's checks, and the gateway; the results as they are where none is `wanted`."""
     if not wanted:

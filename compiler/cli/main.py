@@ -123,7 +123,7 @@ def compile_command(
     no_cache: bool,
     force: bool,
     target: str,
-    gateway_port: int,
+    gateway_port: int | None,
     gateway_image: str,
     gateway_mounts: tuple[tuple[str, str], ...],
     no_gateway: bool,

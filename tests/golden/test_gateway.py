@@ -106,19 +106,30 @@ def test_a_port_of_a_deployment_is_refused_as_the_gateways(tmp_path: Path) -> No
 
 def test_a_model_name_served_by_two_deployments_names_both_specs(tmp_path: Path) -> None:
     folder = _pair(tmp_path, small={"model.aliases": ["llama-3.3-70b"]})
-    result = _compile(folder)
     small = folder / SMALL
-    assert result.exit_code == 1 and not (folder / "out").exists()
     line = _line(small, "aliases:") + 1  # the list, below its key
-    said = (
-        f"{small}:{line}:3: model.aliases: model name 'llama-3.3-70b' is served by qwen3-8b ({SMALL}) and by "
-        f"llama33-70b ({BIG}): the gateway routes each name to one deployment"
+    at, said = (
+        f"{small}:{line}:3: model.aliases: ",
+        (f"model name 'llama-3.3-70b' is served by qwen3-8b ({SMALL}) and by llama33-70b ({BIG})"),
     )
-    assert said in result.output, result.output
-    # without a gateway the two may share a name, as before
-    result = _compile(folder, "--no-gateway")
+    # asked for by its port: an error, nothing written
+    result = _compile(folder, "--gateway-port", "4000")
+    assert result.exit_code == 1 and not (folder / "out").exists()
+    assert f"{at}{said}: the gateway routes each name to one deployment" in result.output, result.output
+    # not asked for: the deployments compile as they did before gateways, without one, and the warning says why
+    result = _compile(folder)
     assert result.exit_code == 0, result.output
+    assert f"{at}warning: {said}, so no gateway is written: the gateway routes each name" in result.output
     assert sorted(p.name for p in (folder / "out").iterdir()) == ["llama33-70b", "qwen3-8b"]
+    result = _compile(folder, "--no-gateway")
+    assert result.exit_code == 0 and "gateway" not in result.output, result.output
+
+
+def test_the_default_port_moves_past_a_deployments_port(tmp_path: Path) -> None:
+    folder = _pair(tmp_path, small={"engine.port": 4000})
+    result = _compile(folder)
+    assert result.exit_code == 0, result.output
+    assert "http://spark-a.local:4001/v1 on spark-a" in result.output
 
 
 def test_a_deployment_on_another_head_is_reached_at_its_endpoint(tmp_path: Path) -> None:
@@ -131,13 +142,14 @@ def test_a_deployment_on_another_head_is_reached_at_its_endpoint(tmp_path: Path)
     assert bases == {"llama33-70b": "http://127.0.0.1:8000/v1", "qwen3-8b": "http://spark-b.local:8001/v1"}
 
 
-def test_a_deployment_named_gateway_is_refused(tmp_path: Path) -> None:
+def test_a_deployment_named_gateway_leaves_the_gateway_out_or_is_refused_where_one_was_asked(tmp_path: Path) -> None:
     folder = _pair(tmp_path, small={"name": "gateway"})
+    said = "deployment 'gateway' is written to gateway/, where the gateway of these deployments goes"
     result = _compile(folder)
-    assert result.exit_code == 1
-    assert "deployment 'gateway' would be written to gateway/, where the gateway of these deployments goes" in (
-        result.output
-    )
+    assert result.exit_code == 0 and f"{said}, so no gateway is written" in result.output, result.output
+    assert not (folder / "out" / "gateway" / "start-gateway.sh").exists()
+    result = _compile(folder, "--gateway-port", "4000")
+    assert result.exit_code == 1 and f"{said}: give it another name" in result.output, result.output
 
 
 def test_check_compares_the_gateway_folder_too(tmp_path: Path) -> None:
