@@ -61,6 +61,13 @@ metrics_value() { # KEY LINES
   LC_ALL=C awk -v k="$1" '$1 == k && $2 ~ /^[0-9]+([.][0-9]+)?$/ { v = $2 } END { if (v != "") print v }' <<<"$2"
 }
 
+# The same, or ? where the engine did not report it.
+metrics_shown() { # KEY LINES
+  local value
+  value=$(metrics_value "$1" "$2")
+  printf '%s' "${value:-?}"
+}
+
 # Seconds since the epoch, to the microsecond where bash tells (EPOCHREALTIME; a comma in some locales).
 metrics_now() {
   local now=${EPOCHREALTIME:-}

@@ -118,11 +118,12 @@ status_engine_text() {
     return 0
   fi
   engines=$(metrics_value engines "$parsed")
-  kv=$(metrics_value kv "$parsed")
-  printf 'engine: %s running, %s waiting, KV cache %s in use%s\n' "$(metrics_value running "$parsed")" \
-    "$(metrics_value waiting "$parsed")" "$(LC_ALL=C awk -v kv="$kv" 'BEGIN { if (kv == "") print "?"; else printf "%.1f%%", kv * 100 }')" \
-    "$( ((${engines:-1} > 1)) && printf ' (%s engines together)' "$engines")"
-  printf 'tokens: %s prompt, %s generated\n' "$(metrics_value prompt "$parsed")" "$(metrics_value generation "$parsed")"
+  kv=$(LC_ALL=C awk -v kv="$(metrics_value kv "$parsed")" 'BEGIN { if (kv == "") print "?"; else printf "%.1f%%", kv * 100 }')
+  printf 'engine: %s running, %s waiting, KV cache %s in use' "$(metrics_shown running "$parsed")" \
+    "$(metrics_shown waiting "$parsed")" "$kv"
+  if ((${engines:-1} > 1)); then printf ' (%s engines together)' "$engines"; fi
+  printf '\ntokens: %s prompt, %s generated\n' "$(metrics_shown prompt "$parsed")" \
+    "$(metrics_shown generation "$parsed")"
   if rates=$(metrics_rates "$parsed" 2>&1); then
     printf 'rate: %s prompt, %s generated tokens/s over the last %ss\n' "$(metrics_value prompt_rate "$rates")" \
       "$(metrics_value generation_rate "$rates")" "$(metrics_value seconds "$rates")"
