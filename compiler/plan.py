@@ -77,6 +77,20 @@ class MemoryBudget:
 
 
 @dataclass(frozen=True)
+class EngineMetrics:
+    """The samples status.sh reads from the engine's Prometheus text on the API port's /metrics, by name.
+    Each is summed over its labels (one sample per engine under data parallel); the KV cache's share is
+    averaged. `note` says where the engine serves them only when told to (shown when /metrics fails)."""
+
+    running: str  # gauge: requests being generated now
+    waiting: str  # gauge: requests queued
+    kv_usage: tuple[str, ...]  # gauge, 0 to 1: the first name present counts (newer releases' name first)
+    prompt_tokens: str  # counter sample (`_total`): prompt tokens processed
+    generation_tokens: str  # counter sample: tokens generated
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class StartGate:
     """What the engine demands of a node's free memory as it starts, on unified memory (a Spark): at least
     `fraction` of the node's total memory free once its own init has taken `overhead` bytes, or it refuses."""
@@ -381,6 +395,8 @@ class Plan:
     mpi_ssh_port: int = 0  # backend mpi: sshd's port in every container; else 0
     mpi_sshd_from_hooks: bool = False  # backend mpi: a pre_engine hook installs sshd (preflight only notes its absence)
     start_gate: StartGate | None = None  # the engine's start check of free memory; None: it has none
+    metrics: EngineMetrics | None = None  # what status.sh reads on /metrics; None: the engine serves none
+    metrics_absent: str = ""  # why the engine serves no Prometheus metrics, in words ("" where it does)
     engine_api_port_words: tuple[PortWord, ...] = ()  # where ray_engine carries the API's port
     cluster_file: str = ""
     cluster_file_sha256: str = ""

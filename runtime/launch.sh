@@ -212,7 +212,12 @@ phase() {
   SPARKC_PHASE_START=$SECONDS
   log "== $1: $2"
 }
-phase_done() { log "== $SPARKC_PHASE done in $((SECONDS - SPARKC_PHASE_START))s"; }
+# Each phase done, for last-launch.txt's timeline: NAME START SECONDS (seconds since the launch started).
+SPARKC_TIMELINE=()
+phase_done() {
+  log "== $SPARKC_PHASE done in $((SECONDS - SPARKC_PHASE_START))s"
+  SPARKC_TIMELINE+=("$SPARKC_PHASE $SPARKC_PHASE_START $((SECONDS - SPARKC_PHASE_START))")
+}
 
 # Stop the launch: save every node's logs and state, say which node and phase failed, exit 1.
 fail() {
@@ -460,8 +465,9 @@ check_entrypoint_sha256() {
 # starting), again when the endpoint is ready, or failed: status.sh and the next launch read the
 # port of the containers that are on the nodes now, even when that launch failed.
 SPARKC_LAUNCHED_AT=""
+SPARKC_READY_AFTER=""  # seconds from the start to READY
 record_launch() { # STATE
-  local node
+  local node entry name start took first=""
   dry_run && return 0
   SPARKC_LAUNCHED_AT=${SPARKC_LAUNCHED_AT:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
   {
@@ -470,6 +476,15 @@ record_launch() { # STATE
       printf 'image_id.%s=%s\n' "$node" "${SPARKC_IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
     describe_overrides
+    # The timeline: each phase done (start and length in seconds from the launch's start), the time to
+    # ready and the readiness completion's time to first token (curl's time to its first byte).
+    for entry in "${SPARKC_TIMELINE[@]}"; do
+      read -r name start took <<<"$entry"
+      printf 'phase.%s=%s %s\n' "$name" "$start" "$took"
+    done
+    [[ -z $SPARKC_READY_AFTER ]] || printf 'ready_after=%s\n' "$SPARKC_READY_AFTER"
+    [[ ! -s $SPARKC_SCRATCH/first-token ]] || first=$(<"$SPARKC_SCRATCH/first-token")
+    [[ ! $first =~ ^[0-9]+([.][0-9]+)?$ ]] || printf 'first_token=%s\n' "$first"
   } | save_file "$SPARKC_SCRIPT_DIR/last-launch.txt"
   [[ $1 != ready ]] || log "recorded in $SPARKC_SCRIPT_DIR/last-launch.txt"
 }
@@ -1067,11 +1082,20 @@ readiness_stage() {
     echo /health
   elif ! probe_models; then
     echo "/v1/models naming $SPARKC_SERVED_MODEL"
-  elif ! probe_completion; then
+  elif ! first_token_probe; then
     echo "a completion"
   else
     echo ready
   fi
+}
+
+# The readiness completion (probe_completion's request), keeping its time to first byte for last-launch.txt:
+# the answer of a one-token request, its time to first token.
+first_token_probe() {
+  local took
+  took=$(api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$SPARKC_PROBE_BODY" -o /dev/null \
+    -w '%{time_starttransfer}' "$SPARKC_PROBE_URL/v1/completions" 2>/dev/null) || return 1
+  printf '%s\n' "$took" >"$SPARKC_SCRATCH/first-token"
 }
 
 # The TCP ports the head container's own processes listen on, as hexadecimal numbers: /proc/net/tcp of the
@@ -1203,6 +1227,7 @@ launch_main() {
     check_fabric
   fi
   dry_run && { log "dry run complete"; return 0; }
+  SPARKC_READY_AFTER=$SECONDS
   log "READY in ${SECONDS}s: $SPARKC_SERVED_MODEL at $SPARKC_ENDPOINT/v1"
   record_launch ready
   local auth=""

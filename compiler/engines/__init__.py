@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from compiler.plan import Command, Setting, StartGate, Words
+from compiler.plan import Command, EngineMetrics, Setting, StartGate, Words
 from compiler.sizes import size_bytes
 from compiler.spec.model_facts import ModelFacts
 from compiler.spec.typed import Backend, EngineKind, Node, Spec
@@ -130,6 +130,11 @@ class Engine(Protocol):
     takes_llm_api_options: bool
     # What `sparkc import` needs to read other launchers' recipes for this engine; None: none run it.
     recipe_words: RecipeWords | None
+
+    # The Prometheus samples status.sh reads on the API port's /metrics; None: it serves none, for the reason
+    # metrics_absent gives.
+    metrics: EngineMetrics | None
+    metrics_absent: str
 
     # The engine's own serving benchmark: its command with @INPUT@, @OUTPUT@, @PROMPTS@, @CONCURRENCY@,
     # @URL@, @MODEL@, @TOKENIZER@ and @RESULT@ (a file in the results folder) for bench.sh to fill in.

@@ -8,7 +8,7 @@ from typing import Any
 from compiler.engines import Deployment, EngineArgv, RecipeWords, common_flags, group_args, host_port
 from compiler.engines.flag_table import spellings
 from compiler.engines.speculative import SGLANG_NAMES, engine_name
-from compiler.plan import Command, Setting, StartGate, Words
+from compiler.plan import Command, EngineMetrics, Setting, StartGate, Words
 from compiler.spec.model_facts import ModelFacts
 from compiler.spec.typed import Backend, EngineKind, Node, Source, Spec
 from compiler.user_files import ascii_int
@@ -129,6 +129,17 @@ class Sglang:
             "--speculative-num-draft-tokens",
         ),
     )
+    # sglang/srt/metrics/collector.py: gauges and counters labelled model_name (and the ranks); token_usage is
+    # the KV cache's share in use. Its server adds /metrics only under --enable-metrics.
+    metrics: EngineMetrics | None = EngineMetrics(
+        running="sglang:num_running_reqs",
+        waiting="sglang:num_queue_reqs",
+        kv_usage=("sglang:token_usage",),
+        prompt_tokens="sglang:prompt_tokens_total",
+        generation_tokens="sglang:generation_tokens_total",
+        note="SGLang serves /metrics only when started with --enable-metrics: add it to engine.args",
+    )
+    metrics_absent = ""
     # `python3 -m sglang.bench_serving`: random prompts, so no data set download; one JSON line per run.
     bench_command: tuple[str, ...] = (
         "python3", "-m", "sglang.bench_serving", "--backend", "sglang-oai", "--base-url", "@URL@",

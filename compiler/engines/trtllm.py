@@ -13,7 +13,7 @@ from typing import Any
 
 from compiler.engines import Deployment, EngineArgv, RecipeWords, group_args, kv_cache_bytes
 from compiler.engines.flag_table import spellings
-from compiler.plan import Setting, StartGate, Words
+from compiler.plan import EngineMetrics, Setting, StartGate, Words
 from compiler.spec.model_facts import ModelFacts
 from compiler.spec.typed import Backend, EngineKind, Node, Source, Spec
 
@@ -93,6 +93,12 @@ class Trtllm:
     drafts_from_spec = False  # its speculative_config goes in engine.llm_api_options
     takes_llm_api_options = True
     recipe_words: RecipeWords | None = None  # no recipe launcher sparkc reads runs it
+    # trtllm-serve's /metrics answers a JSON list of iteration statistics (each read takes them away), not
+    # Prometheus text of requests running, waiting and tokens.
+    metrics: EngineMetrics | None = None
+    metrics_absent = (
+        "TensorRT-LLM (trtllm-serve) serves no Prometheus metrics: its /metrics gives JSON iteration statistics"
+    )
     # TensorRT-LLM's serving benchmark (tensorrt_llm/serve/scripts/benchmark_serving.py, vLLM's, adapted): random
     # token ids (without --random-ids its random set samples ShareGPT, a download); the result as vLLM writes it.
     bench_command: tuple[str, ...] = (

@@ -18,7 +18,7 @@ from compiler.engines import (
 from compiler.engines.flag_table import spellings
 from compiler.engines.memory import kv_fraction, vllm_gate
 from compiler.engines.speculative import VLLM_MTP_NAMES, engine_name
-from compiler.plan import Command, Setting, StartGate, Words
+from compiler.plan import Command, EngineMetrics, Setting, StartGate, Words
 from compiler.sizes import size_bytes
 from compiler.spec.model_facts import ModelFacts
 from compiler.spec.typed import Backend, EngineKind, Node, Source, Spec
@@ -150,6 +150,16 @@ class Vllm:
             "--enable-expert-parallel": "engine.expert_parallel",
         },
     )
+    # vllm/v1/metrics/loggers.py: gauges and counters labelled model_name and engine (one per data-parallel
+    # engine); kv_cache_usage_perc (a fraction, despite its name) replaced gpu_cache_usage_perc.
+    metrics: EngineMetrics | None = EngineMetrics(
+        running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        prompt_tokens="vllm:prompt_tokens_total",
+        generation_tokens="vllm:generation_tokens_total",
+    )
+    metrics_absent = ""
     # `vllm bench serve` (vllm/benchmarks/serve.py): random prompts, so no data set download; the API key
     # from OPENAI_API_KEY.
     bench_command: tuple[str, ...] = (

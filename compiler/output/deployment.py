@@ -106,11 +106,30 @@ def entries(plan: Plan) -> list[Entry]:
         Constant("SPARKC_RAY_EXPECTED_IPS", plan.ray_expected_ips),
         Constant("SPARKC_TOTAL_GPUS", plan.total_gpus),
     ]
+    e += _metrics(plan)
     e += _model(plan)
     e += _launch(plan)
     e += runs(plan)
     e += _others(plan)
     return e
+
+
+def _metrics(plan: Plan) -> list[Entry]:
+    """status.sh: the engine's Prometheus samples by name (empty names where it serves none)."""
+    m = plan.metrics
+    return [
+        Constant(
+            "SPARKC_METRICS_RUNNING",
+            m.running if m else "",
+            "The engine's samples status.sh reads on /metrics: requests running, waiting, the KV cache's share in"
+            " use (the first name present), prompt and generated tokens.",
+        ),
+        Constant("SPARKC_METRICS_WAITING", m.waiting if m else ""),
+        Constant("SPARKC_METRICS_KV_USAGE", m.kv_usage if m else ()),
+        Constant("SPARKC_METRICS_PROMPT_TOKENS", m.prompt_tokens if m else ""),
+        Constant("SPARKC_METRICS_GENERATION_TOKENS", m.generation_tokens if m else ""),
+        Constant("SPARKC_METRICS_NOTE", m.note if m else plan.metrics_absent),
+    ]
 
 
 def _model(plan: Plan) -> list[Entry]:

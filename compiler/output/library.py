@@ -32,6 +32,7 @@ PARTS = (
     "probe.sh",
     "launch.sh",
     "stop.sh",
+    "metrics.sh",
     "status.sh",
     "logs.sh",
     "build.sh",

@@ -30,7 +30,8 @@ FILE_PURPOSES = {
     "cluster and waits until the API answers.",
     "stop-cluster.sh": "Stops and removes the deployment's containers on every node, workers first (the "
     "compile cache stays).",
-    "status.sh": "Shows each node's container, the Ray cluster where there is one, and whether the API answers.",
+    "status.sh": "Shows each node's container, the Ray cluster where there is one, whether the API answers, "
+    "what the engine is doing (its metrics) and the last launch's timeline.",
     "logs.sh": "Gathers every node's container log under `logs/`, or follows the head's.",
     "distribute.sh": "Run on the head: copies the image and the model folder over the fabric to nodes that "
     "lack them or hold another build, from the head to each at once (`--chain` passes the image node to node, "

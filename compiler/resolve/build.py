@@ -125,6 +125,8 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         mpi_ssh_port=d.spec.launch.mpi_ssh_port if d.backend is Backend.MPI else 0,
         mpi_sshd_from_hooks=d.backend is Backend.MPI and d.hooks_install_sshd,
         start_gate=d.engine.start_gate(d),
+        metrics=d.engine.metrics,
+        metrics_absent=d.engine.metrics_absent,
         engine_api_port_words=engine_port,
     )
 

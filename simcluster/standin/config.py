@@ -42,6 +42,7 @@ class EngineConfig:
     # vLLM --gpu-memory-utilization (share of the total it checks is free at start), SGLang --mem-fraction-static
     # (share of what is free at start); None: the engine's own choice
     memory_fraction: float | None = None
+    metrics: bool = True  # /metrics served: vLLM always, SGLang under --enable-metrics
 
     @property
     def world_size(self) -> int:

@@ -192,7 +192,16 @@ def _serve(cfg: EngineConfig, max_len: int, rank0: bool) -> int:
         httpd = server.bind(
             cfg.host,
             cfg.port,
-            server.ServeInfo(cfg.engine, cfg.model, names, max_len, health_only=health_only, api_key=cfg.api_key),
+            server.ServeInfo(
+                cfg.engine,
+                cfg.model,
+                names,
+                max_len,
+                health_only=health_only,
+                api_key=cfg.api_key,
+                engines=cfg.dp if cfg.engine == "vllm" else 1,
+                metrics=cfg.metrics,
+            ),
         )
     except OSError as exc:
         # uvicorn's wording, lower-cased as uvicorn prints it

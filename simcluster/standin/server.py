@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from . import log
+from .metrics import Metrics
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class ServeInfo:
     max_model_len: int
     health_only: bool = False  # SGLang ranks > 0 answer /health and nothing else
     api_key: str | None = None  # vLLM and SGLang: /v1/* needs `Authorization: Bearer KEY`; /health never
+    engines: int = 1  # vLLM's data-parallel engines behind this API server (its /metrics' engine label)
+    metrics: bool = True  # /metrics served (SGLang: only under --enable-metrics)
 
 
 class _Server(ThreadingHTTPServer):
@@ -28,6 +31,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, addr: tuple[str, int], info: ServeInfo) -> None:
         self.info = info
+        self.metrics = Metrics(info.engine, info.served_names[0], info.max_model_len, info.engines)
         super().__init__(addr, _Handler)
 
 
@@ -49,6 +53,14 @@ class _Handler(BaseHTTPRequestHandler):
         data = b"" if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_metrics(self) -> None:
+        data = self.server.metrics.render()
+        self.send_response(200)
+        self.send_header("Content-Type", self.server.metrics.content_type())
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -108,6 +120,8 @@ class _Handler(BaseHTTPRequestHandler):
                 for name in info.served_names
             ]
             self._send(200, {"object": "list", "data": data})
+        elif path == "/metrics" and info.metrics:
+            self._send_metrics()
         elif path == "/version":
             self._send(200, {"version": "0.0.0+sparkc-standin"})
         else:
@@ -157,7 +171,10 @@ class _Handler(BaseHTTPRequestHandler):
                 f"{max_tokens} in the completion). Please reduce the length of the messages or completion.",
             )
             return
+        metrics = self.server.metrics
+        engine = metrics.start(prompt_tokens)
         text = " ".join(f"tok{i}" for i in range(max_tokens))
+        metrics.finish(engine, prompt_tokens, max_tokens)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": max_tokens,

@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--reasoning-parser", default=None)
     p.add_argument("--dist-timeout", type=int, default=None)
+    p.add_argument("--enable-metrics", action="store_true")  # without it the server has no /metrics
     p.add_argument("--api-key", default=None)  # SGLang reads its key only from the command line
     p.add_argument("--speculative-algorithm", default=None)  # any name: judged by SpeculativeAlgorithm.from_string
     p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", default=None)
@@ -108,6 +109,7 @@ def main(argv: list[str]) -> int:
         max_model_len=ns.context_length,
         dist_timeout_s=float(ns.dist_timeout) if ns.dist_timeout else None,
         api_key=ns.api_key,
+        metrics=ns.enable_metrics,
         attn_dp=ns.attn_dp_size,
         ep=ns.ep_size,
         memory_fraction=ns.mem_fraction_static,

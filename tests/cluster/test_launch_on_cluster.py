@@ -7,6 +7,7 @@ cannot grant); the scripts run on the head node as an operator would run them.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,24 @@ def ask(cluster: SimCluster, port: int, model: str) -> dict[str, Any]:
     return json.loads(res.stdout)
 
 
+def assert_engine_view(d: Deploy, cluster: SimCluster, model: str, first: str) -> None:
+    """status.sh's engine lines from the stand-in's vLLM /metrics: the first call's tokens (the launch's readiness
+    request and one more), then a rate over the requests between two calls; the JSON form and the timeline."""
+    assert re.search(r"^engine: 0 running, 0 waiting, KV cache 0\.0% in use$", first, re.M), first
+    assert re.search(r"^rate: from the next call on", first, re.M), first
+    assert re.search(r"^last launch \S+ \(ready\): ready in \d+s, first token in [0-9.]+s$", first, re.M), first
+    tokens = re.search(r"^tokens: \d+ prompt, (\d+) generated$", first, re.M)
+    assert tokens, first
+    for _ in range(3):
+        ask(cluster, 30000, model)  # 4 tokens each
+    view = json.loads(d.run("status.sh", "--format", "json").stdout)
+    # and status.sh's own one-token probe, sent before it reads /metrics
+    assert view["healthy"] is True and view["metrics"]["generation"] == int(tokens.group(1)) + 13, view
+    assert view["metrics"]["running"] == 0 and view["metrics"]["engines"] == 1
+    assert view["rates"]["generation_rate"] > 0 and view["rates"]["seconds"] > 0, view
+    assert view["timeline"]["ready_after_s"] > 0 and view["timeline"]["phases"][0]["phase"] == "preflight"
+
+
 # -- 1. the examples come up, report healthy, gather logs, stop, and come up again -----------------
 
 
@@ -53,6 +72,7 @@ def test_seed_ray_example_lifecycle(deploy: Deploy, sim_cluster: SimCluster, tmp
     status = d.run("status.sh")
     assert status.returncode == 0, status.stdout + status.stderr
     assert "ray: 2/2 nodes alive, 2/2 GPUs; missing: none" in status.stdout and "healthy" in status.stdout
+    assert_engine_view(d, sim_cluster, plan["served_model_name"], status.stdout)
 
     gathered = tmp_path / "gathered"
     logs = d.run("logs.sh", "--out", str(gathered))

@@ -2012,7 +2012,12 @@ phase() {
   SPARKC_PHASE_START=$SECONDS
   log "== $1: $2"
 }
-phase_done() { log "== $SPARKC_PHASE done in $((SECONDS - SPARKC_PHASE_START))s"; }
+# Each phase done, for last-launch.txt's timeline: NAME START SECONDS (seconds since the launch started).
+SPARKC_TIMELINE=()
+phase_done() {
+  log "== $SPARKC_PHASE done in $((SECONDS - SPARKC_PHASE_START))s"
+  SPARKC_TIMELINE+=("$SPARKC_PHASE $SPARKC_PHASE_START $((SECONDS - SPARKC_PHASE_START))")
+}
 
 # Stop the launch: save every node's logs and state, say which node and phase failed, exit 1.
 fail() {
@@ -2260,8 +2265,9 @@ check_entrypoint_sha256() {
 # starting), again when the endpoint is ready, or failed: status.sh and the next launch read the
 # port of the containers that are on the nodes now, even when that launch failed.
 SPARKC_LAUNCHED_AT=""
+SPARKC_READY_AFTER=""  # seconds from the start to READY
 record_launch() { # STATE
-  local node
+  local node entry name start took first=""
   dry_run && return 0
   SPARKC_LAUNCHED_AT=${SPARKC_LAUNCHED_AT:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
   {
@@ -2270,6 +2276,15 @@ record_launch() { # STATE
       printf 'image_id.%s=%s\n' "$node" "${SPARKC_IMAGE_IDS[$node]:-unknown (preflight skipped)}"
     done
     describe_overrides
+    # The timeline: each phase done (start and length in seconds from the launch's start), the time to
+    # ready and the readiness completion's time to first token (curl's time to its first byte).
+    for entry in "${SPARKC_TIMELINE[@]}"; do
+      read -r name start took <<<"$entry"
+      printf 'phase.%s=%s %s\n' "$name" "$start" "$took"
+    done
+    [[ -z $SPARKC_READY_AFTER ]] || printf 'ready_after=%s\n' "$SPARKC_READY_AFTER"
+    [[ ! -s $SPARKC_SCRATCH/first-token ]] || first=$(<"$SPARKC_SCRATCH/first-token")
+    [[ ! $first =~ ^[0-9]+([.][0-9]+)?$ ]] || printf 'first_token=%s\n' "$first"
   } | save_file "$SPARKC_SCRIPT_DIR/last-launch.txt"
   [[ $1 != ready ]] || log "recorded in $SPARKC_SCRIPT_DIR/last-launch.txt"
 }
@@ -2942,11 +2957,20 @@ readiness_stage() {
     echo /health
   elif ! probe_models; then
     echo "/v1/models naming $SPARKC_SERVED_MODEL"
-  elif ! probe_completion; then
+  elif ! first_token_probe; then
     echo "a completion"
   else
     echo ready
   fi
+}
+
+# The readiness completion (probe_completion's request), keeping its time to first byte for last-launch.txt:
+# the answer of a one-token request, its time to first token.
+first_token_probe() {
+  local took
+  took=$(api_curl -fsS --max-time 60 -H 'Content-Type: application/json' -d "$SPARKC_PROBE_BODY" -o /dev/null \
+    -w '%{time_starttransfer}' "$SPARKC_PROBE_URL/v1/completions" 2>/dev/null) || return 1
+  printf '%s\n' "$took" >"$SPARKC_SCRATCH/first-token"
 }
 
 # The TCP ports the head container's own processes listen on, as hexadecimal numbers: /proc/net/tcp of the
@@ -3078,6 +3102,7 @@ launch_main() {
     check_fabric
   fi
   dry_run && { log "dry run complete"; return 0; }
+  SPARKC_READY_AFTER=$SECONDS
   log "READY in ${SECONDS}s: $SPARKC_SERVED_MODEL at $SPARKC_ENDPOINT/v1"
   record_launch ready
   local auth=""
@@ -3154,15 +3179,153 @@ stop_main() {
   return "$status"
 }
 
+# -- metrics.sh --------------------------------------------------------------------------------------
+# status.sh's readings: the engine's own Prometheus metrics on the API port (requests running and waiting,
+# the KV cache's share in use, prompt and generated tokens, and the token rates since the last call), and
+# the last launch's timeline from last-launch.txt. Whatever the engine or the record holds is read as data:
+# parsed by awk into numbers, never evaluated.
+
+readonly SPARKC_METRICS_MAX_BYTES=4000000  # the most of /metrics read; a real engine's is well under 1 MB
+readonly SPARKC_METRICS_STATE=status-metrics.txt  # beside the script: the previous sample, for the rates
+
+# Prometheus text on stdin -> `KEY NUMBER` lines for the samples named by the SPARKC_METRICS_* constants:
+# running, waiting, prompt, generation (each summed over its labels: one sample per data-parallel engine),
+# kv (the mean of the first KV-cache name present) and engines (how many samples `running` had). A sample
+# that is no plain finite number (NaN, +Inf, a word), a line over 4096 bytes, a name not asked for: skipped.
+metrics_parse() {
+  LC_ALL=C awk -v running="$SPARKC_METRICS_RUNNING" -v waiting="$SPARKC_METRICS_WAITING" \
+    -v prompt="$SPARKC_METRICS_PROMPT_TOKENS" -v generation="$SPARKC_METRICS_GENERATION_TOKENS" \
+    -v kvnames="${SPARKC_METRICS_KV_USAGE[*]}" '
+    BEGIN {
+      key[running] = "running"; key[waiting] = "waiting"; key[prompt] = "prompt"; key[generation] = "generation"
+      kvcount = split(kvnames, kv, " ")
+      for (i = 1; i <= kvcount; i++) key[kv[i]] = "kv" i
+    }
+    length($0) > 4096 || /^#/ { next }
+    {
+      if (!match($0, /^[A-Za-z_:][A-Za-z0-9_:]*/)) next
+      name = substr($0, 1, RLENGTH)
+      if (!(name in key)) next
+      rest = substr($0, RLENGTH + 1)
+      if (substr(rest, 1, 1) == "{") {
+        gsub(/"([^"\\]|\\.)*"/, "\"\"", rest)  # label values may hold } and spaces
+        end = index(rest, "}")
+        if (!end) next
+        rest = substr(rest, end + 1)
+      }
+      n = split(rest, field, /[ \t]+/)
+      value = field[1] == "" ? field[2] : field[1]
+      if (value !~ /^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/) next
+      value += 0
+      if (value < 0 || value >= 1e15) next
+      sum[key[name]] += value
+      seen[key[name]]++
+    }
+    END {
+      split("running waiting prompt generation", order, " ")
+      for (i = 1; i <= 4; i++) if (seen[order[i]]) printf "%s %.0f\n", order[i], sum[order[i]]
+      if (seen["running"]) printf "engines %d\n", seen["running"]
+      for (i = 1; i <= kvcount; i++) {
+        if (seen["kv" i]) { printf "kv %.4f\n", sum["kv" i] / seen["kv" i]; break }
+      }
+    }'
+}
+
+# The engine's /metrics, at most SPARKC_METRICS_MAX_BYTES of it, parsed; fails where it does not answer.
+# /metrics is outside /v1: no engine asks for the API key there.
+metrics_fetch() {
+  curl -fsS --max-time 5 --max-filesize "$SPARKC_METRICS_MAX_BYTES" "$SPARKC_PROBE_URL/metrics" 2>/dev/null \
+    | head -c "$SPARKC_METRICS_MAX_BYTES" | metrics_parse
+}
+
+# The value of KEY in `KEY NUMBER` lines (the parser's, or the state file's), or nothing.
+metrics_value() { # KEY LINES
+  LC_ALL=C awk -v k="$1" '$1 == k && $2 ~ /^[0-9]+([.][0-9]+)?$/ { v = $2 } END { if (v != "") print v }' <<<"$2"
+}
+
+# The same, or ? where the engine did not report it.
+metrics_shown() { # KEY LINES
+  local value
+  value=$(metrics_value "$1" "$2")
+  printf '%s' "${value:-?}"
+}
+
+# Seconds since the epoch, to the microsecond where bash tells (EPOCHREALTIME; a comma in some locales).
+metrics_now() {
+  local now=${EPOCHREALTIME:-}
+  [[ -n $now ]] || now=$(date +%s)
+  printf '%s\n' "${now/,/.}"
+}
+
+# Tokens a second since the sample the last call kept: `seconds S`, `prompt_rate R`, `generation_rate R`
+# lines; nothing (and the reason on stderr) where there is no earlier sample or it cannot count. Keeps this
+# sample for the next call (written whole, then moved into place).
+metrics_rates() { # PARSED
+  local file=$SPARKC_SCRIPT_DIR/$SPARKC_METRICS_STATE now before="" out prompt generation
+  now=$(metrics_now)
+  prompt=$(metrics_value prompt "$1") generation=$(metrics_value generation "$1")
+  [[ ! -f $file ]] || before=$(head -c 1000 -- "$file" | tr -d '\0')
+  out=$(LC_ALL=C awk -v now="$now" -v p1="$prompt" -v g1="$generation" -v t0="$(metrics_value time "$before")" \
+    -v p0="$(metrics_value prompt "$before")" -v g0="$(metrics_value generation "$before")" 'BEGIN {
+      if (p1 == "" || g1 == "") { print "rate: the engine reports no token counters"; exit }
+      if (t0 == "" || p0 == "" || g0 == "") { print "rate: from the next call on"; exit }
+      dt = now - t0
+      if (dt < 0.5) { print "rate: from the next call on (the last call was under half a second ago)"; exit }
+      if (p1 < p0 || g1 < g0) { print "rate: from the next call on (the counters went back: the engine restarted)"; exit }
+      printf "seconds %.1f\nprompt_rate %.1f\ngeneration_rate %.1f\n", dt, (p1 - p0) / dt, (g1 - g0) / dt
+    }')
+  if [[ -n $prompt && -n $generation ]] && own_path "$file" 2>/dev/null; then
+    printf 'time %s\nprompt %s\ngeneration %s\n' "$now" "$prompt" "$generation" | save_file "$file" 2>/dev/null || true
+  fi
+  if [[ $out == rate:* ]]; then
+    printf '%s\n' "${out#rate: }" >&2
+    return 1
+  fi
+  printf '%s\n' "$out"
+}
+
+# last-launch.txt's timeline: `NAME START SECONDS` per phase, in the order they ran (only names of
+# lower-case letters and digits, only whole numbers).
+launch_phases() {
+  local file=$SPARKC_SCRIPT_DIR/last-launch.txt
+  [[ -f $file ]] || return 0
+  LC_ALL=C awk 'length($0) < 200 && /^phase[.][a-z0-9-]+=[0-9]+ [0-9]+$/ {
+    sub(/^phase[.]/, ""); sub(/=/, " "); print }' "$file"
+}
+
+# A number from last-launch.txt (ready_after, first_token), or nothing where the record has none.
+launch_number() { # KEY
+  local value
+  value=$(last_launch_field "$1")
+  [[ $value =~ ^[0-9]{1,9}([.][0-9]{1,6})?$ ]] && printf '%s\n' "$value"
+  return 0
+}
+
+# A JSON string of printable ASCII: anything else becomes ?.
+json_string() {
+  local LC_ALL=C s=$1
+  s=${s//[^ -~]/?}
+  s=${s//\\/\\\\}
+  printf '"%s"' "${s//\"/\\\"}"
+}
+
 # -- status.sh ---------------------------------------------------------------------------------------
 status_usage() {
   cat <<'USAGE'
-Usage: status.sh [--all]
+Usage: status.sh [--format text|json] [--all]
 
 Shows each node's container, Ray's view of the cluster (Ray backend) and the endpoint's health,
 on the API port of the last launch that started containers, even one that failed
 (launch-cluster.sh --port, as last-launch.txt records it), and whether that launch failed.
+Then what the engine is doing, from its own Prometheus metrics on that port: requests running
+and waiting, the KV cache's share in use, prompt and generated tokens, and the tokens a second
+since the last call of status.sh (kept in status-metrics.txt beside it). Last, the last launch's
+timeline: when each phase started and how long it took, the time to ready and the readiness
+request's time to first token.
 Exit status: 0 every container running and the endpoint healthy, 1 otherwise, 2 usage.
+
+--format json: the same as one JSON object on stdout (nodes, containers, health, metrics, rates,
+timeline), for scripts; messages go to stderr. text (the default): as above.
 
 --all: every sparkc deployment with a container on this deployment's nodes (by the containers'
 labels; sparkc need not be installed): its containers' state per node, its endpoint and whether
@@ -3171,17 +3334,31 @@ USAGE
 }
 
 status_main() {
-  case ${1:-} in
-    "") ;;
-    --all) [[ $# == 1 ]] || { echo "status.sh: --all takes nothing after it" >&2; exit 2; }
-      ssh_mux_start
-      status_all
-      return ;;
-    -h | --help) status_usage; exit 0 ;;
-    *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
-  esac
+  local format=text
+  while (($#)); do
+    case $1 in
+      --all) [[ $# == 1 ]] || { echo "status.sh: --all takes nothing after it" >&2; exit 2; }
+        [[ $format == text ]] || { echo "status.sh: --all prints text only" >&2; exit 2; }
+        ssh_mux_start
+        status_all
+        return ;;
+      --format)
+        case ${2-} in
+          text | json) format=$2 ;;
+          *) echo "status.sh: --format takes text or json" >&2; exit 2 ;;
+        esac
+        shift ;;
+      -h | --help) status_usage; exit 0 ;;
+      *) echo "status.sh: unknown option: $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  local json_out
+  if [[ $format == json ]]; then
+    exec {json_out}>&1 1>&2  # the object alone on stdout; every message on stderr
+  fi
   dry_run || ssh_mux_start  # after the options: a dry run opens no connection
-  local node state healthy=1 out problem
+  local node state healthy=1 out problem endpoint node_json="" ray=""
   use_api_port "$(last_launch_port)"
   ((SPARKC_API_PORT == SPARKC_COMPILED_API_PORT)) || log "API port $SPARKC_API_PORT, from the last launch (launch-cluster.sh --port)"
   local last
@@ -3192,21 +3369,23 @@ status_main() {
   esac
   for node in "${SPARKC_NODES[@]}"; do
     if ! is_local "$node" && ! on_node "$node" true 2>/dev/null; then
-      printf '%-20s %-40s %s\n' "$node" "${SPARKC_CONTAINER[$node]}" "UNREACHABLE (${SPARKC_TARGET[$node]})"
+      state="UNREACHABLE (${SPARKC_TARGET[$node]})"
       healthy=0
-      continue
+    else
+      state=$(printable "$(container_state "$node")")
+      [[ $state == running ]] || healthy=0
     fi
-    state=$(container_state "$node")
-    printf '%-20s %-40s %s\n' "$node" "${SPARKC_CONTAINER[$node]}" "$(printable "$state")"
-    [[ $state == running ]] || healthy=0
+    node_json+="${node_json:+,}{\"name\":$(json_string "$node"),\"container\":$(json_string "${SPARKC_CONTAINER[$node]}"),\"state\":$(json_string "$state")}"
+    [[ $format == json ]] || printf '%-20s %-40s %s\n' "$node" "${SPARKC_CONTAINER[$node]}" "$state"
   done
   if [[ $SPARKC_BACKEND == ray ]]; then
     if out=$(ray_check 2>&1); then
-      printf '%s\n' "$(printable "${out##*$'\n'}")"
+      ray=$(printable "${out##*$'\n'}")
     else
-      printf 'Ray NOT READY: %s\n' "$(printable "${out##*$'\n'}")"
+      ray="Ray NOT READY: $(printable "${out##*$'\n'}")"
       healthy=0
     fi
+    [[ $format == json ]] || printf '%s\n' "$ray"
   fi
   if [[ -n $SPARKC_API_KEY_VAR && -z ${!SPARKC_API_KEY_VAR-} ]]; then
     warn "$SPARKC_API_KEY_VAR is not set here: the engine answers 401 on /v1 without it; export it as for the launch"
@@ -3214,17 +3393,22 @@ status_main() {
   problem=$(api_key_problem)
   [[ -z $problem ]] || warn "$problem (the probes below are not sent)"
   if ! probe_health; then
-    printf 'endpoint %s: /health does not answer\n' "$SPARKC_ENDPOINT"
-    healthy=0
+    endpoint="/health does not answer"
   elif ! probe_models; then
-    printf 'endpoint %s: /v1/models does not list %s\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
-    healthy=0
+    endpoint="/v1/models does not list $SPARKC_SERVED_MODEL"
   elif ! probe_completion; then
     # A wedged engine can still answer /health and /v1/models.
-    printf 'endpoint %s: lists %s but does not complete a one-token request\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
-    healthy=0
+    endpoint="lists $SPARKC_SERVED_MODEL but does not complete a one-token request"
   else
-    printf 'endpoint %s: healthy, serving %s\n' "$SPARKC_ENDPOINT" "$SPARKC_SERVED_MODEL"
+    endpoint="healthy, serving $SPARKC_SERVED_MODEL"
+  fi
+  [[ $endpoint == healthy,* ]] || healthy=0
+  if [[ $format == json ]]; then
+    status_json "$healthy" "$ray" "$endpoint" "$node_json" >&"$json_out"
+  else
+    printf 'endpoint %s: %s\n' "$SPARKC_ENDPOINT" "$endpoint"
+    status_engine_text
+    status_timeline_text
   fi
   if ((healthy)); then
     log "$SPARKC_DEPLOYMENT is healthy"
@@ -3232,6 +3416,93 @@ status_main() {
   fi
   log "$SPARKC_DEPLOYMENT is NOT healthy"
   return 1
+}
+
+# What the engine is doing, from its /metrics, and the token rates since the last call.
+status_engine_text() {
+  local parsed rates engines kv
+  if [[ -z $SPARKC_METRICS_RUNNING ]]; then
+    printf 'engine: %s\n' "$SPARKC_METRICS_NOTE"
+    return 0
+  fi
+  if ! parsed=$(metrics_fetch) || [[ -z $parsed ]]; then
+    printf 'engine: %s/metrics gives no metrics of %s%s\n' "$SPARKC_PROBE_URL" "$SPARKC_ENGINE" "${SPARKC_METRICS_NOTE:+ ($SPARKC_METRICS_NOTE)}"
+    return 0
+  fi
+  engines=$(metrics_value engines "$parsed")
+  kv=$(LC_ALL=C awk -v kv="$(metrics_value kv "$parsed")" 'BEGIN { if (kv == "") print "?"; else printf "%.1f%%", kv * 100 }')
+  printf 'engine: %s running, %s waiting, KV cache %s in use' "$(metrics_shown running "$parsed")" \
+    "$(metrics_shown waiting "$parsed")" "$kv"
+  if ((${engines:-1} > 1)); then printf ' (%s engines together)' "$engines"; fi
+  printf '\ntokens: %s prompt, %s generated\n' "$(metrics_shown prompt "$parsed")" \
+    "$(metrics_shown generation "$parsed")"
+  if rates=$(metrics_rates "$parsed" 2>&1); then
+    printf 'rate: %s prompt, %s generated tokens/s over the last %ss\n' "$(metrics_value prompt_rate "$rates")" \
+      "$(metrics_value generation_rate "$rates")" "$(metrics_value seconds "$rates")"
+  else
+    printf 'rate: %s\n' "$rates"
+  fi
+}
+
+# The last launch's timeline, from last-launch.txt.
+status_timeline_text() {
+  local phases ready first name start took
+  phases=$(launch_phases)
+  ready=$(launch_number ready_after) first=$(launch_number first_token)
+  [[ -n $phases || -n $ready ]] || return 0
+  printf 'last launch %s (%s):%s%s\n' "$(safe_word "$(last_launch_field launched)")" "$(safe_word "$(last_launch_field state)")" \
+    "${ready:+ ready in ${ready}s}" "${first:+, first token in ${first}s}"
+  while read -r name start took; do
+    [[ -n $name ]] && printf '  %-12s at %5ss  took %5ss\n' "$name" "$start" "$took"
+  done <<<"$phases"
+}
+
+# status.sh --format json: everything above as one object.
+status_json() { # HEALTHY RAY ENDPOINT NODES (their JSON objects, comma-separated)
+  local healthy=$1 ray=$2 endpoint=$3 node_json=$4 parsed="" rates="" key value metrics=null rate=null note=""
+  if [[ -z $SPARKC_METRICS_RUNNING ]]; then
+    note=$SPARKC_METRICS_NOTE
+  elif ! parsed=$(metrics_fetch) || [[ -z $parsed ]]; then
+    note="$SPARKC_PROBE_URL/metrics gives no metrics of $SPARKC_ENGINE${SPARKC_METRICS_NOTE:+ ($SPARKC_METRICS_NOTE)}"
+    parsed=""
+  else
+    metrics=""
+    while read -r key value; do
+      metrics+="${metrics:+,}\"$key\":$value"
+    done <<<"$parsed"
+    metrics="{$metrics}"
+    if rates=$(metrics_rates "$parsed" 2>&1); then
+      rate=""
+      while read -r key value; do
+        rate+="${rate:+,}\"$key\":$value"
+      done <<<"$rates"
+      rate="{$rate}"
+    else
+      note=$rates
+    fi
+  fi
+  printf '{"deployment":%s,"engine":%s,"healthy":%s,"endpoint":%s,"model":%s,"health":%s,' \
+    "$(json_string "$SPARKC_DEPLOYMENT")" "$(json_string "$SPARKC_ENGINE")" "$( ((healthy)) && echo true || echo false)" \
+    "$(json_string "$SPARKC_ENDPOINT")" "$SPARKC_SERVED_MODEL_JSON" "$(json_string "$endpoint")"
+  printf '"nodes":[%s],"ray":%s,"metrics":%s,"rates":%s,"metrics_note":%s,"timeline":%s}\n' "$node_json" \
+    "$([[ $SPARKC_BACKEND == ray ]] && json_string "$ray" || echo null)" "$metrics" "$rate" "$(json_string "$note")" \
+    "$(status_timeline_json)"
+}
+
+status_timeline_json() {
+  local phases ready first name start took list=""
+  phases=$(launch_phases)
+  ready=$(launch_number ready_after) first=$(launch_number first_token)
+  if [[ -z $phases && -z $ready ]]; then
+    echo null
+    return 0
+  fi
+  while read -r name start took; do
+    [[ -n $name ]] && list+="${list:+,}{\"phase\":\"$name\",\"start_s\":$start,\"seconds\":$took}"
+  done <<<"$phases"
+  printf '{"launched":%s,"state":%s,"ready_after_s":%s,"first_token_s":%s,"phases":[%s]}\n' \
+    "$(json_string "$(last_launch_field launched)")" "$(json_string "$(last_launch_field state)")" \
+    "${ready:-null}" "${first:-null}" "$list"
 }
 
 # status.sh --all: every sparkc deployment on these nodes, one line each, from its containers' labels.

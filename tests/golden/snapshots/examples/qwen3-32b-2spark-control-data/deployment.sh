@@ -58,6 +58,16 @@ readonly SPARKC_API_KEY_VAR=''
 readonly SPARKC_API_KEY_GIVEN=''
 readonly SPARKC_RAY_EXPECTED_IPS=()
 readonly SPARKC_TOTAL_GPUS=2
+# The engine's samples status.sh reads on /metrics: requests running, waiting, the KV cache's share in use (the first name present), prompt and generated tokens.
+readonly SPARKC_METRICS_RUNNING=vllm:num_requests_running
+readonly SPARKC_METRICS_WAITING=vllm:num_requests_waiting
+readonly SPARKC_METRICS_KV_USAGE=(
+  vllm:kv_cache_usage_perc
+  vllm:gpu_cache_usage_perc
+)
+readonly SPARKC_METRICS_PROMPT_TOKENS=vllm:prompt_tokens_total
+readonly SPARKC_METRICS_GENERATION_TOKENS=vllm:generation_tokens_total
+readonly SPARKC_METRICS_NOTE=''
 readonly SPARKC_MODEL_HOST_PATH=/home/aurora/models/Qwen3-32B
 # The weights' revision, checked on every node where the folder records one.
 readonly SPARKC_MODEL_REVISION=''
@@ -403,7 +413,7 @@ readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen3-32b-planes
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=10ad56d06c01f1e54a8d1e2ed15c1812db859cafe7bcf543952b960ffb9c760f
+readonly SPARKC_LIB_SHA256=eca67c357eab0a46213ebb5eb55c3fa7335e8016e575aca8a116fc413f5434b9
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
