@@ -130,14 +130,15 @@ class Sglang:
         ),
     )
     # sglang/srt/metrics/collector.py: gauges and counters labelled model_name (and the ranks); token_usage is
-    # the KV cache's share in use. Its server adds /metrics only under --enable-metrics.
+    # the KV cache's share in use. Its server adds /metrics only under --enable-metrics, which argv passes.
     metrics: EngineMetrics | None = EngineMetrics(
         running="sglang:num_running_reqs",
         waiting="sglang:num_queue_reqs",
         kv_usage=("sglang:token_usage",),
         prompt_tokens="sglang:prompt_tokens_total",
         generation_tokens="sglang:generation_tokens_total",
-        note="SGLang serves /metrics only when started with --enable-metrics: add it to engine.args",
+        note="SGLang serves /metrics only when started with --enable-metrics (sparkc passes it: was the engine "
+        "started by this deployment's launch-cluster.sh?)",
     )
     metrics_absent = ""
     # `python3 -m sglang.bench_serving`: random prompts, so no data set download; one JSON line per run.
@@ -175,6 +176,8 @@ class Sglang:
         if engine.pipeline_parallel > 1:
             flags.append(("--pp-size", str(engine.pipeline_parallel)))
         flags += [(SETTING_FLAGS[s], d.value(s)) for s in ("max_model_len", "gpu_memory_utilization") if d.value(s)]
+        if "--enable-metrics" not in engine.args:
+            flags.append(("--enable-metrics",))  # status.sh and watch.sh read /metrics, served only under it
         if d.multi:
             flags += [
                 ("--nnodes", str(len(d.nodes))),

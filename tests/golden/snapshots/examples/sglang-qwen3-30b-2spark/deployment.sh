@@ -66,7 +66,7 @@ readonly SPARKC_METRICS_KV_USAGE=(
 )
 readonly SPARKC_METRICS_PROMPT_TOKENS=sglang:prompt_tokens_total
 readonly SPARKC_METRICS_GENERATION_TOKENS=sglang:generation_tokens_total
-readonly SPARKC_METRICS_NOTE='SGLang serves /metrics only when started with --enable-metrics: add it to engine.args'
+readonly SPARKC_METRICS_NOTE='SGLang serves /metrics only when started with --enable-metrics (sparkc passes it: was the engine started by this deployment'\''s launch-cluster.sh?)'
 readonly SPARKC_MODEL_HOST_PATH=/home/aurora/models/Qwen3-30B-A3B
 # The weights' revision, checked on every node where the folder records one.
 readonly SPARKC_MODEL_REVISION=''
@@ -250,6 +250,7 @@ readonly SPARKC_DOCKER_RUN_NODES=(
   --tp-size 2
   --context-length 32768
   --mem-fraction-static 0.75
+  --enable-metrics
   --nnodes 2
   --node-rank 0
   --dist-init-addr 192.168.100.10:29501
@@ -269,6 +270,7 @@ readonly SPARKC_DOCKER_RUN_NODES=(
   --tp-size 2
   --context-length 32768
   --mem-fraction-static 0.75
+  --enable-metrics
   --nnodes 2
   --node-rank 1
   --dist-init-addr 192.168.100.10:29501
@@ -278,8 +280,8 @@ readonly SPARKC_DOCKER_RUN_NODES=(
 # Where each node's words start in SPARKC_DOCKER_RUN_NODES, and how many they are.
 # shellcheck disable=SC2034  # read through a name reference in compiled_run
 declare -rA SPARKC_DOCKER_RUN_AT=(
-  [spark-a]='0 38'
-  [spark-b]='38 34'
+  [spark-a]='0 39'
+  [spark-b]='39 35'
 )
 # Where each node's words carry the API's port: INDEX:PREFIX items, the words --port rewrites.
 declare -rA SPARKC_API_PORT_AT=(
