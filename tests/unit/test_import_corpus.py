@@ -245,7 +245,8 @@ command: |
     --port {port} \\
     --tensor-parallel-size {tensor_parallel} \\
     --max-num-seqs {max_num_seqs} \\
-    --speculative-config '{{"model":"poolside/Laguna-S-2.1-DFlash-NVFP4","num_speculative_tokens":15,"method":"dflash"}}'
+    --speculative-config '{{"model":"poolside/Laguna-S-2.1-DFlash-NVFP4","""  # one line in the recipe
+LAGUNA_DFLASH += """"num_speculative_tokens":15,"method":"dflash"}}'
 """
 
 
