@@ -4,9 +4,10 @@ needs. Data the engines' flags and the compile-time rules both read, so they nev
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
+from compiler.engines.flag_table import FlagTable, tables
 from compiler.spec.typed import Draft, DraftMethod, EngineKind
 
 
@@ -28,6 +29,11 @@ class Method:
     # Engines that run the model's MTP layers again for more tokens than it has, so the count must be a
     # multiple of them (vLLM SpeculativeConfig.__post_init__: "must be divisible by n_predict").
     layer_multiple: frozenset[EngineKind] = frozenset()
+    # Engines whose older releases may lack it: checked against the method list of the release's flag table
+    # (vLLM's --spec-method choices), and warned about where that table has none.
+    recent: frozenset[EngineKind] = frozenset()
+    # Engines that have it but whose settings sparkc does not write, with why (refused at model.draft.method).
+    not_carried: Mapping[EngineKind, str] = field(default_factory=dict)
 
 
 VLLM, SGLANG = EngineKind.VLLM, EngineKind.SGLANG
@@ -45,6 +51,18 @@ METHODS: dict[DraftMethod, Method] = {
     DraftMethod.EAGLE: Method(Weights.REQUIRED, {VLLM: "eagle", SGLANG: "EAGLE"}, frozenset({VLLM}), "an EAGLE head"),
     DraftMethod.EAGLE3: Method(
         Weights.REQUIRED, {VLLM: "eagle3", SGLANG: "EAGLE3"}, frozenset({VLLM}), "an EAGLE-3 head"
+    ),
+    # vLLM: vllm/v1/spec_decode/dflash.py (DFlashProposer); the draft reads the target's hidden states.
+    DraftMethod.DFLASH: Method(
+        Weights.REQUIRED,
+        {VLLM: "dflash"},
+        frozenset({VLLM}),
+        "a DFlash block-diffusion draft",
+        recent=frozenset({VLLM}),
+        not_carried={
+            SGLANG: "SGLang's DFLASH counts its draft block in its own way (--speculative-num-draft-tokens), which "
+            "sparkc does not write yet"
+        },
     ),
     DraftMethod.MEDUSA: Method(Weights.REQUIRED, {VLLM: "medusa"}, frozenset(), "Medusa heads"),
     DraftMethod.MLP_SPECULATOR: Method(Weights.REQUIRED, {VLLM: "mlp_speculator"}, frozenset(), "an MLP speculator"),
@@ -82,6 +100,23 @@ def engine_name(method: DraftMethod, kind: EngineKind) -> str | None:
 def offered_by(kind: EngineKind) -> list[str]:
     """The spec's methods this engine has, as the spec spells them."""
     return [m.value for m, info in METHODS.items() if kind in info.names]
+
+
+# The flag whose choices are the release's speculative methods, where its parser lists them (vLLM has
+# --spec-method since 0.26; older flag tables list none).
+_METHOD_LIST_FLAG = {VLLM: "--spec-method"}
+
+
+def listed_methods(table: FlagTable) -> frozenset[str] | None:
+    """The engine's own names of the speculative methods this release's parser takes; None: its table lists none."""
+    flag = _METHOD_LIST_FLAG.get(table.engine)
+    option = None if flag is None else table.options.get(flag)
+    return None if option is None or option.choices is None else frozenset(option.choices)
+
+
+def releases_listing(kind: EngineKind, name: str) -> tuple[str, ...]:
+    """The releases of the shipped flag tables that list the method `name` (the engine's name for it)."""
+    return tuple(t.version for t in tables(kind) if name in (listed_methods(t) or ()))
 
 
 def describe(draft: Draft, kind: EngineKind, engine: str) -> str:

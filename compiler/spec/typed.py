@@ -207,6 +207,7 @@ class DraftMethod(StrEnum):
     DRAFT_MODEL = "draft_model"  # a smaller model of the same family
     EAGLE = "eagle"
     EAGLE3 = "eagle3"
+    DFLASH = "dflash"  # a block-diffusion draft that reads the target's hidden states, as EAGLE-3 does
     MEDUSA = "medusa"  # Medusa heads
     MLP_SPECULATOR = "mlp_speculator"  # IBM's MLP speculator
     MTP = "mtp"  # the model's own multi-token-prediction layers

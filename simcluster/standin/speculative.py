@@ -150,6 +150,8 @@ def _draft(method: str, model: str, tokens: int | None, read: ReadConfig) -> int
     if draft is None:
         raise SpeculativeError(f"the draft model {model!r} is not a local directory with a config.json")
     n_predict = draft.get("n_predict")
+    if method == "dflash":
+        _dflash_architectures(draft)
     if method == "mtp":
         n_predict = mtp_layers(draft) or (1 if str(draft.get("model_type", "")).endswith("_mtp") else None)
         if n_predict is None:  # hf_config_override maps no such model to an MTP draft
@@ -162,6 +164,24 @@ def _draft(method: str, model: str, tokens: int | None, read: ReadConfig) -> int
     if tokens is None:
         raise SpeculativeError("A speculative model was provided, but `num_speculative_tokens` was not provided")
     return tokens
+
+
+# The DFlash draft architectures vLLM 0.32 registers (model_executor/models/registry.py).
+DFLASH_ARCHITECTURES = frozenset({
+    "DFlashDraftModel", "DFlash2DraftModel", "LiLiCorrDraftModel", "DFlashMuseGlimmerAssistantModel",
+    "DFlashLagunaForCausalLM",
+})  # fmt: skip
+
+
+def _dflash_architectures(draft: dict[str, Any]) -> None:
+    """vLLM reads a dflash draft's config as an EAGLEConfig, which names each architecture DFlash<arch> unless it
+    starts or ends with DFlash already; the model registry must know every one."""
+    named = [
+        a if a.startswith("DFlash") or a.endswith("DFlash") or a == "LiLiCorrDraftModel" else f"DFlash{a}"
+        for a in draft.get("architectures") or []
+    ]
+    if not named or any(a not in DFLASH_ARCHITECTURES for a in named):
+        raise SpeculativeError(f"Model architectures {named} are not supported for now.")
 
 
 # SGLang's SpeculativeAlgorithm names, and NEXTN, its alias of EAGLE.

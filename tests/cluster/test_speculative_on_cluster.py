@@ -1,6 +1,6 @@
-"""Speculative methods without draft weights on the simulated cluster: the mtp example across two nodes and
-the ngram example on one become ready, the engine taking the method sparkc wrote and nothing mounted
-beside the model."""
+"""Speculative methods on the simulated cluster: the mtp example across two nodes and the ngram example on one
+become ready with nothing mounted beside the model, and a dflash draft with its folder mounted; the engine
+takes the method sparkc wrote."""
 
 from __future__ import annotations
 
@@ -67,4 +67,23 @@ def test_ngram_example_serves_with_nothing_but_the_model(deploy: Deploy) -> None
     assert resolved(d, node) == {"method": "ngram", "model": "ngram", "num_speculative_tokens": 4}
     model = d.spec["model"]["path"]
     assert [m for m in mounted(d, node) if m.startswith("/models") or m == model] == [model]
+    assert d.run("stop-cluster.sh").returncode == 0
+
+
+def test_a_dflash_draft_serves_mounted_beside_the_model(deploy: Deploy, sim_model_dir: Path, tmp_path: Path) -> None:
+    """vLLM's dflash with a draft folder whose config names a DFlash architecture vLLM registers."""
+    draft = tmp_path / "dflash-draft"
+    draft.mkdir()
+    config = json.loads((sim_model_dir / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps({**config, "architectures": ["DFlashDraftModel"]}))
+    draft.chmod(0o755)
+    changes = {
+        "container.image": VLLM_IMAGE,
+        "model.draft": {"method": "dflash", "path": str(draft), "mount": "/models/draft", "num_speculative_tokens": 15},
+    }
+    d = deploy("solo-qwen3-32b.yaml", "dflash", changes, nodes=1)
+    launched(d)
+    (node,) = d.nodes
+    assert resolved(d, node) == {"method": "dflash", "model": "/models/draft", "num_speculative_tokens": 15}
+    assert "/models/draft" in mounted(d, node)
     assert d.run("stop-cluster.sh").returncode == 0

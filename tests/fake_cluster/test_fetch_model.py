@@ -145,14 +145,15 @@ def test_no_repo_is_a_usage_error_with_the_fix(fake: FakeCluster) -> None:
     assert dry.returncode == 2 and not fake.docker_calls()
 
 
+@pytest.mark.parametrize(("method", "tokens"), [("draft_model", 3), ("dflash", 15)])
 def test_a_draft_named_by_its_repo_is_fetched_into_its_own_folder_beside_the_model(
-    fake: FakeCluster, hub: Hub, files: dict[str, bytes], tmp_path: Path
+    fake: FakeCluster, hub: Hub, files: dict[str, bytes], tmp_path: Path, method: str, tokens: int
 ) -> None:
     """model.draft.repo (an imported recipe's draft named by its Hugging Face id): fetch-model.sh downloads
     the draft after the model, into model.draft.path, for distribute.sh to copy on. The stand-in hub serves
     one repo, so the draft is that repo again."""
     weights, draft = tmp_path / "weights", tmp_path / "draft"
-    drafted = {"model.draft": {"method": "draft_model", "path": str(draft), "repo": REPO, "num_speculative_tokens": 3}}
+    drafted = {"model.draft": {"method": method, "path": str(draft), "repo": REPO, "num_speculative_tokens": tokens}}
     prepare(fake, {"model.path": str(weights), "model.repo": REPO, **drafted})
     code, out = fetch(fake, hub)
     assert code == 0, out

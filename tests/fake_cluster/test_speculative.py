@@ -22,7 +22,7 @@ from tests.specs import (
     with_changes,
 )
 
-VLLM, SGLANG = "solo-qwen3-32b", "sglang-qwen3-30b-2spark"
+VLLM, SGLANG, TRTLLM = "solo-qwen3-32b", "sglang-qwen3-30b-2spark", "trtllm-qwen3-235b-2spark-mpi"
 DRAFT = {"path": "/srv/draft", "mount": "/models/draft"}
 
 
@@ -46,6 +46,7 @@ def mounts(plan: Any) -> list[str]:
     [
         ({**DRAFT, "num_speculative_tokens": 3}, {"method": "draft_model", "model": "/models/draft"}),
         ({**DRAFT, "method": "eagle3", "num_speculative_tokens": 3}, {"method": "eagle3", "model": "/models/draft"}),
+        ({**DRAFT, "method": "dflash", "num_speculative_tokens": 15}, {"method": "dflash", "model": "/models/draft"}),
         ({**DRAFT, "method": "medusa"}, {"method": "medusa", "model": "/models/draft"}),
         ({**DRAFT, "method": "mlp_speculator"}, {"method": "mlp_speculator", "model": "/models/draft"}),
         ({"method": "mtp", "num_speculative_tokens": 1}, {"method": "mtp"}),
@@ -57,7 +58,18 @@ def mounts(plan: Any) -> list[str]:
         ({"method": "ngram_gpu", "num_speculative_tokens": 4}, {"method": "ngram_gpu"}),
         ({"method": "suffix"}, {"method": "suffix"}),
     ],
-    ids=["draft_model", "eagle3", "medusa", "mlp_speculator", "mtp", "mtp+checkpoint", "ngram", "ngram_gpu", "suffix"],
+    ids=[
+        "draft_model",
+        "eagle3",
+        "dflash",
+        "medusa",
+        "mlp_speculator",
+        "mtp",
+        "mtp+checkpoint",
+        "ngram",
+        "ngram_gpu",
+        "suffix",
+    ],
 )
 def test_vllm_reads_each_method_as_one_speculative_config(draft: dict[str, Any], config: dict[str, Any]) -> None:
     plan = compiled(VLLM, draft)
@@ -103,6 +115,10 @@ def test_sglang_without_a_token_count_chooses_its_own() -> None:
         (VLLM, {"method": "ngram", "mount": "/models/draft", "num_speculative_tokens": 2}, "mount without path"),
         (VLLM, {**DRAFT, "method": "eagle3"}, "vLLM's eagle3 needs num_speculative_tokens"),
         (VLLM, {"method": "ngram"}, "vLLM's ngram needs num_speculative_tokens"),
+        (VLLM, {**DRAFT, "method": "dflash"}, "vLLM's dflash needs num_speculative_tokens"),
+        (VLLM, {"method": "dflash", "num_speculative_tokens": 15}, "dflash proposes with weights of its own"),
+        (SGLANG, {**DRAFT, "method": "dflash"}, "SGLang's DFLASH counts its draft block in its own way"),
+        (TRTLLM, {**DRAFT, "method": "dflash"}, "sparkc writes no TensorRT-LLM speculative_config from model.draft"),
         (VLLM, {"method": "mtp"}, "vLLM's mtp needs num_speculative_tokens"),
         (
             VLLM,
@@ -124,6 +140,11 @@ def test_sglang_without_a_token_count_chooses_its_own() -> None:
 def test_what_the_engine_would_refuse_is_refused(base: str, draft: dict[str, Any], message: str) -> None:
     found = errors(base, draft)
     assert any(message in m for m in found), found
+
+
+def test_tensorrt_llm_gets_one_refusal_that_says_where_its_drafts_go() -> None:
+    found = errors(TRTLLM, {**DRAFT, "method": "dflash", "num_speculative_tokens": 15})
+    assert len(found) == 1 and "engine.llm_api_options.speculative_config" in found[0], found
 
 
 def test_every_problem_of_the_draft_in_one_run() -> None:
@@ -201,3 +222,29 @@ def test_on_the_fakes_ngram_serves_and_a_config_vllm_refuses_fails_the_launch(fa
     launch = fake.run("launch-cluster.sh", "--timeout", "120")
     assert launch.returncode == 1
     assert "num_speculative_tokens was provided but without speculative model" in launch.stderr
+
+
+def method_notes(image: str, severity: Severity) -> list[str]:
+    draft = {**DRAFT, "method": "dflash", "num_speculative_tokens": 15}
+    result = compile_spec(with_changes(example(VLLM), {"model.draft": draft, "container.image": image}))
+    return [d.message for d in result.diagnostics if d.severity is severity and d.path == ("model", "draft", "method")]
+
+
+def test_dflash_is_checked_against_the_method_list_of_the_images_vllm_release() -> None:
+    assert method_notes("vllm/vllm-openai:v0.26.0", Severity.WARNING) == []  # its --spec-method lists dflash
+    (older,) = method_notes("vllm/vllm-openai:v0.20.1", Severity.WARNING)
+    assert "cannot tell whether vLLM 0.20.1 has the speculative method dflash" in older
+    assert "vLLM 0.20.1's, lists no methods (the flag tables of vLLM 0.26.0, 0.31.0, 0.32.0 list it)" in older
+    (untabled,) = method_notes("vllm/vllm-openai:v0.19.0", Severity.WARNING)
+    assert "vLLM 0.19.0" in untabled and "compared with, vLLM 0.18.1's" in untabled
+
+
+def test_a_release_whose_own_table_lacks_dflash_refuses_it_and_a_nearby_one_warns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The shipped tables that list methods all have dflash: a list without it stands for an older release's.
+    monkeypatch.setattr("compiler.resolve.rules.model.listed_methods", lambda table: frozenset({"eagle3"}))
+    (refused,) = method_notes("vllm/vllm-openai:v0.26.0", Severity.ERROR)
+    assert refused.startswith("vLLM 0.26.0 has no speculative method dflash")
+    (warned,) = method_notes("vllm/vllm-openai:v0.27.0", Severity.WARNING)
+    assert "vLLM 0.26.0, the flag table sparkc compared vLLM 0.27.0 with, has no speculative method dflash" in warned

@@ -31,9 +31,14 @@ DEEPSEEK = {
     "kv_lora_rank": 32, "q_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 16, "v_head_dim": 16,
     "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1, "num_nextn_predict_layers": 1,
 }  # fmt: skip
+# A DFlash draft in miniature, as z-lab's drafts describe themselves (vLLM registers DFlashDraftModel).
+DFLASH = {
+    **LLAMA, "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "head_dim": 64, "block_size": 4,
+    "dflash_config": {"target_layer_ids": [0, 1], "mask_token_id": 999},
+}  # fmt: skip
 MODELS = {"llama": LLAMA, "mtp1": DEEPSEEK, "mtp2": {**DEEPSEEK, "num_nextn_predict_layers": 2}}
 
-# (model, model.draft with "DRAFT" for the draft folder, whether vLLM takes it)
+# (model, model.draft with "DRAFT" or "DFLASH" for the draft's folder, whether vLLM takes it)
 CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("llama", {"method": "ngram", "num_speculative_tokens": 3}, True),
     ("llama", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 5}, True),
@@ -51,6 +56,9 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("mtp1", {"method": "mtp"}, False),
     ("mtp2", {"method": "mtp", "num_speculative_tokens": 3}, False),
     ("mtp2", {"method": "mtp", "num_speculative_tokens": 4}, True),
+    ("llama", {"method": "dflash", "path": "DFLASH", "num_speculative_tokens": 3}, True),
+    ("llama", {"method": "dflash", "path": "DFLASH"}, False),
+    ("llama", {"method": "dflash", "num_speculative_tokens": 3}, False),
 ]
 
 # vLLM in a subprocess: one import (~20 s) for every case; each line of stdin a [config, target] pair.
@@ -73,7 +81,7 @@ print("VERDICTS " + json.dumps(verdicts))
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("speculative")
     found = {}
-    for name, config in {**MODELS, "draft": LLAMA}.items():
+    for name, config in {**MODELS, "draft": LLAMA, "dflash": DFLASH}.items():
         (root / name).mkdir()
         (root / name / "config.json").write_text(json.dumps(config))
         found[name] = str(root / name)
@@ -83,7 +91,13 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def engine_config(draft: dict[str, Any], folders: dict[str, str]) -> dict[str, Any]:
     """The config as a user would hand it to vLLM (the draft's folder seen at its own path)."""
     config = {("model" if k == "path" else k): v for k, v in draft.items()}
-    return {k: folders["draft"] if v == "DRAFT" else v for k, v in config.items()}
+    return {k: _folder(v, folders) for k, v in config.items()}
+
+
+def _folder(value: Any, folders: dict[str, str]) -> Any:
+    return (
+        {"DRAFT": folders["draft"], "DFLASH": folders["dflash"]}.get(value, value) if isinstance(value, str) else value
+    )
 
 
 SUFFIX = {"method": "suffix"}
@@ -110,7 +124,7 @@ def vllm_verdicts(folders: dict[str, str]) -> list[str | None]:
 
 
 def sparkc_errors(model: str, draft: dict[str, Any], folders: dict[str, str]) -> list[str]:
-    draft = {k: folders["draft"] if v == "DRAFT" else v for k, v in draft.items()}
+    draft = {k: _folder(v, folders) for k, v in draft.items()}
     # the test models have 512 positions: a longer context is its own refusal, not the speculative one here
     changes = {"model.path": folders[model], "model.draft": draft, "engine.max_model_len": 512}
     spec = with_changes(example("solo-qwen3-32b"), changes)
@@ -151,3 +165,12 @@ def test_the_shorthand_flags_merge_into_the_config_as_vllm_merges_them(folders: 
     assert merged is not None and (merged["method"], merged["num_speculative_tokens"]) == ("ngram", 3)
     with pytest.raises(speculative.SpeculativeError, match=r"--spec-tokens and --speculative-config\['num_spec"):
         speculative.vllm({"method": "ngram", "num_speculative_tokens": 2}, {"num_speculative_tokens": 3}, "/m")
+
+
+def test_a_dflash_draft_must_be_an_architecture_vllm_registers_for_it(folders: dict[str, str]) -> None:
+    """vLLM names the draft's architecture DFlash<arch> and looks it up; a plain model is no DFlash draft."""
+    config = {"method": "dflash", "model": folders["draft"], "num_speculative_tokens": 3}
+    with pytest.raises(speculative.SpeculativeError, match=r"\['DFlashLlamaForCausalLM'\] are not supported"):
+        speculative.vllm(config, {}, folders["llama"])
+    resolved = speculative.vllm({**config, "model": folders["dflash"]}, {}, folders["llama"])
+    assert resolved is not None and (resolved["method"], resolved["num_speculative_tokens"]) == ("dflash", 3)

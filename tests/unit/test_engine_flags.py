@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from compiler.engines.flag_table import choose, newest, read_words, releases_with, tables, version_key
+from compiler.engines.speculative import METHODS, listed_methods, releases_listing
 from compiler.engines.vllm import VLLM
 from compiler.pipeline import Beside
 from compiler.plan import flat
@@ -281,3 +282,16 @@ def test_arity_decides_which_words_are_values() -> None:
         ("-tp", (2,)),
         ("--served-model-name", (4, 5)),
     ]
+
+
+def test_the_speculative_methods_a_release_takes_come_from_its_tables_method_list() -> None:
+    """vLLM's --spec-method lists them from 0.26 on; an older table, and SGLang's, list none."""
+    by_release = {t.version: listed_methods(t) for t in tables(EngineKind.VLLM)}
+    listing = [v for v, methods in by_release.items() if methods is not None]
+    assert listing and min(listing, key=version_key) == "0.26.0"
+    assert all(by_release[v] is None for v in by_release if version_key(v) < (0, 26))
+    assert releases_listing(EngineKind.VLLM, "dflash") == tuple(sorted(listing, key=version_key))
+    assert listed_methods(newest(EngineKind.SGLANG)) is None
+    # Every method sparkc writes for vLLM is one the newest release lists.
+    names = {info.names[EngineKind.VLLM] for info in METHODS.values() if EngineKind.VLLM in info.names}
+    assert names <= (listed_methods(newest(EngineKind.VLLM)) or frozenset())

@@ -191,3 +191,95 @@ def test_sparkruns_executor_config_as_the_spec_can_say_it(
     spec, warnings = _imported(PINNED + f"executor_config: {executor}\n")
     assert spec["container"].get("entrypoint") == entrypoint
     assert [w for w in warnings if w.startswith("executor_config")] == named
+
+
+# After spark-arena/recipe-registry experimental-recipes/qwen3.6/vllm-dflash/qwen3.6-27b-fp8-dflash-vllm.yaml
+# (its mods left out): a DFlash draft named by its Hugging Face id, in a default filled into the command.
+QWEN36_DFLASH = """\
+recipe_version: "2"
+model: Qwen/Qwen3.6-27B-FP8
+runtime: vllm
+container: ghcr.io/spark-arena/dgx-vllm-eugr-nightly:latest
+defaults:
+  port: 8000
+  host: 0.0.0.0
+  tensor_parallel: 1
+  pipeline_parallel: 1
+  gpu_memory_utilization: 0.8
+  max_model_len: 262144
+  max_num_batched_tokens: 32768
+  load_format: fastsafetensors
+  kv_cache_dtype: auto
+  attention_backend: flash_attn
+  speculative_config: '{"method": "dflash", "model": "z-lab/Qwen3.6-27B-DFlash", "num_speculative_tokens": 15}'
+command: |
+  vllm serve {model} \\
+    --host {host} \\
+    --port {port} \\
+    --max-model-len {max_model_len} \\
+    --max-num-batched-tokens {max_num_batched_tokens} \\
+    --gpu-memory-utilization {gpu_memory_utilization} \\
+    --kv-cache-dtype {kv_cache_dtype} \\
+    --load-format {load_format} \\
+    --attention-backend {attention_backend} \\
+    --speculative-config '{speculative_config}' \\
+    -tp {tensor_parallel} \\
+    -pp {pipeline_parallel}
+"""
+
+# After eugr/spark-vllm-docker recipes/laguna-s-2.1-nvfp4-dflash.yaml: the JSON written in the command itself,
+# its braces doubled for str.format, the keys in another order.
+LAGUNA_DFLASH = """\
+recipe_version: "1"
+name: Laguna-S-2.1-NVFP4-DFlash
+model: poolside/Laguna-S-2.1-NVFP4
+container: vllm-node
+defaults:
+  port: 8000
+  host: 0.0.0.0
+  tensor_parallel: 1
+  max_num_seqs: 4
+command: |
+  vllm serve poolside/Laguna-S-2.1-NVFP4 \\
+    --host {host} \\
+    --port {port} \\
+    --tensor-parallel-size {tensor_parallel} \\
+    --max-num-seqs {max_num_seqs} \\
+    --speculative-config '{{"model":"poolside/Laguna-S-2.1-DFlash-NVFP4","""  # one line in the recipe
+LAGUNA_DFLASH += """"num_speculative_tokens":15,"method":"dflash"}}'
+"""
+
+
+@pytest.mark.parametrize(
+    ("recipe", "repo"),
+    [(QWEN36_DFLASH, "z-lab/Qwen3.6-27B-DFlash"), (LAGUNA_DFLASH, "poolside/Laguna-S-2.1-DFlash-NVFP4")],
+    ids=["defaults", "inline"],
+)
+def test_a_dflash_draft_by_its_hugging_face_id_is_a_draft_fetched_beside_the_model(recipe: str, repo: str) -> None:
+    spec, warnings = _imported(recipe)
+    folder = repo.rsplit("/", 1)[1]
+    draft = {"method": "dflash", "path": f"/PLACEHOLDER/models/{folder}", "repo": repo, "num_speculative_tokens": 15}
+    assert spec["model"]["draft"] == draft
+    assert not any(w.startswith("--spec") for w in spec["engine"].get("args", []))
+    assert any(f"the draft {repo} is named by its Hugging Face id" in w for w in warnings)
+
+
+# After spark-arena/community-recipe-registry recipes/glm53-exl3-dflash2-vllm.yaml: the DFlash config carries
+# keys model.draft has no field for (the draft's own revision, sampling, tensor parallelism).
+GLM53_DFLASH_KEYS = (
+    '{"method":"dflash","model":"incoai/GLM-5.3-Flash-DFlash2","num_speculative_tokens":7,"kv_cache_dtype":"auto",'
+    '"draft_sample_method":"probabilistic","rejection_sample_method":"standard","draft_tensor_parallel_size":1,'
+    '"revision":"bf582e4eacc1810f76656d1811693ff6c6737d2a"}'
+)
+
+
+def test_a_dflash_config_with_keys_the_spec_cannot_hold_is_refused_naming_them() -> None:
+    recipe = QWEN36_DFLASH.replace(
+        """'{"method": "dflash", "model": "z-lab/Qwen3.6-27B-DFlash", "num_speculative_tokens": 15}'""",
+        f"'{GLM53_DFLASH_KEYS}'",
+    )
+    result = import_recipe(recipe, "recipe.yaml")
+    (refusal,) = [w.message for w in result.warnings if w.error]
+    assert "names the draft incoai/GLM-5.3-Flash-DFlash2 by its Hugging Face id" in refusal
+    named = "draft_sample_method, draft_tensor_parallel_size, kv_cache_dtype, rejection_sample_method, revision"
+    assert f"keys model.draft cannot hold ({named})" in refusal

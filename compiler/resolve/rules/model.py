@@ -7,7 +7,15 @@ from collections.abc import Iterator
 
 from compiler.diagnostics import Diagnostic, error, warning
 from compiler.engines import kv_cache_bytes
-from compiler.engines.speculative import METHODS, Method, Weights, engine_name, offered_by
+from compiler.engines.speculative import (
+    METHODS,
+    Method,
+    Weights,
+    engine_name,
+    listed_methods,
+    offered_by,
+    releases_listing,
+)
 from compiler.resolve.budget import OS_RESERVE_GB
 from compiler.resolve.budget import weights as model_weights
 from compiler.resolve.context import Deployment
@@ -40,10 +48,18 @@ def hf_cache(d: Deployment) -> Iterator[Diagnostic]:
 def draft_model(d: Deployment) -> Iterator[Diagnostic]:
     """Speculative decoding as the chosen engine would take it; each check names the engine rule it mirrors."""
     draft, model, engine = d.spec.model.draft, d.spec.model, d.engine
-    if draft is None:
+    if draft is None or not engine.drafts_from_spec:  # TensorRT-LLM: rules/mpi.py says where drafts go
         return
     method = METHODS[draft.method]
     name = engine_name(draft.method, engine.kind)
+    refused = method.not_carried.get(engine.kind)
+    if refused is not None:
+        yield error(
+            draft.at("method"),
+            f"{refused}: write another method {engine.name} has ({', '.join(offered_by(engine.kind))}), or "
+            "give its speculative flags in engine.args",
+        )
+        return
     if name is None:
         # vLLM: SpeculativeMethod is a Literal of its methods; SGLang: SpeculativeAlgorithm.from_string
         # raises "Unknown speculative algorithm name".
@@ -54,6 +70,7 @@ def draft_model(d: Deployment) -> Iterator[Diagnostic]:
         )
         return
     yield from _weights_of(draft, method)
+    yield from _release_has(d, draft, name)
     if draft.num_speculative_tokens is None and engine.kind in method.needs_tokens:
         # vLLM SpeculativeConfig._verify_args: "num_speculative_tokens must be provided with speculative model
         # unless the draft model config contains an n_predict parameter".
@@ -92,6 +109,36 @@ def _weights_of(draft: Draft, method: Method) -> Iterator[Diagnostic]:
         yield error(
             draft.at("path"),
             f"{draft.method.value} proposes from the text itself and reads no draft weights: remove model.draft.path",
+        )
+
+
+def _release_has(d: Deployment, draft: Draft, name: str) -> Iterator[Diagnostic]:
+    """A newer method, against the method list of the image's release (vLLM's --spec-method choices): refused
+    only where sparkc has that release's own table; else a warning naming the table it compared with."""
+    if d.engine.kind not in METHODS[draft.method].recent:
+        return
+    choice, engine = d.flag_choice, d.engine.name
+    listed, table = listed_methods(choice.table), choice.table.version
+    release = f"{engine} {choice.release}" if choice.release else f"the {engine} release in {d.spec.container.image}"
+    if listed is not None and name in listed:
+        return
+    have = releases_listing(d.engine.kind, name)
+    where = f"the flag tables of {engine} {', '.join(have)} list it" if have else "no flag table of sparkc lists it"
+    if listed is None:
+        yield warning(
+            draft.at("method"),
+            f"sparkc cannot tell whether {release} has the speculative method {name}: the flag table it compared "
+            f"with, {engine} {table}'s, lists no methods ({where}); a release without it refuses it at start",
+        )
+    elif choice.binding:
+        yield error(
+            draft.at("method"), f"{release} has no speculative method {name} ({where}): use an image of such a release"
+        )
+    else:
+        yield warning(
+            draft.at("method"),
+            f"{engine} {table}, the flag table sparkc compared {release} with, has no speculative method {name} "
+            f"({where}): {release} may refuse it at start",
         )
 
 
