@@ -39,13 +39,18 @@ ask_homes() {
   [[ -n $SPARKC_HOME_PLACEHOLDER ]] || return 0
   local node
   for node in "${SPARKC_NODES[@]}"; do
-    [[ -z ${SPARKC_HOME_AT[$node]+x} ]] || continue
-    if dry_run; then
-      SPARKC_HOME_AT[$node]="<home of the ssh user on $node>"
-      continue
-    fi
-    ask_home "$node"
+    node_home "$node"
   done
+}
+
+# SPARKC_HOME_AT[NODE] set, unless it is already: asked, or named in a dry run.
+node_home() {
+  [[ -z ${SPARKC_HOME_AT[$1]+x} ]] || return 0
+  if dry_run; then
+    SPARKC_HOME_AT[$1]="<home of the ssh user on $1>"
+  else
+    ask_home "$1"
+  fi
 }
 
 ask_home() {
@@ -103,6 +108,7 @@ node_folders_argv() {
     if ((SPARKC_HAS_HOOKS)) && [[ $source == "$SPARKC_PATCHES_PLACEHOLDER:"* ]]; then
       SPARKC_ARGV[i]=${SPARKC_PATCHES_AT[$1]}${source#"$SPARKC_PATCHES_PLACEHOLDER"}
     elif [[ -n $SPARKC_HOME_PLACEHOLDER && $source == "$SPARKC_HOME_PLACEHOLDER/"* ]]; then
+      node_home "$1"  # asked already by the launch (ask_homes), unless a caller came here first
       SPARKC_ARGV[i]=${SPARKC_HOME_AT[$1]}${source#"$SPARKC_HOME_PLACEHOLDER"}
     fi
   done

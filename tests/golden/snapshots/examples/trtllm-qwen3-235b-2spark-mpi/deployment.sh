@@ -69,6 +69,8 @@ readonly SPARKC_SNAPSHOT_PLACEHOLDER=''
 readonly SPARKC_DRAFT_FOLDER=''
 # container.mounts' host paths: docker would make a missing one an empty folder owned by root.
 readonly SPARKC_MOUNT_SOURCES=()
+# A mount's host path under ~/: the launcher asks each node for its ssh user's home; empty: none.
+readonly SPARKC_HOME_PLACEHOLDER=''
 readonly SPARKC_DROP_PAGE_CACHE=0
 readonly SPARKC_DEFAULT_TIMEOUT=3600
 # What --timeout takes: the spec's least launch.timeout, and the most the launcher's clock adds up.
@@ -399,7 +401,7 @@ readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen3-235b-trtllm
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=10ad56d06c01f1e54a8d1e2ed15c1812db859cafe7bcf543952b960ffb9c760f
+readonly SPARKC_LIB_SHA256=ed7dd16970aeb23a2a767a2c6372436ca23a7439f5cf4d8871781ecee6d16771
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
