@@ -220,6 +220,17 @@ PATCHES_DIR = "patches"
 PATCHES_MOUNT = "/sparkc/patches"
 # Stands for the node's copy of the patch folder in `docker run -v`; the launcher puts the real path in.
 PATCHES_PLACEHOLDER = "@patches@"
+# A container.mounts host path under ~/ is written as the spec has it, in `docker run -v` too (PLAN.md and the
+# manifest show it so); the launcher puts each node's home (its ssh user's, asked at launch) for the ~.
+HOME_PLACEHOLDER = "~"
+
+
+@dataclass(frozen=True)
+class HomeMount:
+    """A container.mounts entry whose host path is under ~/."""
+
+    index: int  # in container.mounts
+    host: str  # as the spec wrote it: ~/...
 
 
 @dataclass(frozen=True)
@@ -357,6 +368,7 @@ class Plan:
     served_model_name: str  # effective
     model_host_path: str
     mount_sources: tuple[str, ...]  # container.mounts' host paths: preflight checks each on every node
+    home_mounts: tuple[HomeMount, ...]  # the container.mounts under ~/: each node's ssh user's home
     ray_port: int
     master_port: int
     ray_required: bool  # preflight checks the image for ray

@@ -57,7 +57,7 @@ bench_main() {
   elif [[ -n $SPARKC_API_KEY_GIVEN ]]; then
     key=$SPARKC_API_KEY_GIVEN
   fi
-  local snapshot="" image_id="" level i=0 count failed=0 levels=() new fd stamp
+  local snapshot="" image_id="" level i=0 count failed=0 levels=() new fd stamp problem
   stamp=$(date -u +%Y%m%dT%H%M%SZ)
   IFS=, read -r -a levels <<<"$list"
   log "benchmark of $SPARKC_DEPLOYMENT at $SPARKC_PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
@@ -73,6 +73,16 @@ bench_main() {
     fi
   fi
   [[ -n $dir ]] || dir=$SPARKC_SCRIPT_DIR/bench/$stamp  # what a dry run shows
+  # container.mounts under ~/: the benchmark runs here, on the head, so ~/ is this user's home.
+  if [[ -n $SPARKC_HOME_PLACEHOLDER ]]; then
+    if dry_run; then
+      SPARKC_HOME_AT[$SPARKC_HEAD]="<home of the ssh user on $SPARKC_HEAD>"
+    else
+      SPARKC_HOME_AT[$SPARKC_HEAD]=$(cd && pwd) || exit 1
+      problem=$(home_problem "${SPARKC_HOME_AT[$SPARKC_HEAD]}")
+      [[ -z $problem ]] || { warn "$SPARKC_HEAD answered $(printable "$problem")"; exit 1; }
+    fi
+  fi
   for level in "${levels[@]}"; do
     i=$((i + 1))
     count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
@@ -143,6 +153,8 @@ bench_argv() {
     -v "$dir:$SPARKC_BENCH_RESULTS")
   for word in "${SPARKC_BENCH_MOUNTS[@]}"; do
     [[ -n $SPARKC_BENCH_SNAPSHOT_PLACEHOLDER && -n $snapshot ]] && word=${word//"$SPARKC_BENCH_SNAPSHOT_PLACEHOLDER"/$snapshot}
+    # A mount under ~/: this node's home (the head's, where the benchmark runs), as the launch put it there.
+    [[ -n $SPARKC_HOME_PLACEHOLDER && $word == "$SPARKC_HOME_PLACEHOLDER/"* ]] && word=${SPARKC_HOME_AT[$SPARKC_HEAD]}${word#"$SPARKC_HOME_PLACEHOLDER"}
     SPARKC_ARGV+=("$word")
   done
   SPARKC_ARGV+=("${SPARKC_BENCH_ENV[@]}" --entrypoint "${SPARKC_BENCH_COMMAND[0]}" "$SPARKC_IMAGE" "${rest[@]}")

@@ -45,7 +45,7 @@ docker_run_argv() {
   done
   with_api_port "${SPARKC_API_PORT_AT[$1]}" 0
   substitute_snapshot
-  if ((SPARKC_HAS_HOOKS)); then patches_argv "$1"; fi
+  node_folders_argv "$1"
   engine_files_argv
   # After `docker run -d`: the spec's sha256 (deployment.sh), which later launches read off the container.
   SPARKC_ARGV=("${SPARKC_ARGV[@]:0:3}" --label "sparkc.spec-sha256=$SPARKC_SPEC_SHA256" "${SPARKC_ARGV[@]:3}")
@@ -1213,6 +1213,7 @@ launch_main() {
   drop_page_caches
   run_host_hooks
   if ((SPARKC_HAS_HOOKS)); then stage_patches; fi
+  ask_homes
   probe_fabric
   record_launch starting
   start_containers

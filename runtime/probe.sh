@@ -87,6 +87,7 @@ probe_argv() {
   compiled_run SPARKC_PROBE_RUN "$1" SPARKC_ARGV
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
+  node_folders_argv "$1"  # the container's mounts under ~/ (the patch folder's is not among the probe's words)
   with_api_port "${SPARKC_PROBE_API_PORT_AT[$1]}" 0  # the engine's environment, as --port leaves it
   with_extra_env
 }

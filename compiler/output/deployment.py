@@ -19,6 +19,7 @@ from compiler.plan import (
     BENCH_RESULTS,
     BUILD_PLACEHOLDER,
     BUILT_IMAGE_RECORD,
+    HOME_PLACEHOLDER,
     MAX_LAUNCH_TIMEOUT,
     MPI_SSHD_PLACEHOLDER,
     PATCHES_DIR,
@@ -153,6 +154,11 @@ def _model(plan: Plan) -> list[Entry]:
             "SPARKC_MOUNT_SOURCES",
             plan.mount_sources,
             "container.mounts' host paths: docker would make a missing one an empty folder owned by root.",
+        ),
+        Constant(
+            "SPARKC_HOME_PLACEHOLDER",
+            HOME_PLACEHOLDER if plan.home_mounts else "",
+            "A mount's host path under ~/: the launcher asks each node for its ssh user's home; empty: none.",
         ),
         Constant("SPARKC_DROP_PAGE_CACHE", m.drop_page_cache),
     ]

@@ -149,6 +149,15 @@ def shared_refusals(plan: Plan, target: str) -> list[Diagnostic]:
                 "hostPath must name the snapshot itself: give the commit",
             )
         )
+    for mount in plan.home_mounts:
+        found.append(
+            error(
+                ("container", "mounts", mount.index, "host"),
+                f"{target}: a hostPath volume needs an absolute path, and no one asks a Kubernetes node for the "
+                f"ssh user's home that ~/ stands for: write the folder's absolute path, such as "
+                f"/home/USER/{mount.host[2:]}",
+            )
+        )
     return found
 
 

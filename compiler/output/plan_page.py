@@ -238,6 +238,11 @@ def _what_runs_where(plan: Plan, view: RunsWhere) -> str:
     ]
     if plan.engine_files:
         parts.append(placeholders(plan))
+    if plan.home_mounts:
+        parts.append(
+            "`~/` in a mount's host path is the home of the ssh user on each node (on the head, the user who "
+            "launches): the launcher asks each node for it and puts it there."
+        )
     others = [n for n in view.nodes if n.name != view.head]
     if others:
         # A list, not a table: one change a line keeps a node with many differences readable (and every line short).

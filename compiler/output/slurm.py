@@ -120,6 +120,8 @@ def _header(plan: Plan) -> str:
             f"# cluster.hooks ({len(hooks.pre_launch)} command(s)) run on each node's host as a step before the "
             f"containers, as {runs_as}."
         )
+    if plan.home_mounts:
+        lines.append("# container.mounts under ~/ are in the job's user's home on each node: the task's HOME.")
     if secrets:
         lines.append(
             f"# Secrets ({secrets}): export them before sbatch; srun passes them to every task, whose docker run "
@@ -206,8 +208,20 @@ sparkc_me() {
 # the container is removed.
 sparkc_node_task() {
   sparkc_me || return 1
-  local span=${SPARKC_RUN_SPANS[SPARKC_ME]} code
+  local span=${SPARKC_RUN_SPANS[SPARKC_ME]} code i
   local run=("${SPARKC_RUN_SHARED[@]}" "${SPARKC_RUN_OWN[@]:${span% *}:${span#* }}")
+  # A mount under ~/: the home of the job's user, this task's HOME (srun passes on the job's environment),
+  # where the ssh target puts each node's ssh user's home.
+  for i in "${!run[@]}"; do
+    if ((i > 0)) && [[ ${run[i - 1]} == -v && ${run[i]} == \~/* ]]; then
+      if [[ ${HOME:-} != /* || $HOME == *[:,[:cntrl:]]* ]]; then
+        sparkc_log "container.mounts under ~/ are in the job's home, but HOME is not an absolute path without" \
+          "':', ',' or control characters: $(printf '%q' "${HOME:-}")"
+        return 1
+      fi
+      run[i]=$HOME/${run[i]#\~/}
+    fi
+  done
   SPARKC_CONTAINER=${SPARKC_CONTAINERS[SPARKC_ME]}
   sparkc_log "${SPARKC_NODES[SPARKC_ME]} (Slurm node ${SLURM_NODEID:-?}, task ${SLURM_PROCID:-?}):" \
     "rank ${SPARKC_RANKS[SPARKC_ME]}, container $SPARKC_CONTAINER"

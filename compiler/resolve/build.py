@@ -7,7 +7,18 @@ import json
 from compiler import __version__
 from compiler.engines import host_port
 from compiler.engines.trtllm import FILES_DIR, HOSTFILE, hostfile_text
-from compiler.plan import Command, NodePlan, Plan, Planes, PortControl, ProfileCheck, Role, Setting, Transport
+from compiler.plan import (
+    Command,
+    HomeMount,
+    NodePlan,
+    Plan,
+    Planes,
+    PortControl,
+    ProfileCheck,
+    Role,
+    Setting,
+    Transport,
+)
 from compiler.resolve.budget import memory_budget, node_ports
 from compiler.resolve.cache import cache_host_dir
 from compiler.resolve.containers import (
@@ -88,6 +99,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         served_model_name=d.served_model_name,
         model_host_path=d.spec.model.hf.repo_folder if d.spec.model.hf else d.spec.model.path,
         mount_sources=tuple(dict.fromkeys(m.host for m in d.spec.container.mounts)),
+        home_mounts=tuple(HomeMount(i, m.host) for i, m in enumerate(d.spec.container.mounts) if m.in_home),
         ray_port=d.spec.launch.ray_port,
         master_port=d.spec.launch.master_port,
         # Installed by a hook, Ray exists only once the hooks ran: `ray start` after them is the check.

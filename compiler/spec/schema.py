@@ -136,13 +136,22 @@ def _message(err: ValidationError) -> str:
 def _pattern_message(err: ValidationError, custom: str) -> str:
     schema: Any = err.schema
     if isinstance(err.instance, str) and schema.get("x-path"):
-        return _path_message(err.instance, custom)
+        return _path_message(err.instance, custom, home=schema.get("x-path") == "home")
     return f"{_show(err.instance)} {custom}"
 
 
-def _path_message(value: str, custom: str) -> str:
-    """Why a path is refused: '~' (never expanded), ':' or ',' (docker's mount syntax), or not absolute."""
-    if value.startswith("~"):
+def _path_message(value: str, custom: str, home: bool = False) -> str:
+    """Why a path is refused: '~' (never expanded, or `home`: only as ~/), ':' or ',' (docker's mount syntax),
+    or not absolute."""
+    if home and value.startswith("~") and not value.startswith("~/"):
+        user, _, rest = value[1:].partition("/")
+        if not user:
+            return f"{_show(value)} is the whole home of the ssh user: name a folder inside it, such as ~/models"
+        return (
+            f"{_show(value)}: only ~/ is read, as the home of the ssh user on each node; for {user}'s own folder "
+            f"write its absolute path, such as /home/{user}/{rest or 'FOLDER'}".rstrip("/")
+        )
+    if value.startswith("~") and not home:
         user, _, rest = value[1:].partition("/")
         example = f"/home/{user or 'USER'}/{rest}".rstrip("/")
         return (
@@ -150,13 +159,13 @@ def _path_message(value: str, custom: str) -> str:
             f"write the absolute path, such as {example}"
         )
     bad = sorted({c for c in value if c in ":,"})
-    if value.startswith("/") and bad:
+    if value.startswith(("/", "~/")) and bad:
         shown = " or ".join(f"'{c}'" for c in bad)
         return (
             f"{_show(value)} must not contain {shown}: docker's mount syntax uses them as separators; "
             "rename or link the folder"
         )
-    if value.startswith("/"):
+    if value.startswith(("/", "~/")):
         return f"{_show(value)} must not contain control characters; write the path without them"
     return f"{_show(value)} {custom}"
 

@@ -137,9 +137,13 @@ class Cluster(Section):
 
 @dataclass(frozen=True)
 class Mount(Section):
-    host: str
+    host: str  # absolute, or under ~/: the ssh user's home on each node
     container: str
     readonly: bool
+
+    @property
+    def in_home(self) -> bool:
+        return self.host.startswith("~/")
 
 
 @dataclass(frozen=True)

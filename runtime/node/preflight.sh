@@ -44,6 +44,8 @@ check_model() {
 # Each of container.mounts' host paths, one a line in $a_mounts: those that do not exist.
 check_mounts() {
   printf "%s\n" "${a_mounts:-}" | while IFS= read -r path; do
+    # A path under ~/ is in the home of the user this runs as (the ssh user), as the launch puts it in the -v.
+    case $path in \~/*) path=$HOME/${path#\~/} ;; esac
     [ -z "$path" ] || [ -e "$path" ] || echo "mount_missing $path"
   done
 }

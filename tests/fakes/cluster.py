@@ -139,6 +139,12 @@ class FakeCluster:
         (self.state / "shells").mkdir(exist_ok=True)
         (self.state / "shells" / node).write_text(" ".join(shell))
 
+    def set_home(self, node: str, home: Path) -> None:
+        """The home of the node's ssh user: the fake ssh starts the login shell there, HOME set to it."""
+        home.mkdir(parents=True, exist_ok=True)
+        (self.state / "homes").mkdir(exist_ok=True)
+        (self.state / "homes" / node).write_text(str(home))
+
     def adapt(self, spec: Mapping[str, Any] | str) -> dict[str, Any]:
         """A spec (or an example, by name) made runnable on the fakes: a local model folder, loopback fabric
         addresses, free ports, no secrets; its nodes, their netdevs and its image are registered here."""

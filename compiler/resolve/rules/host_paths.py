@@ -36,9 +36,27 @@ SYSTEM_TREES = (
 )
 
 
+# Folders of a home that hold the user's keys: no container sees them, read-only or not.
+HOME_KEYS = (".ssh", ".gnupg")
+
+
+def home_problem(value: str) -> str:
+    """Why a path under ~/ (the ssh user's home on each node) is refused ('' when it is not)."""
+    parts = [p for p in value[2:].split("/") if p not in ("", ".")]
+    if ".." in parts:
+        return f"{value!r} must not contain '..' segments: write the folder's own path under ~/"
+    if not parts:
+        return f"{value!r} must not be the home folder itself (it holds the ssh keys): name a folder inside it"
+    if parts[0] in HOME_KEYS:
+        return f"{value!r} must not be ~/{parts[0]} or inside it (the user's keys): mount a folder of its own"
+    return ""
+
+
 def path_problem(value: str, data: bool) -> str:
     """Why a host path is refused ('' when it is not). data: something is copied, downloaded or written
     there (not only read), so the system's trees are refused as well as their roots."""
+    if value.startswith("~/"):
+        return home_problem(value)
     parts = [p for p in value.split("/") if p not in ("", ".")]
     if ".." in parts:
         return f"{value!r} must not contain '..' segments: write the folder's own absolute path"

@@ -185,24 +185,21 @@ def _volumes(raw: Any, warnings: Notes) -> list[CommentedMap]:
     for where, value in items:
         parts = value.split(":") if isinstance(value, str) else []
         mode = parts.pop() if len(parts) == 3 else "rw"
-        if len(parts) == 2 and parts[0].startswith("~/"):
-            # The launcher's shell on the node expands ~ to the ssh user's home, which the recipe does not say.
-            parts[0] = f"/home/{PLACEHOLDER}-ssh-user/{parts[0].removeprefix('~/')}"
-            warnings.add(
-                where,
-                f"~ is the home of the ssh user on each node, where the recipe's launcher expands it: {parts[0]} "
-                "written; replace the placeholder with that home (the same folder on every node)",
-            )
+        # A host folder under ~/ stays so: the recipe's launcher has each node's shell expand it to the ssh
+        # user's home there, and sparkc's launcher asks each node for that home.
         if len(parts) != 2 or mode not in {"ro", "rw"}:
             warnings.error(where, f"{shown(value)} is not HOST:CONTAINER[:ro|rw]; write it so")
-        elif not all(part.startswith("/") for part in parts):
+        elif not (parts[0].startswith(("/", "~/")) and parts[1].startswith("/")):
             warnings.error(
                 where,
                 f"{shown(value)}: sparkc mounts a node's folder by its absolute path, not a named docker volume or "
                 "a path relative to the launcher; write the folder's absolute path on every node",
             )
         else:
-            mounts.append(CommentedMap(host=parts[0], container=parts[1], readonly=mode == "ro"))
+            mount = CommentedMap(host=parts[0], container=parts[1], readonly=mode == "ro")
+            if parts[0].startswith("~/"):
+                mount.yaml_add_eol_comment("~/ is the ssh user's home on each node", "readonly")
+            mounts.append(mount)
     return mounts
 
 

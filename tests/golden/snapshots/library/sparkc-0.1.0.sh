@@ -622,6 +622,8 @@ check_model() {
 # Each of container.mounts'\'' host paths, one a line in $a_mounts: those that do not exist.
 check_mounts() {
   printf "%s\n" "${a_mounts:-}" | while IFS= read -r path; do
+    # A path under ~/ is in the home of the user this runs as (the ssh user), as the launch puts it in the -v.
+    case $path in \~/*) path=$HOME/${path#\~/} ;; esac
     [ -z "$path" ] || [ -e "$path" ] || echo "mount_missing $path"
   done
 }
@@ -1483,18 +1485,94 @@ stage_patches() {
     home=$(tar -C "$SPARKC_SCRIPT_DIR" -cf - "$SPARKC_PATCHES_DIR" | ssh_node "$node" -- \
       "cd && rm -rf $(sh_quote "$dir/$SPARKC_PATCHES_DIR") && mkdir -p $(sh_quote "$dir") && tar -C $(sh_quote "$dir") -xf - && pwd" \
       2>&1) || fail "$node" "could not copy the patch folder to $node: $home"
+    record_home "$node" "$home"
     SPARKC_PATCHES_AT[$node]=$home/$dir/$SPARKC_PATCHES_DIR
     log "$node: patch folder copied to ${SPARKC_PATCHES_AT[$node]}"
   done
   SPARKC_FAILED_NODE=""
 }
 
-# SPARKC_ARGV (a node's docker run): the patch folder's mount names that node's copy.
-patches_argv() {
-  local i
+# container.mounts under ~/: each node's home, its ssh user's (the head's: the user running this script), as
+# `cd && pwd` answers there; asked once per launch (stage_patches' copy answers it too), within
+# SPARKC_HOME_ASK_SECONDS, and checked before any docker run names it.
+declare -A SPARKC_HOME_AT=()
+readonly SPARKC_HOME_ASK_SECONDS=20
+
+ask_homes() {
+  [[ -n $SPARKC_HOME_PLACEHOLDER ]] || return 0
+  local node
+  for node in "${SPARKC_NODES[@]}"; do
+    node_home "$node"
+  done
+}
+
+# SPARKC_HOME_AT[NODE] set, unless it is already: asked, or named in a dry run.
+node_home() {
+  [[ -z ${SPARKC_HOME_AT[$1]+x} ]] || return 0
+  if dry_run; then
+    SPARKC_HOME_AT[$1]="<home of the ssh user on $1>"
+  else
+    ask_home "$1"
+  fi
+}
+
+ask_home() {
+  local node=$1 answer status=0
+  SPARKC_FAILED_NODE=$node
+  if is_local "$node"; then
+    answer=$(cd 2>&1 && pwd) || status=$?
+  else
+    answer=$(timeout "$SPARKC_HOME_ASK_SECONDS" ssh "${SPARKC_SSH_OPTS[@]}" "${SPARKC_SSH_MUX[@]}" \
+      "${SPARKC_TARGET[$node]}" -- 'cd && pwd' 2>&1 </dev/null) || status=$?
+  fi
+  if ((status == 124)); then
+    fail "$node" "$node did not say its ssh user's home within ${SPARKC_HOME_ASK_SECONDS}s (cd && pwd there), which" \
+      "container.mounts under ~/ need"
+  elif ((status)); then
+    fail "$node" "could not ask $node for its ssh user's home (cd && pwd), which container.mounts under ~/ need:" \
+      "$(printf '%s' "$answer" | tail -n 3 | printable)"
+  fi
+  record_home "$node" "$answer"
+  log "$node: ~/ is $answer"
+  SPARKC_FAILED_NODE=""
+}
+
+# record_home NODE ANSWER: the node's home, once ANSWER passed home_problem.
+record_home() {
+  local problem
+  problem=$(home_problem "$2")
+  [[ -z $problem ]] || fail "$1" "$1 answered $problem: check that user's home and its login files there"
+  SPARKC_HOME_AT[$1]=$2
+}
+
+# Why ANSWER (of `cd && pwd`) is no home for a -v source, or nothing: it must be one absolute path of a line,
+# with none of docker's mount separators, no '..', not / itself.
+home_problem() {
+  local problem=""
+  if [[ $1 != /* ]]; then
+    problem="is not an absolute path"
+  elif has_control "$1"; then
+    problem="holds a control character (a line break, a tab, ...)"
+  elif [[ $1 == *[:,]* ]]; then
+    problem="holds ':' or ',', which docker's -v reads as separators"
+  elif [[ $1/ == */../* || $1 =~ ^/+$ ]]; then
+    problem="is / or climbs out with '..'"
+  fi
+  [[ -z $problem ]] || printf "'%s' for its ssh user's home (cd && pwd), which %s" "${1//[$'\t\n']/?}" "$problem"
+}
+
+# SPARKC_ARGV (a node's docker run, or its probe's): a -v source that stands for a folder of the node's own
+# gets that node's: its copy of the patch folder, its home for ~/.
+node_folders_argv() {
+  local i source
   for i in "${!SPARKC_ARGV[@]}"; do
-    if [[ $i -gt 0 && ${SPARKC_ARGV[i - 1]} == -v && ${SPARKC_ARGV[i]} == "$SPARKC_PATCHES_PLACEHOLDER:"* ]]; then
-      SPARKC_ARGV[i]=${SPARKC_PATCHES_AT[$1]}${SPARKC_ARGV[i]#"$SPARKC_PATCHES_PLACEHOLDER"}
+    ((i > 0)) && [[ ${SPARKC_ARGV[i - 1]} == -v ]] || continue
+    source=${SPARKC_ARGV[i]}
+    if ((SPARKC_HAS_HOOKS)) && [[ $source == "$SPARKC_PATCHES_PLACEHOLDER:"* ]]; then
+      SPARKC_ARGV[i]=${SPARKC_PATCHES_AT[$1]}${source#"$SPARKC_PATCHES_PLACEHOLDER"}
+    elif [[ -n $SPARKC_HOME_PLACEHOLDER && $source == "$SPARKC_HOME_PLACEHOLDER/"* ]]; then
+      node_home "$1"  # asked already by the launch (ask_homes), unless a caller came here first
+      SPARKC_ARGV[i]=${SPARKC_HOME_AT[$1]}${source#"$SPARKC_HOME_PLACEHOLDER"}
     fi
   done
 }
@@ -1759,6 +1837,7 @@ probe_argv() {
   compiled_run SPARKC_PROBE_RUN "$1" SPARKC_ARGV
   # The same weights mount as the engine's: a Hugging Face snapshot named by its commit.
   substitute_snapshot
+  node_folders_argv "$1"  # the container's mounts under ~/ (the patch folder's is not among the probe's words)
   with_api_port "${SPARKC_PROBE_API_PORT_AT[$1]}" 0  # the engine's environment, as --port leaves it
   with_extra_env
 }
@@ -1845,7 +1924,7 @@ docker_run_argv() {
   done
   with_api_port "${SPARKC_API_PORT_AT[$1]}" 0
   substitute_snapshot
-  if ((SPARKC_HAS_HOOKS)); then patches_argv "$1"; fi
+  node_folders_argv "$1"
   engine_files_argv
   # After `docker run -d`: the spec's sha256 (deployment.sh), which later launches read off the container.
   SPARKC_ARGV=("${SPARKC_ARGV[@]:0:3}" --label "sparkc.spec-sha256=$SPARKC_SPEC_SHA256" "${SPARKC_ARGV[@]:3}")
@@ -3088,6 +3167,7 @@ launch_main() {
   drop_page_caches
   run_host_hooks
   if ((SPARKC_HAS_HOOKS)); then stage_patches; fi
+  ask_homes
   probe_fabric
   record_launch starting
   start_containers
@@ -4512,7 +4592,7 @@ bench_main() {
   elif [[ -n $SPARKC_API_KEY_GIVEN ]]; then
     key=$SPARKC_API_KEY_GIVEN
   fi
-  local snapshot="" image_id="" level i=0 count failed=0 levels=() new fd stamp
+  local snapshot="" image_id="" level i=0 count failed=0 levels=() new fd stamp problem
   stamp=$(date -u +%Y%m%dT%H%M%SZ)
   IFS=, read -r -a levels <<<"$list"
   log "benchmark of $SPARKC_DEPLOYMENT at $SPARKC_PROBE_URL: concurrency ${levels[*]}, $input tokens in, $output out"
@@ -4528,6 +4608,16 @@ bench_main() {
     fi
   fi
   [[ -n $dir ]] || dir=$SPARKC_SCRIPT_DIR/bench/$stamp  # what a dry run shows
+  # container.mounts under ~/: the benchmark runs here, on the head, so ~/ is this user's home.
+  if [[ -n $SPARKC_HOME_PLACEHOLDER ]]; then
+    if dry_run; then
+      SPARKC_HOME_AT[$SPARKC_HEAD]="<home of the ssh user on $SPARKC_HEAD>"
+    else
+      SPARKC_HOME_AT[$SPARKC_HEAD]=$(cd && pwd) || exit 1
+      problem=$(home_problem "${SPARKC_HOME_AT[$SPARKC_HEAD]}")
+      [[ -z $problem ]] || { warn "$SPARKC_HEAD answered $(printable "$problem")"; exit 1; }
+    fi
+  fi
   for level in "${levels[@]}"; do
     i=$((i + 1))
     count=${prompts:-$((level * 4 > 8 ? level * 4 : 8))}
@@ -4598,6 +4688,8 @@ bench_argv() {
     -v "$dir:$SPARKC_BENCH_RESULTS")
   for word in "${SPARKC_BENCH_MOUNTS[@]}"; do
     [[ -n $SPARKC_BENCH_SNAPSHOT_PLACEHOLDER && -n $snapshot ]] && word=${word//"$SPARKC_BENCH_SNAPSHOT_PLACEHOLDER"/$snapshot}
+    # A mount under ~/: this node's home (the head's, where the benchmark runs), as the launch put it there.
+    [[ -n $SPARKC_HOME_PLACEHOLDER && $word == "$SPARKC_HOME_PLACEHOLDER/"* ]] && word=${SPARKC_HOME_AT[$SPARKC_HEAD]}${word#"$SPARKC_HOME_PLACEHOLDER"}
     SPARKC_ARGV+=("$word")
   done
   SPARKC_ARGV+=("${SPARKC_BENCH_ENV[@]}" --entrypoint "${SPARKC_BENCH_COMMAND[0]}" "$SPARKC_IMAGE" "${rest[@]}")
