@@ -78,6 +78,8 @@ readonly SPARKC_SNAPSHOT_PLACEHOLDER=''
 readonly SPARKC_DRAFT_FOLDER=''
 # container.mounts' host paths: docker would make a missing one an empty folder owned by root.
 readonly SPARKC_MOUNT_SOURCES=()
+# A mount's host path under ~/: the launcher asks each node for its ssh user's home; empty: none.
+readonly SPARKC_HOME_PLACEHOLDER=''
 readonly SPARKC_DROP_PAGE_CACHE=0
 readonly SPARKC_DEFAULT_TIMEOUT=3600
 # What --timeout takes: the spec's least launch.timeout, and the most the launcher's clock adds up.
@@ -390,7 +392,7 @@ readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen3-30b-sglang
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=eca67c357eab0a46213ebb5eb55c3fa7335e8016e575aca8a116fc413f5434b9
+readonly SPARKC_LIB_SHA256=41be4bb7f47cbb8b8c51c0be6f123a8fdd6437b515ce42294bf66bdad19cd46a
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
