@@ -35,6 +35,7 @@ PARTS = (
     "status.sh",
     "logs.sh",
     "build.sh",
+    "copy.sh",
     "distribute.sh",
     "service.sh",
     "fetch.sh",

@@ -7,7 +7,18 @@ import json
 from compiler import __version__
 from compiler.engines import host_port
 from compiler.engines.trtllm import FILES_DIR, HOSTFILE, hostfile_text
-from compiler.plan import Command, NodePlan, Plan, Planes, PortControl, ProfileCheck, Role, Setting, Transport
+from compiler.plan import (
+    Command,
+    CopyRoute,
+    NodePlan,
+    Plan,
+    Planes,
+    PortControl,
+    ProfileCheck,
+    Role,
+    Setting,
+    Transport,
+)
 from compiler.resolve.budget import memory_budget, node_ports
 from compiler.resolve.cache import cache_host_dir
 from compiler.resolve.containers import (
@@ -22,8 +33,9 @@ from compiler.resolve.containers import (
     share_labels,
 )
 from compiler.resolve.context import Deployment
+from compiler.resolve.copy_routes import CopyNode, copy_routes
 from compiler.resolve.engine_args import api_key_given, api_key_variable
-from compiler.resolve.env import node_envs, split_planes, switchless
+from compiler.resolve.env import fabric_prefix, node_envs, split_planes, switchless
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.hooks import hook_plan, host_hook_plan
 from compiler.resolve.ports import API_PORT_LABEL, api_port_control, head_ports, port_words
@@ -126,6 +138,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         mpi_sshd_from_hooks=d.backend is Backend.MPI and d.hooks_install_sshd,
         start_gate=d.engine.start_gate(d),
         engine_api_port_words=engine_port,
+        copy_routes=_copy_routes(d),
     )
 
 
@@ -172,6 +185,11 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], c
         api_port_words=port_words(run, control, d.api_port or 0),
         probe_api_port_words=port_words(probe, control, d.api_port or 0),
     )
+
+
+def _copy_routes(d: Deployment) -> tuple[CopyRoute, ...]:
+    nodes = [CopyNode(n.name, (n.fabric.ip, *n.fabric.addresses.values()), n.control_ip) for n in d.nodes]
+    return copy_routes(nodes, fabric_prefix(d), d.spec.cluster.ssh.user)
 
 
 def _url_host(host: str) -> str:
