@@ -6,10 +6,12 @@
 # because one ssh stream rarely fills a link: its cipher runs on one core. A node keeps a piece's bytes in
 # PIECE.partial and renames it to PIECE once whole, so an interrupted copy resumes where the pieces end.
 
+# 8 streams: one ssh stream's cipher runs on one core at about 2 GB/s (openssl speed, AES-128-GCM and
+# ChaCha20-Poly1305 alike), and a CX-7 link carries about 14 GB/s (docs/performance.md).
 SPARKC_STREAMS=8
 SPARKC_VERIFY=ends # ends: sha256 of each file's first and last MiB; full (--verify): of all of it
-# ssh's ciphers for the copies, fastest first as measured (docs/performance.md): AES-GCM where the CPU has AES
-# instructions (a Spark's Arm cores do), ChaCha20 after; the spec's own Ciphers option wins (ssh takes the first).
+# ssh's ciphers for the copies: AES-GCM first (a Spark's Arm cores have AES instructions), ChaCha20 where
+# the node offers no AES-GCM; the spec's own Ciphers option wins (ssh takes the first value it is given).
 SPARKC_COPY_SSH=(-o "Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com" -o Compression=no)
 declare -A SPARKC_KEY_NAME=() # per node: the name its host key is known under (HostKeyAlias)
 # The routes this run copies along: the compiled ones (SPARKC_COPY_FROM, SPARKC_COPY_VIA), or --chain's.

@@ -119,6 +119,18 @@ declare -rA SPARKC_FABRIC_TARGET=(
   [spark-a]=aurora@192.168.100.10
   [spark-b]=aurora@192.168.100.11
 )
+# distribute.sh's routes: each worker receives from this node (the head, or a neighbour that passes the copy on) ...
+declare -rA SPARKC_COPY_FROM=(
+  [spark-b]=spark-a
+)
+# ... over these ways
+declare -rA SPARKC_COPY_VIA=(
+  [spark-b]=aurora@192.168.100.11
+)
+# 0: no cable path reaches the node, so its copies take the control network (distribute.sh says so).
+declare -rA SPARKC_COPY_CABLED=(
+  [spark-b]=1
+)
 declare -rA SPARKC_HAS_RDMA=(
   [spark-a]=1
   [spark-b]=1
@@ -406,7 +418,7 @@ readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen35-122b
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=10ad56d06c01f1e54a8d1e2ed15c1812db859cafe7bcf543952b960ffb9c760f
+readonly SPARKC_LIB_SHA256=ac9697b22577f611ffe3ff93bd3090b77f84c9d915e466ee14ba0b168d00ceb0
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
