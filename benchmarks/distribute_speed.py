@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -174,6 +175,7 @@ def run_case(case: str, args: argparse.Namespace, weights: Sequence[int]) -> dic
     finally:
         if not args.keep:
             cluster.teardown()
+            shutil.rmtree(f"/var/tmp/sparkc-distribute/bench{case}", ignore_errors=True)  # the nodes' staging
 
 
 def main() -> int:
