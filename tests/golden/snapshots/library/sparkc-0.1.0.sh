@@ -3941,7 +3941,7 @@ done'
 
 # One of the model's folders (ITEM: model, draft) from the head to every node where it differs.
 distribute_model() { # ITEM FOLDER
-  local item=$1 folder=$2 node need=() dir lines=() sizes=() paths=() i k total=0 checks extras size path
+  local item=$1 folder=$2 node need=() dir lines=() sizes=() paths=() sums=() i k total=0 checks extras size path
   lines=()
   [[ -d $folder ]] && mapfile -t lines < <(folder_files "$folder")
   ((${#lines[@]})) || { warn "$item folder $folder is not on the head, $SPARKC_HEAD"; return 1; }
@@ -3954,7 +3954,8 @@ distribute_model() { # ITEM FOLDER
     paths[i]=$path
     total=$((total + size))
     printf '%s\n' "$path" >>"$dir/names"
-    printf '%s %s %s\n' "$size" "$(file_sum "$SPARKC_VERIFY" "$folder/$path")" "$folder/$path" >>"$checks"
+    sums[i]=$(file_sum "$SPARKC_VERIFY" "$folder/$path")
+    printf '%s %s %s\n' "$size" "${sums[i]}" "$folder/$path" >>"$checks"
   done
   LC_ALL=C sort -o "$dir/names" "$dir/names"
   SPARKC_HAS_FILE=()
@@ -3997,7 +3998,8 @@ distribute_model() { # ITEM FOLDER
       else
         SPARKC_PIECE_DEST[k]=$folder/${paths[i]}.sparkc-piece-$j
       fi
-      printf '%s - %s\n' "$len" "${SPARKC_PIECE_DEST[k]}" >>"$list"
+      # A file sent whole is its own piece: held only where its checksum matches too.
+      printf '%s %s %s\n' "$len" "$( ((count == 1)) && echo "${sums[i]}" || echo -)" "${SPARKC_PIECE_DEST[k]}" >>"$list"
       k=$((k + 1))
       j=$((j + 1))
     done < <(cut_pieces "${sizes[i]}" "$count")

@@ -316,7 +316,7 @@ readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen3-8b
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=ac9697b22577f611ffe3ff93bd3090b77f84c9d915e466ee14ba0b168d00ceb0
+readonly SPARKC_LIB_SHA256=587a3e67199bfd84ac4db4d9cd6da8dabed3ea516292045d83de8aa984886002
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
