@@ -143,6 +143,17 @@ class Planes:
 
 
 @dataclass(frozen=True)
+class CopyRoute:
+    """How distribute.sh reaches one worker: from `source` (the head, or a node that passes the copy on) over
+    `targets` (user@address, one per cable or twin); `cabled` False: no cable path, the control network."""
+
+    node: str
+    source: str
+    targets: tuple[str, ...]
+    cabled: bool
+
+
+@dataclass(frozen=True)
 class NodePlan:
     name: str
     role: Role
@@ -413,6 +424,7 @@ class Plan:
     cluster_file: str = ""
     cluster_file_sha256: str = ""
     spec_file_sha256: str = ""
+    copy_routes: tuple[CopyRoute, ...] = ()  # distribute.sh's route to each worker; () only in plans built by hand
 
     @property
     def head_node(self) -> NodePlan:

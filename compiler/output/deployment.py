@@ -231,6 +231,18 @@ def _launch(plan: Plan) -> list[Entry]:
             node_map(nodes, "fabric_target"),
             "Where distribute.sh's copies go: each node's fabric address, never its management one.",
         ),
+        Constant(
+            "SPARKC_COPY_FROM",
+            {r.node: r.source for r in plan.copy_routes},
+            "distribute.sh's routes: each worker receives from this node (the head, or a neighbour that passes the"
+            " copy on) ...",
+        ),
+        Constant("SPARKC_COPY_VIA", {r.node: " ".join(r.targets) for r in plan.copy_routes}, "... over these ways"),
+        Constant(
+            "SPARKC_COPY_CABLED",
+            {r.node: r.cabled for r in plan.copy_routes},
+            "0: no cable path reaches the node, so its copies take the control network (distribute.sh says so).",
+        ),
         Constant("SPARKC_HAS_RDMA", node_map(nodes, "has_rdma")),
         Constant("SPARKC_GPUS", node_map(nodes, "gpus")),
         Constant(

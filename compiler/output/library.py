@@ -36,6 +36,7 @@ PARTS = (
     "status.sh",
     "logs.sh",
     "build.sh",
+    "copy.sh",
     "distribute.sh",
     "service.sh",
     "fetch.sh",

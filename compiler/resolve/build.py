@@ -9,6 +9,7 @@ from compiler.engines import host_port
 from compiler.engines.trtllm import FILES_DIR, HOSTFILE, hostfile_text
 from compiler.plan import (
     Command,
+    CopyRoute,
     HomeMount,
     NodePlan,
     Plan,
@@ -33,8 +34,9 @@ from compiler.resolve.containers import (
     share_labels,
 )
 from compiler.resolve.context import Deployment
+from compiler.resolve.copy_routes import CopyNode, copy_routes
 from compiler.resolve.engine_args import api_key_given, api_key_variable
-from compiler.resolve.env import node_envs, split_planes, switchless
+from compiler.resolve.env import fabric_prefix, node_envs, split_planes, switchless
 from compiler.resolve.explain import quirks, settings
 from compiler.resolve.hooks import hook_plan, host_hook_plan
 from compiler.resolve.ports import API_PORT_LABEL, api_port_control, head_ports, port_words
@@ -140,6 +142,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         metrics=d.engine.metrics,
         metrics_absent=d.engine.metrics_absent,
         engine_api_port_words=engine_port,
+        copy_routes=_copy_routes(d),
     )
 
 
@@ -186,6 +189,11 @@ def _node_plan(d: Deployment, node: Node, rank: int, env: tuple[Setting, ...], c
         api_port_words=port_words(run, control, d.api_port or 0),
         probe_api_port_words=port_words(probe, control, d.api_port or 0),
     )
+
+
+def _copy_routes(d: Deployment) -> tuple[CopyRoute, ...]:
+    nodes = [CopyNode(n.name, (n.fabric.ip, *n.fabric.addresses.values()), n.control_ip) for n in d.nodes]
+    return copy_routes(nodes, fabric_prefix(d), d.spec.cluster.ssh.user)
 
 
 def _url_host(host: str) -> str:

@@ -117,6 +117,15 @@ def _why_no_rdma(node: Node) -> str:
     return "the node lists no RDMA devices: NCCL uses sockets"
 
 
+# The fabric's subnet size where no cable has its own (direct, switch): NVIDIA's /24, setup-fabric's default.
+FABRIC_PREFIX = 24
+
+
+def fabric_prefix(d: Deployment) -> int:
+    """The prefix of the fabric's subnets: each cable's own in a mesh or ring, else the usual /24."""
+    return d.spec.cluster.link_prefix_length if switchless(d.topology) else FABRIC_PREFIX
+
+
 def switchless(topology: Topology) -> bool:
     """Mesh and ring: each CX-7 address reaches one neighbour, so only the control plane reaches every node."""
     return topology in (Topology.MESH, Topology.RING)

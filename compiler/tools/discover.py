@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from compiler.diagnostics import printable
-from compiler.resolve.rules.cluster import FABRIC_PREFIX, port_of
+from compiler.resolve.env import FABRIC_PREFIX
+from compiler.resolve.rules.cluster import port_of
 from compiler.resolve.rules.topology import MESH_NODES
 from compiler.resources import data_dir
 from compiler.tools.probe import Netdev, NodeFacts, parse

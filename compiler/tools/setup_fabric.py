@@ -19,8 +19,8 @@ from compiler.diagnostics import Diagnostic, error
 from compiler.output.library import single_quoted
 from compiler.output.render import bash, environment
 from compiler.resolve.build import ssh_options as launch_ssh_options
-from compiler.resolve.env import switchless
-from compiler.resolve.rules.cluster import FABRIC_PREFIX, next_subnet, port_of, roce_name, twin
+from compiler.resolve.env import FABRIC_PREFIX, switchless
+from compiler.resolve.rules.cluster import next_subnet, port_of, roce_name, twin
 from compiler.resources import data_dir
 from compiler.spec.typed import Node, Spec, Topology
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,10 +84,11 @@ def deployment(
     model_path: str | None = None,
     order: tuple[int, ...] | None = None,
     by_name: bool = False,
+    both_ports: bool = False,
 ) -> Deployment:
     """The topology's example on the cluster: the 10 GbE is the management bridge (mgmt0), the cables
     are each node's two ports. `by_name`: ssh by host name, and both ports' addresses in the spec (what
-    setup-fabric needs)."""
+    setup-fabric needs). `both_ports`: both ports' addresses, ssh by address."""
     nodes = [
         {
             "name": n.name,
@@ -96,7 +99,7 @@ def deployment(
         }
         for n in cluster.nodes
     ]
-    if by_name:
+    if by_name or both_ports:
         for node, n in zip(nodes, cluster.nodes, strict=True):
             node["fabric"]["addresses"] = {PORT1: cluster.ports(n)[PORT1]}  # type: ignore[index]
     if order is not None:  # cluster.nodes in another order than the cabling's
@@ -197,24 +200,77 @@ def test_a_ring_listed_out_of_cabling_order_stops_at_preflight(
 MODEL = "/run/sparkc-switchless-model"
 
 
-def test_distribute_reaches_a_node_no_cable_joins_to_the_head(
+def mgmt_sent(cluster: SimCluster) -> dict[str, int]:
+    """Bytes each node has sent on the management network (the control plane) so far."""
+    path = f"/sys/class/net/{MGMT_IF}/statistics/tx_bytes"
+    return {n.name: int(cluster.sh(n, f"cat {path}").stdout) for n in cluster.nodes}
+
+
+def report(d: Deployment) -> dict[tuple[str, str], dict[str, str]]:
+    lines = (d.build / "distribute-report.txt").read_text().splitlines()
+    entries = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in lines]
+    return {(e["node"], e["item"]): e for e in entries}
+
+
+def test_distribute_goes_round_the_ring_on_the_cables_and_resumes_after_a_kill(
     clusters: Clusters, sim_model_dir: Path, tmp_path: Path
 ) -> None:
+    """spark3 is cabled to spark2 and spark4 only: its copies come from spark2, which passes on what it
+    receives; nothing crosses the control network but the scripts' commands. A copy killed halfway leaves
+    pieces on the nodes, and the next run sends only the rest."""
     cluster = clusters.get("ring")
-    head, far = cluster.nodes[0], cluster.nodes[2]  # spark3: cabled to spark2 and spark4 only
+    head, far = cluster.nodes[0], cluster.nodes[2]
     assert not set(cluster.ports(far).values()) & {f"10.78.{i}.{j}" for i in (1, 4) for j in (1, 2)}
-    d = deployment(cluster, "ringdist", sim_model_dir, tmp_path / "build", model_path=MODEL)
-    cluster.sh(head.name, f"mkdir -p {MODEL} && head -c 100000 /dev/urandom > {MODEL}/model.safetensors", check=True)
-    cluster.break_remove_image(far.name, VLLM_IMAGE)
+    d = deployment(cluster, "ringdist", sim_model_dir, tmp_path / "build", model_path=MODEL, both_ports=True)
+    cluster.sh(head.name, f"mkdir -p {MODEL} && head -c 30000000 /dev/urandom > {MODEL}/model.safetensors", check=True)
+    for n in cluster.nodes[1:]:
+        cluster.break_remove_image(n.name, VLLM_IMAGE)
+    tc = ["ip", "netns", "exec", head.netns, "tc"]
     try:
-        run = d.run("distribute.sh", timeout=240)
+        # The head's cables at 40 Mbit/s: the image takes about 40 s, long enough to kill the copy halfway.
+        for dev in (PORT0, PORT1):
+            subprocess.run([*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"], check=True)
+            subprocess.run(
+                [*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "40mbit"], check=True
+            )
+        log = tmp_path / "first.log"
+        started = cluster.sh(head.name, f"setsid bash {d.build}/distribute.sh --image-only >{log} 2>&1 & echo $!")
+        group = started.stdout.strip()
+        pieces = "/var/tmp/sparkc-distribute/ringdist/spark3"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            held = cluster.sh(far.name, f"cat {pieces}/*.partial 2>/dev/null | wc -c").stdout.strip()
+            if int(held or 0) > 30_000_000:
+                break
+            time.sleep(1)
+        cluster.sh(head.name, f"kill -- -{group}")
+        time.sleep(2)
+        assert cluster.image_id(far.name, VLLM_IMAGE) is None, log.read_text()
+        for dev in (PORT0, PORT1):
+            subprocess.run([*tc, "qdisc", "del", "dev", dev, "root"], check=True)
+
+        before = mgmt_sent(cluster)
+        run = d.run("distribute.sh", timeout=300)
+        after = mgmt_sent(cluster)
         assert run.returncode == 0, run.stdout + run.stderr
-        assert cluster.image_id(far.name, VLLM_IMAGE) == cluster.image_id(head.name, VLLM_IMAGE)
+        head_id = cluster.image_id(head.name, VLLM_IMAGE)
+        assert all(cluster.image_id(n.name, VLLM_IMAGE) == head_id for n in cluster.nodes)
         listing = f"cd {MODEL} && find . -type f -printf '%P %s\\n' | sort"
         assert cluster.sh(far.name, listing).stdout == cluster.sh(head.name, listing).stdout
+        got = report(d)
+        assert got["spark3", "image"]["via"] == got["spark3", "model"]["via"] == "spark2"  # round the ring
+        assert got["spark2", "image"]["via"] == got["spark4", "image"]["via"] == "spark1"
+        assert got["spark3", "image"]["action"] == "resumed" and int(got["spark3", "image"]["resumed"]) > 30_000_000
+        image = int(got["spark2", "image"]["bytes"]) + int(got["spark2", "image"]["resumed"])
+        assert image > 100_000_000 and int(got["spark3", "image"]["bytes"]) < image - 30_000_000  # only the rest
+        # About 200 MB went to the nodes over the cables; the control network carried the commands only.
+        sent = {n: after[n] - before[n] for n in after}
+        assert max(sent.values()) < 5_000_000, sent
     finally:
+        subprocess.run([*tc, "qdisc", "del", "dev", PORT0, "root"], check=False, capture_output=True)
+        subprocess.run([*tc, "qdisc", "del", "dev", PORT1, "root"], check=False, capture_output=True)
         for n in cluster.nodes:
-            cluster.exec(n.name, ["rm", "-rf", MODEL])
+            cluster.exec(n.name, ["rm", "-rf", MODEL, "/var/tmp/sparkc-distribute/ringdist"])
 
 
 def test_host_keys_setup_fabric_then_distribute_on_a_fresh_ring(

@@ -101,10 +101,14 @@ def test_a_ring_ranks_go_round_the_cables_from_the_head() -> None:
     assert node_env(plan, "spark-a")["MASTER_ADDR"] == "10.0.0.12"
 
 
-def test_distribute_copies_over_the_control_plane_in_a_mesh() -> None:
+def test_distribute_copies_over_each_workers_own_cable_in_a_mesh() -> None:
     plan = _ok(MESH).plan
     assert plan is not None
-    assert node_plan(plan, "spark-c").fabric_target == "aurora@10.0.0.12"
+    routes = {r.node: r for r in plan.copy_routes}
+    # spark-a's port 1 and its twin are cabled to spark-c's port 0 and twin: never the control plane.
+    assert routes["spark-c"].source == "spark-a" and routes["spark-c"].cabled
+    assert routes["spark-c"].targets == ("aurora@192.168.100.9", "aurora@192.168.101.9")
+    assert node_plan(plan, "spark-c").fabric_target == "aurora@10.0.0.12"  # --chain's way, as before
     two = _ok(example("qwen3-32b-2spark-control-data")).plan
     assert two is not None and node_plan(two, "spark-b").fabric_target == "aurora@192.168.100.11"
 

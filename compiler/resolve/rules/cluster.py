@@ -10,7 +10,7 @@ from typing import Any
 
 from compiler.diagnostics import Diagnostic, Path, error, warning
 from compiler.resolve.context import Deployment
-from compiler.resolve.env import switchless
+from compiler.resolve.env import fabric_prefix, switchless
 from compiler.spec.typed import Architecture, Node
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -174,15 +174,6 @@ def control_planes(d: Deployment) -> Iterator[Diagnostic]:
                 f"{node.control.ip} is also the fabric IP, on {node.fabric.netdev}; an address sits on one "
                 f"interface: write {node.control.netdev}'s own address",
             )
-
-
-# The fabric's subnet size where no cable has its own (direct, switch): NVIDIA's /24, setup-fabric's default.
-FABRIC_PREFIX = 24
-
-
-def fabric_prefix(d: Deployment) -> int:
-    """The prefix of the fabric's subnets: each cable's own in a mesh or ring, else the usual /24."""
-    return d.spec.cluster.link_prefix_length if switchless(d.topology) else FABRIC_PREFIX
 
 
 def port_of(netdev: str) -> str:

@@ -3759,32 +3759,303 @@ build_main() {
   log "built $SPARKC_IMAGE: $id (recorded in $out); run distribute.sh to copy it to the other nodes"
 }
 
+# -- copy.sh -----------------------------------------------------------------------------------------
+# Copies along the routes deployment.sh compiles (SPARKC_COPY_FROM, SPARKC_COPY_VIA): what is copied is cut
+# into pieces (byte ranges of the image's archive or of a weights file), and each piece goes down the tree of
+# routes as one stream, every node writing it while passing it on to the nodes it feeds. So a node two cables
+# from the head receives at the pace of its neighbour, and the control network carries no copy where a cable
+# path exists. Several streams run at once (--streams), each over one of its route's ways (a cable's twins),
+# because one ssh stream rarely fills a link: its cipher runs on one core. A node keeps a piece's bytes in
+# PIECE.partial and renames it to PIECE once whole, so an interrupted copy resumes where the pieces end.
+
+# 8 streams: one ssh stream's cipher runs on one core at about 2 GB/s (openssl speed, AES-128-GCM and
+# ChaCha20-Poly1305 alike), and a CX-7 link carries about 14 GB/s (docs/performance.md).
+SPARKC_STREAMS=8
+SPARKC_VERIFY=ends # ends: sha256 of each file's first and last MiB; full (--verify): of all of it
+# ssh's ciphers for the copies: AES-GCM first (a Spark's Arm cores have AES instructions), ChaCha20 where
+# the node offers no AES-GCM; the spec's own Ciphers option wins (ssh takes the first value it is given).
+SPARKC_COPY_SSH=(-o "Ciphers=aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com" -o Compression=no)
+declare -A SPARKC_KEY_NAME=() # per node: the name its host key is known under (HostKeyAlias)
+# The routes this run copies along: the compiled ones (SPARKC_COPY_FROM, SPARKC_COPY_VIA), or --chain's.
+declare -A SPARKC_ROUTE_FROM=() SPARKC_ROUTE_VIA=()
+declare -A SPARKC_KNOWN=() # per node another node sends to: the head's known_hosts lines for its key (base64)
+
+# The head's known_hosts lines for NODE's host key name, in the files ssh reads for it (ssh -G), as base64.
+known_lines() { # NODE
+  local file files=()
+  mapfile -t files < <(ssh -G "${SPARKC_SSH_OPTS[@]}" "${SPARKC_TARGET[$1]}" 2>/dev/null \
+    | awk '$1 == "userknownhostsfile" || $1 == "globalknownhostsfile" { for (i = 2; i <= NF; i++) print $i }')
+  for file in "${files[@]}"; do
+    file=${file/#\~/$HOME}
+    [[ -r $file ]] || continue
+    ssh-keygen -F "${SPARKC_KEY_NAME[$1]}" -f "$file" 2>/dev/null | grep -v '^#' || true
+  done | base64 -w 0
+}
+# The pieces of one copy, by index: where the bytes come from on the head (file, first byte, length) and
+# where each node keeps them (@NODE@ stands for the node's name).
+SPARKC_PIECE_SRC=()
+SPARKC_PIECE_START=()
+SPARKC_PIECE_LEN=()
+SPARKC_PIECE_DEST=()
+SPARKC_PIECE_FILE=()       # the weights file a piece belongs to (its index), empty for the image's
+declare -A SPARKC_HAS_FILE=() # NODE|FILE-INDEX: set where the node holds that file whole already
+
+# One node's part of a stream (also the head's, which writes nothing): the bytes on stdin, from OFFSET of the
+# piece on, go to the end of DEST.partial here (truncated to OFFSET first; renamed DEST once LENGTH bytes
+# long) and on to each node this one feeds. Its own text arrives as $0 on the nodes (bash -c TEXT TEXT ARGS),
+# so each hop hands the program on. ROUTE: NODE|FROM|WAYS|KEY-NAME|WRITE|KNOWN, WAYS the user@address list
+# (comma-separated) the stream picks from by its number, KEY-NAME the node's HostKeyAlias, WRITE 1 where the
+# node lacks the piece (0: it only passes it on), KNOWN (base64) the head's known_hosts lines for KEY-NAME
+# where another node than the head sends to it.
+relay() { # HERE DEST OFFSET LENGTH STREAM COUNT OPTS... ROUTE...
+  local here=$1 template=$2 offset=$3 length=$4 stream=$5 count=$6
+  shift 6
+  local opts=("${@:1:count}")
+  shift "$count"
+  local program=${SPARKC_RELAY_PROGRAM:-$0} route node from ways key write known mine=0 dest="" tmp ways_list
+  local fifos=() pids=() status=0 pid
+  tmp=$(mktemp -d) || return 1
+  for route; do
+    IFS='|' read -r node from ways key write known <<<"$route"
+    [[ $node == "$here" ]] && mine=$write
+    [[ $from == "$here" ]] || continue
+    IFS=, read -ra ways_list <<<"$ways"
+    mkfifo "$tmp/$node" || return 1
+    # A hop from a node checks the next one's host key against the head's record of it (KNOWN), so a
+    # node passing copies on needs no record of its own, and still refuses a key the head does not know.
+    local checked=()
+    if [[ -n $known ]]; then
+      printf '%s' "$known" | base64 -d >"$tmp/$node.known" || return 1
+      checked=(-o "UserKnownHostsFile=$tmp/$node.known" -o StrictHostKeyChecking=yes)
+    fi
+    ssh -o "HostKeyAlias=$key" "${checked[@]}" "${opts[@]}" "${ways_list[stream % ${#ways_list[@]}]}" -- \
+      "$(sh_quote bash -c "$program" "$program" "$node" "$template" "$offset" "$length" "$stream" "$count" \
+        "${opts[@]}" "$@")" <"$tmp/$node" &
+    pids+=($!)
+    fifos+=("$tmp/$node")
+  done
+  if ((mine)); then
+    dest=${template//@NODE@/$here}
+    mkdir -p -- "${dest%/*}" && truncate -s "$offset" -- "$dest.partial" || status=1
+  fi
+  if ((mine && status == 0)); then
+    tee -a -- "$dest.partial" "${fifos[@]}" >/dev/null || status=1
+  else
+    tee -- "${fifos[@]}" >/dev/null || status=1
+  fi
+  for pid in "${pids[@]}"; do
+    wait "$pid" || status=1
+  done
+  rm -rf "$tmp"
+  if ((mine && status == 0)); then
+    [[ $(stat -c %s -- "$dest.partial") == "$length" ]] && mv -f -- "$dest.partial" "$dest" || status=1
+  fi
+  return "$status"
+}
+SPARKC_RELAY_PROGRAM="$(declare -f sh_quote relay)
+relay \"\$@\""
+readonly SPARKC_RELAY_PROGRAM
+
+# sha256 of FILE: of its first and last MiB (ends), or of all of it (full).
+file_sum() { # MODE FILE
+  if [[ $1 == full ]]; then
+    sha256sum <"$2"
+  else
+    { head -c 1048576 -- "$2" && tail -c 1048576 -- "$2"; } | sha256sum
+  fi | cut -d ' ' -f 1
+}
+
+# For each line LENGTH SUM PATH on stdin, what a node holds: "have" where PATH has LENGTH bytes (and, SUM
+# other than -, that file_sum), else the bytes of PATH.partial so far (0: none).
+piece_states() { # MODE
+  local length sum path size
+  while read -r length sum path; do
+    size=$(stat -c %s -- "$path" 2>/dev/null) || size=""
+    if [[ $size == "$length" ]] && { [[ $sum == - ]] || [[ $(file_sum "$1" "$path") == "$sum" ]]; }; then
+      echo have
+    else
+      stat -c %s -- "$path.partial" 2>/dev/null || echo 0
+    fi
+  done
+}
+SPARKC_STATES_PROGRAM="$(declare -f file_sum piece_states)
+piece_states \"\$@\""
+readonly SPARKC_STATES_PROGRAM
+
+# What NODE holds of the lines LENGTH SUM PATH in FILE (paths with @NODE@ for the node's name), one word a
+# line as piece_states writes them, into the array SPARKC_STATES.
+SPARKC_STATES=()
+node_states() { # NODE FILE
+  local lines
+  lines=$(sed "s/@NODE@/$1/g" "$2" | on_node "$1" bash -c "$SPARKC_STATES_PROGRAM" sparkc-states "$SPARKC_VERIFY") \
+    || return 1
+  mapfile -t SPARKC_STATES <<<"$lines"
+}
+
+# The route to NODE as relay reads it (WRITE 1 or 0).
+route_word() { # NODE WRITE
+  local ways=${SPARKC_ROUTE_VIA[$1]}
+  printf '%s|%s|%s|%s|%s|%s' "$1" "${SPARKC_ROUTE_FROM[$1]}" "${ways// /,}" "${SPARKC_KEY_NAME[$1]}" "$2" \
+    "${SPARKC_KNOWN[$1]:-}"
+}
+
+# NODE and the nodes between it and the head, nearest first.
+route_path() { # NODE
+  local node=$1
+  while [[ $node != "$SPARKC_HEAD" ]]; do
+    printf '%s\n' "$node"
+    node=${SPARKC_ROUTE_FROM[$node]}
+  done
+}
+
+# The pieces' number N cut out of SIZE bytes, each SIZE/N or one more: "START LENGTH" a line.
+cut_pieces() { # SIZE N
+  local size=$1 n=$2 i
+  ((n >= 1)) || n=1
+  for ((i = 0; i < n; i++)); do
+    printf '%d %d\n' $((size * i / n)) $((size * (i + 1) / n - size * i / n))
+  done
+}
+
+# Sends the pieces with the offsets and routes given (SPARKC_SEND_OFFSET, SPARKC_SEND_ROUTES: newline-separated
+# route words, both by piece), over SPARKC_STREAMS streams at once, each piece to the least loaded stream,
+# largest first. Progress and errors under DIR (bytes.PIECE, stream.N.err). Fails when a stream did.
+declare -A SPARKC_SEND_OFFSET=() SPARKC_SEND_ROUTES=()
+send_pieces() { # DIR WHAT TOTAL LABEL
+  local dir=$1 what=$2 total=$3 label=$4 i s n=$SPARKC_STREAMS order load=() lists=() status=0
+  for ((s = 0; s < n; s++)); do
+    load[s]=0
+    lists[s]=""
+  done
+  order=$(for i in "${!SPARKC_SEND_ROUTES[@]}"; do
+    printf '%d %d\n' $((SPARKC_PIECE_LEN[i] - SPARKC_SEND_OFFSET[$i])) "$i"
+  done | sort -k1,1nr -k2,2n | cut -d ' ' -f 2)
+  for i in $order; do
+    local least=0
+    for ((s = 1; s < n; s++)); do
+      ((load[s] < load[least])) && least=$s
+    done
+    load[least]=$((load[least] + SPARKC_PIECE_LEN[i] - SPARKC_SEND_OFFSET[$i]))
+    lists[least]+=" $i"
+  done
+  SPARKC_COPIES=()
+  for ((s = 0; s < n; s++)); do
+    [[ -n ${lists[s]} ]] || continue
+    # shellcheck disable=SC2086  # a list of numbers
+    send_stream "$dir" "$s" ${lists[s]} 2>"$dir/stream.$s.err" &
+    SPARKC_COPIES+=($!)
+  done
+  copy_progress "$what" "$total" "$label" "$dir" &
+  local watcher=$!
+  for i in "${SPARKC_COPIES[@]}"; do
+    wait "$i" || status=1
+  done
+  wait "$watcher" || true
+  return "$status"
+}
+
+# One stream: its pieces one after the other, each read from the head's file and relayed down its routes.
+send_stream() { # DIR STREAM PIECE...
+  local dir=$1 stream=$2 i off status=0 routes opts
+  shift 2
+  opts=("${SPARKC_SSH_OPTS[@]}" "${SPARKC_COPY_SSH[@]}")
+  for i; do
+    off=${SPARKC_SEND_OFFSET[$i]}
+    mapfile -t routes <<<"${SPARKC_SEND_ROUTES[$i]}"
+    LC_ALL=C dd if="${SPARKC_PIECE_SRC[i]}" bs=1M iflag=skip_bytes,count_bytes \
+      skip=$((SPARKC_PIECE_START[i] + off)) count=$((SPARKC_PIECE_LEN[i] - off)) status=progress 2>"$dir/bytes.$i" \
+      | relay "$SPARKC_HEAD" "${SPARKC_PIECE_DEST[i]}" "$off" "${SPARKC_PIECE_LEN[i]}" "$stream" "${#opts[@]}" \
+        "${opts[@]}" "${routes[@]}" || status=1
+  done
+  return "$status"
+}
+
+# Plans the pieces of one copy for the nodes NEED (those that lack it): reads what each node of their routes
+# holds of the lines in FILE (piece_states' input, one line a piece, in piece order) and sets, by piece, the
+# offset all its writers resume from and its routes; SPARKC_RESUMED[NODE] the bytes a node already had.
+declare -A SPARKC_RESUMED=() SPARKC_RECEIVES=()
+plan_pieces() { # FILE NEED...
+  local file=$1 node i words state
+  shift
+  declare -A want=() held=()
+  for node; do
+    want[$node]=1
+    SPARKC_RESUMED[$node]=0
+    SPARKC_RECEIVES[$node]=0
+  done
+  for node in "${SPARKC_NODES[@]:1}"; do
+    [[ -n ${want[$node]:-} ]] || continue
+    node_states "$node" "$file" || { warn "$node: cannot read what it holds already"; return 1; }
+    held[$node]=$(printf '%s\n' "${SPARKC_STATES[@]}")
+  done
+  SPARKC_SEND_OFFSET=()
+  SPARKC_SEND_ROUTES=()
+  for i in "${!SPARKC_PIECE_LEN[@]}"; do
+    local offset="" writers=() lines="" carriers
+    for node; do
+      state=$(sed -n "$((i + 1))p" <<<"${held[$node]}")
+      # A piece of a file the node holds whole already is not wanted there.
+      [[ -n ${SPARKC_PIECE_FILE[i]:-} && -n ${SPARKC_HAS_FILE[$node|${SPARKC_PIECE_FILE[i]}]:-} ]] && continue
+      if [[ $state == have ]]; then
+        SPARKC_RESUMED[$node]=$((SPARKC_RESUMED[$node] + SPARKC_PIECE_LEN[i]))
+        continue
+      fi
+      [[ $state =~ ^[0-9]+$ ]] && ((state <= SPARKC_PIECE_LEN[i])) || state=0
+      [[ -n $offset ]] && ((offset <= state)) || offset=$state
+      writers+=("$node")
+    done
+    ((${#writers[@]})) || continue
+    SPARKC_SEND_OFFSET[$i]=$offset
+    for node in "${writers[@]}"; do
+      SPARKC_RESUMED[$node]=$((SPARKC_RESUMED[$node] + offset))
+      SPARKC_RECEIVES[$node]=$((SPARKC_RECEIVES[$node] + SPARKC_PIECE_LEN[i] - offset))
+    done
+    # Every node on a writer's path carries the piece; those that do not write it pass it on only.
+    carriers=" $(for node in "${writers[@]}"; do route_path "$node"; done | tr '\n' ' ')"
+    for node in "${SPARKC_NODES[@]:1}"; do
+      [[ $carriers == *" $node "* ]] || continue
+      if [[ " ${writers[*]} " == *" $node "* ]]; then words=1; else words=0; fi
+      lines+=$(route_word "$node" "$words")$'\n'
+    done
+    SPARKC_SEND_ROUTES[$i]=${lines%$'\n'}
+  done
+}
+
 # -- distribute.sh -----------------------------------------------------------------------------------
 distribute_usage() {
   cat <<'USAGE'
-Usage: distribute.sh [--dry-run] [--image-only | --model-only] [--chain]
+Usage: distribute.sh [--dry-run] [--image-only | --model-only] [--streams N] [--verify] [--chain]
 
 Copies the image and the model's folders (the weights, and a draft model's where the spec has one)
-from the head (where this runs) to every node that lacks them or has something else, over each node's
-fabric address; nodes that already match are skipped (same image ID; same file names and sizes).
+from the head (where this runs) to every node that lacks them or has something else, along the cables:
+each worker receives from the head or from the neighbour the compiled routes name, over each address
+of that cable (both twins where both are addressed), and a node passes on what it receives while it
+receives it, so a ring costs about the time of one cable. Only a node no cable path reaches is fed over
+the control network, and the script says so. Nodes that already match are skipped (same image ID; same
+file names, sizes and checksums of each file's first and last MiB).
 
   --dry-run      say what would be copied where, copy nothing
   --image-only   only the image
   --model-only   only the model's folders
-  --chain        send the image down a chain, each node loading it while passing it on, so the
-                 head's link carries one copy (default: from the head to each node at once). The
-                 chain needs each node to reach the next one over ssh, which setup-fabric does not
-                 set up: its key authorized there, and the next node's host key known under the
-                 name launch-cluster.sh uses for it
-  --star         the default: from the head to each node at once
+  --streams N    copy in N streams at once (default 8), spread over each cable's addresses: one ssh
+                 stream is held to one core by its cipher, and fills only part of a link
+  --verify       check every copied file by the sha256 of all of it (default: of its first and last
+                 MiB, and its size); the image by its ID
+  --chain        copy along the node order instead, each node from the one before it, over the fabric
+                 addresses (for a switched fabric whose head link is the narrow one)
+  --star         the default routes (from the head where a cable or the switch reaches the node)
   --progress S   a line with the bytes sent so far and the rate every S seconds (default 5 on a
                  terminal, 30 otherwise)
   -h, --help     this text
 
-Copies check each node's host key as ssh knows it by the node's ssh name (HostKeyAlias): the same
-sshd answers on every address, so nothing more needs recording in known_hosts.
+An interrupted copy resumes: each node keeps the pieces that arrived (the image's under
+/var/tmp/sparkc-distribute on every node, the head's archive of it there too; the weights' beside
+each file), and the next run sends only what is missing. Copies check each node's host key as ssh
+knows it by the node's ssh name (HostKeyAlias), on every address; a node that passes copies on checks
+the next node's key in its own known_hosts, under that same name.
 
-Writes distribute-report.txt beside this script: one line per node and item, with bytes and seconds.
+Writes distribute-report.txt beside this script: one line per node and item, with bytes, seconds,
+where from and the bytes a node had already (resumed).
 Exit status: 0 every node matches, 1 a copy failed, 2 usage.
 USAGE
 }
@@ -3792,25 +4063,12 @@ USAGE
 SPARKC_IMAGE_ONLY=0
 SPARKC_MODEL_ONLY=0
 SPARKC_CHAIN=0
-declare -A SPARKC_KEY_NAME=()  # per node: the name its host key is known under (HostKeyAlias)
-SPARKC_COPIES=()  # the copies running now (process IDs), which copy_progress watches
-SPARKC_COPY_ARGV=() # set by model_copy_argv
+SPARKC_COPIES=()  # the streams running now (process IDs), which copy_progress watches
 SPARKC_PROGRESS_EVERY=30
 [[ -t 1 ]] && SPARKC_PROGRESS_EVERY=5
 SPARKC_REPORT=$SPARKC_SCRIPT_DIR/distribute-report.txt
 SPARKC_REPORT_FD=""  # open on the report, made anew for this run (no dry run)
-
-# rsync's remote shell as one -e string. rsync splits that string itself, not as a shell would: on
-# spaces, where '...' and "..." group, a doubled quote inside them stands for one, and a backslash is
-# just a byte. So each word goes in single quotes with every ' doubled, which rsync gives back whole
-# whatever it holds (sh_quote's '\'' would end rsync's quoting and turn the rest into more ssh words).
-rsync_shell() {
-  local word line=ssh
-  for word; do
-    line+=" '${word//\'/\'\'}'"
-  done
-  printf '%s' "$line"
-}
+SPARKC_STAGE_ROOT=/var/tmp/sparkc-distribute
 
 # The name ssh knows NODE's host key by when it connects with the node's ssh name, as launch-cluster.sh
 # does: its HostKeyAlias where the ssh config sets one, else the host name ssh resolves the name to, as
@@ -3830,19 +4088,6 @@ host_key_name() { # NODE
   printf '%s' "$name"
 }
 
-# ssh's words for a copy to NODE: the spec's options, the node's host key name, its fabric address.
-fabric_words() { # NODE
-  printf '%s\0' "${SPARKC_SSH_OPTS[@]}" -o "HostKeyAlias=${SPARKC_KEY_NAME[$1]}"
-}
-
-# ssh to a node's fabric address: copies must not crawl over the management network.
-fabric_ssh() {
-  local node=$1 words=()
-  shift
-  mapfile -d '' words < <(fabric_words "$node")
-  ssh "${words[@]}" "${SPARKC_FABRIC_TARGET[$node]}" -- "$(sh_quote "$@")"
-}
-
 # What to do about a copy's ssh errors (FILE) where ssh refused a host key: the fix, not just the symptom.
 key_hint() { # NODE FILE...
   local node=$1
@@ -3856,12 +4101,13 @@ key_hint() { # NODE FILE...
     printf ' (the host key of %s is not known as %s here: connect once with ssh %s and compare the fingerprint' \
       "$node" "${SPARKC_KEY_NAME[$node]}" "${SPARKC_TARGET[$node]}"
     printf ' with ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on %s; %s)' "$node" \
-      "$( ((SPARKC_CHAIN)) && echo "with --chain, each node needs the next one's key too" || echo "setup-fabric checks this")"
+      "$( [[ ${SPARKC_ROUTE_FROM[$node]:-$SPARKC_HEAD} == "$SPARKC_HEAD" ]] && echo "setup-fabric checks this" || echo "where ${SPARKC_ROUTE_FROM[$node]} passes copies on, it must also log in to $node with its own key")"
   fi
 }
 
-record() { # NODE ITEM ACTION BYTES SECONDS VIA
-  [[ -z $SPARKC_REPORT_FD ]] || printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s\n' "$@" >&"$SPARKC_REPORT_FD"
+record() { # NODE ITEM ACTION BYTES SECONDS VIA RESUMED
+  [[ -z $SPARKC_REPORT_FD ]] \
+    || printf 'node=%s item=%s action=%s bytes=%s seconds=%s via=%s resumed=%s\n' "$@" >&"$SPARKC_REPORT_FD"
 }
 
 rate() { # BYTES SECONDS: MB/s, one decimal
@@ -3877,219 +4123,262 @@ sent_bytes() { # FILE
     | awk '$1 ~ /^[0-9,]+$/ && ($2 == "bytes" || $2 ~ /%$/) { n = $1 } END { gsub(",", "", n); print n + 0 }'
 }
 
-# While any of SPARKC_COPIES (process IDs) runs, every SPARKC_PROGRESS_EVERY seconds: each copy's bytes so far, of
-# TOTAL where known. It ends on its own, within a second of the copies (no sleep left behind).
-copy_progress() { # WHAT TOTAL LABEL FILE [LABEL FILE]...
-  local what=$1 total=$2 start=$SECONDS waited=0 sent of percent i pairs
-  shift 2
-  pairs=("$@")
-  while kill -0 "${SPARKC_COPIES[@]}" 2>/dev/null; do
+# While any of SPARKC_COPIES (process IDs) runs, every SPARKC_PROGRESS_EVERY seconds: the bytes the head sent
+# so far (one copy: each node it feeds gets the same), of TOTAL. It ends within a second of the copies.
+copy_progress() { # WHAT TOTAL LABEL DIR
+  local what=$1 total=$2 label=$3 dir=$4 start=$SECONDS waited=0 sent percent file pid alive
+  while :; do
+    alive=0
+    for pid in "${SPARKC_COPIES[@]}"; do
+      kill -0 "$pid" 2>/dev/null && alive=1
+    done
+    ((alive)) || return 0
     sleep 1
     ((++waited % SPARKC_PROGRESS_EVERY)) && continue
-    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
-      sent=$(sent_bytes "${pairs[i + 1]}")
-      of=""
-      # TOTAL is the image's size or the folder's; the stream's framing adds a little: say "about", and
-      # leave 100% to the line that says it is done.
-      if ((total > 0)); then
-        percent=$((sent * 100 / total > 99 ? 99 : sent * 100 / total))
-        of=" of about $((total / 1000000)) MB ($percent%)"
-      fi
-      log "${pairs[i]}: $what: $((sent / 1000000)) MB sent$of, $(rate "$sent" $((SECONDS - start)))"
-    done
+    sent=$(sent_total "$dir")
+    # Leave 100% to the line that says it is done.
+    percent=$((total > 0 ? (sent * 100 / total > 99 ? 99 : sent * 100 / total) : 0))
+    log "$label: $what: $((sent / 1000000)) MB sent of about $((total / 1000000)) MB ($percent%), $(rate "$sent" $((SECONDS - start)))"
   done
 }
 
-# Until the SPARKC_COPIES end (a copy that fails is judged by the node's state afterwards), with progress lines.
-wait_copies() { # WHAT TOTAL LABEL FILE [LABEL FILE]...
-  local watcher
-  copy_progress "$@" &
-  watcher=$!
-  wait "${SPARKC_COPIES[@]}" || true
-  wait "$watcher" || true
+sent_total() { # DIR: the bytes of every piece's counter there
+  local file sum=0
+  for file in "$1"/bytes.*; do
+    [[ -e $file ]] && sum=$((sum + $(sent_bytes "$file")))
+  done
+  echo "$sum"
 }
 
-# A filter that counts the bytes passing through it (dd's status=progress: a count a second into FILE);
-# in the pipe, its last count is written when the copy ends.
-count_bytes() { # FILE
-  LC_ALL=C dd bs=1M status=progress 2>"$1"
+# Where NODE keeps the pieces of the image (@NODE@ for every node's own): one folder per node and
+# deployment, so nodes that share a file system do not write the same pieces.
+stage_dir() { printf '%s/%s/%s' "$SPARKC_STAGE_ROOT" "$SPARKC_DEPLOYMENT" "$1"; }
+
+# The words a dry run prints for a copy to NODE, and what a run says about the route before copying.
+route_line() { # WHAT NODE
+  local node=$2
+  printf 'copy %s to %s from %s over %s in up to %s streams' "$1" "$node" "${SPARKC_ROUTE_FROM[$node]}" \
+    "${SPARKC_ROUTE_VIA[$node]}" "$SPARKC_STREAMS"
 }
 
-# One hop of the image chain, run on a node: load what arrives on stdin and, while loading, pass the
-# same bytes on to the next hop. Its own text arrives as $0 (bash -c TEXT TEXT ARGS), so each hop
-# hands the program on. Arguments: the number of ssh options, the options, then NAME|SPARKC_TARGET|KEY-NAME
-# per hop (KEY-NAME: the name the hop's host key is known under, for HostKeyAlias).
-relay() {
-  local count=$1
+# Says each node's route; a node that no cable reaches is fed over the control network, said as a warning.
+say_routes() { # WHAT NODE...
+  local what=$1 node
   shift
-  local opts=("${@:1:count}")
-  shift "$count"
-  local here=${1%%|*}
+  for node; do
+    if dry_run; then
+      printf '[%s] %s\n' "$SPARKC_HEAD" "$(route_line "$what" "$node")" >&3
+    else
+      log "$node: $(route_line "$what" "$node")"
+    fi
+    [[ ${SPARKC_COPY_CABLED[$node]:-1} == 1 || $SPARKC_CHAIN == 1 ]] \
+      || warn "$node: no cable path reaches it from $SPARKC_HEAD: its $what goes over the control network"
+  done
+}
+
+# A copy's outcome on each node of NEED: recorded, or warned about with the streams' errors.
+report_copies() { # ITEM DIR SECONDS FAILED-NODES... -- NEED...
+  local item=$1 dir=$2 seconds=$3 node action failed=" "
+  shift 3
+  while [[ $1 != -- ]]; do
+    failed+="$1 "
+    shift
+  done
   shift
-  if (($# == 0)); then
-    docker load >&2 || return 1
-    echo "sparkc-relay: $here loaded" >&2
-    return 0
-  fi
-  local fifo status=0 loader
-  fifo=$(mktemp -u) && mkfifo "$fifo" || return 1
-  docker load <"$fifo" >&2 &
-  loader=$!
-  local next=${1#*|}
-  tee "$fifo" | ssh "${opts[@]}" -o "HostKeyAlias=${next#*|}" "${next%%|*}" -- \
-    "$(sh_quote bash -c "$0" "$0" "$count" "${opts[@]}" "$@")" || status=1
-  wait "$loader" || status=1
-  rm -f "$fifo"
-  echo "sparkc-relay: $here loaded" >&2
+  local status=0
+  for node; do
+    if [[ $failed == *" $node "* ]]; then
+      warn "$node: $item copy failed: $(cat "$dir"/stream.*.err 2>/dev/null | tail -n 3 | tr '\n' ' ')$(key_hint "$node" "$dir"/stream.*.err)"
+      status=1
+      continue
+    fi
+    action=copied
+    ((SPARKC_RESUMED[$node] == 0)) || action=resumed
+    log "$node: $item $action, ${SPARKC_RECEIVES[$node]} bytes in ${seconds}s ($(rate "${SPARKC_RECEIVES[$node]}" "$seconds")) from ${SPARKC_ROUTE_FROM[$node]}$( ((SPARKC_RESUMED[$node] == 0)) || echo ", ${SPARKC_RESUMED[$node]} bytes there already")"
+    record "$node" "$item" "$action" "${SPARKC_RECEIVES[$node]}" "$seconds" "${SPARKC_ROUTE_FROM[$node]}" "${SPARKC_RESUMED[$node]}"
+  done
   return "$status"
 }
-SPARKC_RELAY_PROGRAM="$(declare -f sh_quote relay)
-relay \"\$@\""
-readonly SPARKC_RELAY_PROGRAM
 
 image_id() { on_node "$1" docker image inspect --format '{{.Id}}' "$SPARKC_IMAGE" 2>/dev/null || true; }
 
 distribute_image() {
-  local head_id node id start seconds bytes hops=() need=() dir failed=0
+  local head_id node id need=() dir broken=() tar size start seconds i pieces=() list
   head_id=$(image_id "$SPARKC_HEAD")
   [[ -n $head_id ]] || { warn "image $SPARKC_IMAGE is not on the head, $SPARKC_HEAD: pull it there first"; return 1; }
   for node in "${SPARKC_NODES[@]:1}"; do
     id=$(image_id "$node")
     if [[ $id == "$head_id" ]]; then
       log "$node: image $SPARKC_IMAGE ${head_id:7:12} already there, skipped"
-      dry_run || record "$node" image skipped 0 0 -
+      dry_run || record "$node" image skipped 0 0 - 0
     else
       if [[ -n $id ]]; then log "$node: image ${id:7:12} differs: copy"; else log "$node: image missing: copy"; fi
       need+=("$node")
-      hops+=("$node|${SPARKC_FABRIC_TARGET[$node]}|${SPARKC_KEY_NAME[$node]}")
     fi
   done
   ((${#need[@]})) || return 0
-  if dry_run; then
-    if ((SPARKC_CHAIN)); then
-      printf '[%s] docker save %q | ssh -> %s (each loads and passes it on)\n' "$SPARKC_HEAD" "$SPARKC_IMAGE" \
-        "$(for node in "${need[@]}"; do printf '%s ' "${SPARKC_FABRIC_TARGET[$node]}"; done)" >&3
-    else
-      for node in "${need[@]}"; do
-        printf '[%s] docker save %q | ssh -o HostKeyAlias=%s %s docker load\n' "$SPARKC_HEAD" "$SPARKC_IMAGE" \
-          "${SPARKC_KEY_NAME[$node]}" "${SPARKC_FABRIC_TARGET[$node]}" >&3
-      done
+  say_routes image "${need[@]}"
+  dry_run && return 0
+  # The archive docker save writes, kept on the head until every node loaded it, so a resumed copy sends
+  # the same bytes.
+  tar=$(stage_dir "$SPARKC_HEAD")/image-${head_id#sha256:}.tar
+  if [[ ! -f $tar ]]; then
+    log "saving $SPARKC_IMAGE to $tar"
+    if ! { mkdir -p -- "${tar%/*}" && docker save -o "$tar.partial" "$SPARKC_IMAGE" && mv -f -- "$tar.partial" "$tar"; }; then
+      warn "cannot save $SPARKC_IMAGE to $tar (disk space?)"
+      rm -f -- "$tar.partial"
+      return 1
     fi
-    return 0
   fi
+  size=$(stat -c %s -- "$tar")
+  SPARKC_PIECE_SRC=() SPARKC_PIECE_START=() SPARKC_PIECE_LEN=() SPARKC_PIECE_DEST=() SPARKC_PIECE_FILE=()
   dir=$(mktemp -d)
+  list=$dir/pieces
+  i=0
+  while read -r start len; do
+    SPARKC_PIECE_SRC[i]=$tar
+    SPARKC_PIECE_START[i]=$start
+    SPARKC_PIECE_LEN[i]=$len
+    SPARKC_PIECE_DEST[i]=$(stage_dir @NODE@)/image-${head_id:7:12}.$i
+    printf '%s - %s\n' "$len" "${SPARKC_PIECE_DEST[i]}" >>"$list"
+    i=$((i + 1))
+  done < <(cut_pieces "$size" "$SPARKC_STREAMS")
+  plan_pieces "$list" "${need[@]}" || { rm -rf "$dir"; return 1; }
   start=$SECONDS
-  local total watched=()
-  SPARKC_COPIES=()
-  total=$(docker image inspect --format '{{.Size}}' "$SPARKC_IMAGE" 2>/dev/null) || total=0
-  [[ $total =~ ^[0-9]+$ ]] || total=0
-  if ((SPARKC_CHAIN == 0)); then
-    for node in "${need[@]}"; do
-      (docker save "$SPARKC_IMAGE" | count_bytes "$dir/bytes.$node" | fabric_ssh "$node" docker load >&2) \
-        2>"$dir/$node.err" &
-      SPARKC_COPIES+=($!)
-      watched+=("$node" "$dir/bytes.$node")
+  send_pieces "$dir" image "$size" "${need[*]}" || true  # judged by each node's image below
+  for node in "${need[@]}"; do
+    pieces=()
+    for i in "${!SPARKC_PIECE_DEST[@]}"; do
+      pieces+=("${SPARKC_PIECE_DEST[i]//@NODE@/$node}")
     done
-  else
-    docker save "$SPARKC_IMAGE" | count_bytes "$dir/bytes" | fabric_ssh "${need[0]}" bash -c "$SPARKC_RELAY_PROGRAM" \
-      "$SPARKC_RELAY_PROGRAM" "${#SPARKC_SSH_OPTS[@]}" "${SPARKC_SSH_OPTS[@]}" "${hops[@]}" 2>"$dir/chain.err" &
-    SPARKC_COPIES+=($!)
-    watched+=("${need[*]}" "$dir/bytes")
-  fi
-  wait_copies image "$total" "${watched[@]}"
-  seconds=$((SECONDS - start))
-  local i via err
-  for i in "${!need[@]}"; do
-    node=${need[i]}
-    # The chain's hop i got the stream from hop i-1; every hop receives the same bytes.
-    via=$SPARKC_HEAD
-    ((SPARKC_CHAIN == 0 || i == 0)) || via=${need[i - 1]}
-    if ((SPARKC_CHAIN)); then bytes=$(sent_bytes "$dir/bytes"); else bytes=$(sent_bytes "$dir/bytes.$node"); fi
-    if [[ $(image_id "$node") != "$head_id" ]]; then
-      err=$dir/$node.err
-      ((SPARKC_CHAIN == 0)) || err=$dir/chain.err
-      warn "$node: image copy failed: $(tail -n 3 "$err" 2>/dev/null | tr '\n' ' ')$(key_hint "$node" "$err")"
-      failed=1
-      continue
+    # shellcheck disable=SC2016  # expanded by the node's shell
+    on_node "$node" sh -c 'cat "$@" | docker load >/dev/null' sparkc-load "${pieces[@]}" 2>>"$dir/stream.load.err" || true
+    if [[ $(image_id "$node") == "$head_id" ]]; then
+      on_node "$node" rm -f -- "${pieces[@]}" || true
+    else
+      broken+=("$node")
     fi
-    log "$node: image loaded, ${bytes:-0} bytes in ${seconds}s ($(rate "${bytes:-0}" "$seconds")) from $via"
-    record "$node" image copied "${bytes:-0}" "$seconds" "$via"
   done
+  seconds=$((SECONDS - start))
+  local status=0
+  report_copies image "$dir" "$seconds" "${broken[@]}" -- "${need[@]}" || status=1
+  ((status)) || rm -f -- "$tar"
   rm -rf "$dir"
-  return "$failed"
+  return "$status"
 }
 
-# A folder's file names and sizes on NODE, as one hash ("missing" when there is no such folder).
-model_signature() { # NODE FOLDER
-  # shellcheck disable=SC2016  # expanded by the node's shell
-  on_node "$1" sh -c 'cd "$1" 2>/dev/null || { echo missing; exit 0; }
-    find . -type f -printf "%P %s\n" | LC_ALL=C sort | sha256sum' sparkc-model "$2" 2>/dev/null || echo unknown
+# The head's files of FOLDER, "SIZE PATH" a line (PATH relative), sorted; a name with a line break is refused.
+folder_files() { # FOLDER
+  (cd -- "$1" && find . -type f -printf '%s %P\0') | LC_ALL=C sort -z -k 2 | tr '\0' '\n' | grep -v '\.sparkc-piece-[0-9]*$'
 }
 
-# SPARKC_COPY_ARGV: the command that mirrors FOLDER onto NODE; --dry-run prints the same words.
-model_copy_argv() { # NODE FOLDER
-  local words
-  mapfile -d '' words < <(fabric_words "$1")
-  SPARKC_COPY_ARGV=(rsync -a -s --delete --stats --info=progress2 -e "$(rsync_shell "${words[@]}")" "$2/"
-    "${SPARKC_FABRIC_TARGET[$1]}:$2/")
-}
+# Files in FOLDER on a node that the head's (sorted relative paths on stdin) lack, but for the pieces and
+# partial files of a copy under way: removed once the copy is whole, as a mirror does.
+# shellcheck disable=SC2016  # expanded by the node's shell
+SPARKC_EXTRAS_PROGRAM='list=$(mktemp) || exit 1
+cat >"$list"
+cd "$1" 2>/dev/null && find . -type f -printf "%P\n" | LC_ALL=C sort | LC_ALL=C comm -23 - "$list" \
+  | grep -v -e "\.partial\$" -e "\.sparkc-piece-[0-9]*\$"
+rm -f "$list"'
+
+# On a node: each file of NAMES (lines COUNT PATH) put together from its pieces PATH.sparkc-piece-0.. .
+# shellcheck disable=SC2016  # expanded by the node's shell
+SPARKC_JOIN_PROGRAM='while read -r count path; do
+  set --
+  i=0
+  while [ "$i" -lt "$count" ]; do set -- "$@" "$path.sparkc-piece-$i"; i=$((i + 1)); done
+  cat "$@" >"$path.partial" && mv -f "$path.partial" "$path" && rm -f "$@" || exit 1
+done'
 
 # One of the model's folders (ITEM: model, draft) from the head to every node where it differs.
 distribute_model() { # ITEM FOLDER
-  local item=$1 folder=$2 head_sig node sig need=() dir start failed=0 bytes seconds
-  head_sig=$(model_signature "$SPARKC_HEAD" "$folder")
-  [[ $head_sig != missing && $head_sig != unknown ]] \
-    || { warn "$item folder $folder is not on the head, $SPARKC_HEAD"; return 1; }
+  local item=$1 folder=$2 node need=() dir lines=() sizes=() paths=() sums=() i k total=0 checks extras size path
+  lines=()
+  [[ -d $folder ]] && mapfile -t lines < <(folder_files "$folder")
+  ((${#lines[@]})) || { warn "$item folder $folder is not on the head, $SPARKC_HEAD"; return 1; }
+  dir=$(mktemp -d)
+  checks=$dir/checks
+  for i in "${!lines[@]}"; do
+    size=${lines[i]%% *}
+    path=${lines[i]#* }
+    sizes[i]=$size
+    paths[i]=$path
+    total=$((total + size))
+    printf '%s\n' "$path" >>"$dir/names"
+    sums[i]=$(file_sum "$SPARKC_VERIFY" "$folder/$path")
+    printf '%s %s %s\n' "$size" "${sums[i]}" "$folder/$path" >>"$checks"
+  done
+  LC_ALL=C sort -o "$dir/names" "$dir/names"
+  SPARKC_HAS_FILE=()
   for node in "${SPARKC_NODES[@]:1}"; do
-    sig=$(model_signature "$node" "$folder")
-    if [[ $sig == "$head_sig" ]]; then
-      log "$node: $item folder $folder already matches (file names and sizes), skipped"
-      dry_run || record "$node" "$item" skipped 0 0 -
+    node_states "$node" "$checks" || { warn "$node: cannot read its $item folder"; need+=("$node"); continue; }
+    local lacks=0
+    for i in "${!SPARKC_STATES[@]}"; do
+      if [[ ${SPARKC_STATES[i]} == have ]]; then SPARKC_HAS_FILE[$node|$i]=1; else lacks=$((lacks + 1)); fi
+    done
+    extras=$(on_node "$node" bash -c "$SPARKC_EXTRAS_PROGRAM" sparkc-extras "$folder" <"$dir/names" | wc -l)
+    if ((lacks == 0 && extras == 0)); then
+      log "$node: $item folder $folder already matches (file names, sizes and checksums), skipped"
+      dry_run || record "$node" "$item" skipped 0 0 - 0
     else
-      log "$node: $item folder $folder ${sig/#missing/is missing}: copy"
-      [[ $sig == missing ]] || log "$node: (it differs from the head's)"
+      log "$node: $item folder $folder: $lacks of ${#lines[@]} files to copy$( ((extras == 0)) || echo ", $extras to remove")"
       need+=("$node")
     fi
   done
-  ((${#need[@]})) || return 0
-  if dry_run; then
-    for node in "${need[@]}"; do
-      local words
-      mapfile -d '' words < <(fabric_words "$node")
-      dry_print "$SPARKC_HEAD" ssh "${words[@]}" "${SPARKC_FABRIC_TARGET[$node]}" -- "$(sh_quote mkdir -p "$folder")" >&3
-      model_copy_argv "$node" "$folder"
-      dry_print "$SPARKC_HEAD" "${SPARKC_COPY_ARGV[@]}" >&3
-    done
-    return 0
-  fi
-  dir=$(mktemp -d)
-  start=$SECONDS
-  local total watched=()
-  SPARKC_COPIES=()
-  total=$(du -sb -- "$folder" 2>/dev/null | cut -f1) || total=0
-  [[ $total =~ ^[0-9]+$ ]] || total=0
-  for node in "${need[@]}"; do
-    (
-      model_copy_argv "$node" "$folder"
-      fabric_ssh "$node" mkdir -p "$folder" && "${SPARKC_COPY_ARGV[@]}"
-    ) >"$dir/$node.out" 2>&1 &
-    SPARKC_COPIES+=($!)
-    watched+=("$node" "$dir/$node.out")
+  ((${#need[@]})) || { rm -rf "$dir"; return 0; }
+  say_routes "$item" "${need[@]}"
+  dry_run && { rm -rf "$dir"; return 0; }
+  # Pieces of about total/streams bytes: a large file is cut into several, so every stream has work.
+  local piece=$(((total + SPARKC_STREAMS - 1) / SPARKC_STREAMS)) count list=$dir/pieces joins=() start len
+  ((piece >= 1048576)) || piece=1048576
+  SPARKC_PIECE_SRC=() SPARKC_PIECE_START=() SPARKC_PIECE_LEN=() SPARKC_PIECE_DEST=() SPARKC_PIECE_FILE=()
+  local j
+  k=0
+  for i in "${!paths[@]}"; do
+    count=$(((sizes[i] + piece - 1) / piece))
+    ((count >= 1)) || count=1
+    ((count == 1)) || joins+=("$count ${paths[i]}")
+    j=0
+    while read -r start len; do
+      SPARKC_PIECE_SRC[k]=$folder/${paths[i]}
+      SPARKC_PIECE_START[k]=$start
+      SPARKC_PIECE_LEN[k]=$len
+      SPARKC_PIECE_FILE[k]=$i
+      if ((count == 1)); then
+        SPARKC_PIECE_DEST[k]=$folder/${paths[i]}
+      else
+        SPARKC_PIECE_DEST[k]=$folder/${paths[i]}.sparkc-piece-$j
+      fi
+      # A file sent whole is its own piece: held only where its checksum matches too.
+      printf '%s %s %s\n' "$len" "$( ((count == 1)) && echo "${sums[i]}" || echo -)" "${SPARKC_PIECE_DEST[k]}" >>"$list"
+      k=$((k + 1))
+      j=$((j + 1))
+    done < <(cut_pieces "${sizes[i]}" "$count")
   done
-  wait_copies "$item" "$total" "${watched[@]}"
-  seconds=$((SECONDS - start))
+  plan_pieces "$list" "${need[@]}" || { rm -rf "$dir"; return 1; }
+  start=$SECONDS
+  send_pieces "$dir" "$item" "$total" "${need[*]}" || true  # judged by each node's files below
+  local broken=() join
   for node in "${need[@]}"; do
-    if [[ $(model_signature "$node" "$folder") != "$head_sig" ]]; then
-      warn "$node: $item copy failed: $(tail -n 3 "$dir/$node.out" | tr '\n' ' ')$(key_hint "$node" "$dir/$node.out")"
-      failed=1
+    join=$(for i in "${!paths[@]}"; do
+      [[ -n ${SPARKC_HAS_FILE[$node|$i]:-} || ${#joins[@]} -eq 0 ]] && continue
+      for words in "${joins[@]}"; do
+        [[ ${words#* } == "${paths[i]}" ]] && printf '%s %s\n' "${words%% *}" "$folder/${paths[i]}"
+      done
+    done)
+    [[ -z $join ]] || on_node "$node" sh -c "$SPARKC_JOIN_PROGRAM" <<<"$join" 2>>"$dir/stream.join.err" || true
+    if ! node_states "$node" "$checks" || [[ " ${SPARKC_STATES[*]} " == *[0-9]* ]]; then
+      broken+=("$node")
       continue
     fi
-    bytes=$(grep -m1 'Total bytes sent' "$dir/$node.out" | tr -dc 0-9)
-    log "$node: $item copied, ${bytes:-0} bytes in ${seconds}s ($(rate "${bytes:-0}" "$seconds")) from $SPARKC_HEAD"
-    record "$node" "$item" copied "${bytes:-0}" "$seconds" "$SPARKC_HEAD"
+    on_node "$node" bash -c "$SPARKC_EXTRAS_PROGRAM" sparkc-extras "$folder" <"$dir/names" \
+      | while IFS= read -r path; do printf '%s\0' "$folder/$path"; done \
+      | on_node "$node" xargs -0 -r rm -f -- || true
   done
+  local status=0
+  report_copies "$item" "$dir" $((SECONDS - start)) "${broken[@]}" -- "${need[@]}" || status=1
   rm -rf "$dir"
-  return "$failed"
+  return "$status"
 }
 
 distribute_main() {
@@ -4100,6 +4389,12 @@ distribute_main() {
       --model-only) SPARKC_MODEL_ONLY=1 ;;
       --star) SPARKC_CHAIN=0 ;;
       --chain) SPARKC_CHAIN=1 ;;
+      --verify) SPARKC_VERIFY=full ;;
+      --streams)
+        [[ ${2:-} =~ ^[1-9][0-9]?$ ]] || { echo "distribute.sh: --streams needs a number from 1 to 99" >&2; exit 2; }
+        SPARKC_STREAMS=$2
+        shift
+        ;;
       --progress)
         [[ ${2:-} =~ ^[1-9][0-9]{0,4}$ ]] || {
           echo "distribute.sh: --progress needs a number of seconds from 1 to 99999" >&2
@@ -4113,14 +4408,30 @@ distribute_main() {
     esac
     shift
   done
-  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
   if ((SPARKC_IMAGE_ONLY && SPARKC_MODEL_ONLY)); then
     echo "distribute.sh: --image-only and --model-only exclude each other" >&2
     exit 2
   fi
-  local status=0 node
+  dry_run || ssh_mux_start  # after the options: a dry run opens no connection
+  local status=0 node before=$SPARKC_HEAD
   for node in "${SPARKC_NODES[@]:1}"; do
     SPARKC_KEY_NAME[$node]=$(host_key_name "$node")
+    if ((SPARKC_CHAIN)); then
+      SPARKC_ROUTE_FROM[$node]=$before
+      SPARKC_ROUTE_VIA[$node]=${SPARKC_FABRIC_TARGET[$node]}
+      before=$node
+    else
+      SPARKC_ROUTE_FROM[$node]=${SPARKC_COPY_FROM[$node]}
+      SPARKC_ROUTE_VIA[$node]=${SPARKC_COPY_VIA[$node]}
+    fi
+  done
+  for node in "${SPARKC_NODES[@]:1}"; do
+    [[ ${SPARKC_ROUTE_FROM[$node]} == "$SPARKC_HEAD" ]] && continue
+    SPARKC_KNOWN[$node]=$(known_lines "$node")
+    [[ -n ${SPARKC_KNOWN[$node]} ]] || dry_run || {
+      warn "$node: its copies come from ${SPARKC_ROUTE_FROM[$node]}, which checks its host key against this machine's record of it, and there is none under ${SPARKC_KEY_NAME[$node]}: connect once with ssh ${SPARKC_TARGET[$node]} and compare the fingerprint"
+      exit 1
+    }
   done
   if ! dry_run; then
     local new
