@@ -126,6 +126,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         mpi_sshd_from_hooks=d.backend is Backend.MPI and d.hooks_install_sshd,
         start_gate=d.engine.start_gate(d),
         engine_api_port_words=engine_port,
+        watch_on_failure=d.spec.watch.on_failure or "",
     )
 
 
