@@ -90,7 +90,12 @@ watch_loop() {
   log "watching $SPARKC_DEPLOYMENT every ${SPARKC_WATCH_INTERVAL}s (a generation's deadline ${SPARKC_WATCH_DEADLINE}s;" \
     "at most $SPARKC_WATCH_MAX_RESTARTS restart(s) within ${SPARKC_WATCH_WINDOW}s)"
   while :; do
-    if watch_launch_under_way || watch_round; then
+    if watch_launch_under_way; then
+      healthy_said=0
+      sleep "$SPARKC_WATCH_INTERVAL"
+      continue
+    fi
+    if watch_round; then
       ((healthy_said)) || log "$SPARKC_DEPLOYMENT is healthy"
       healthy_said=1
       sleep "$SPARKC_WATCH_INTERVAL"
