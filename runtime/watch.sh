@@ -199,11 +199,13 @@ watch_keep_logs() {
 SPARKC_WATCH_LOGS=""
 
 # watch.on_failure, on the head by sh -c, bounded in time, the failure in its environment (never on a
-# command line); its own failure is reported and changes nothing else.
+# command line) and the deployment's secrets not: a notification needs none of them. Its own failure is
+# reported and changes nothing else.
 watch_on_failure() { # KIND NODE TEXT
   [[ -n $SPARKC_WATCH_ON_FAILURE ]] || return 0
-  local status=0
+  local status=0 name
   (
+    for name in "${SPARKC_SECRETS[@]}" ${SPARKC_API_KEY_VAR:+"$SPARKC_API_KEY_VAR"}; do unset "$name"; done
     export SPARKC_WATCH_KIND=$1 SPARKC_WATCH_NODE=$2 SPARKC_WATCH_FAILURE=$3 SPARKC_WATCH_LOGS SPARKC_DEPLOYMENT
     exec timeout -k 5 "$SPARKC_WATCH_HOOK_TIMEOUT" sh -c "$SPARKC_WATCH_ON_FAILURE" </dev/null
   ) || status=$?
