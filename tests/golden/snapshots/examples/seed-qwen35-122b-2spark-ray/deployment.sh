@@ -401,12 +401,16 @@ readonly SPARKC_BENCH_RESULTS=/sparkc-bench
 # The systemd unit beside the scripts, and where install-service.sh links this folder.
 readonly SPARKC_SERVICE_UNIT=sparkc-qwen35-122b.service
 readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen35-122b
+# The unit that runs watch.sh, after the one above.
+readonly SPARKC_WATCH_UNIT=sparkc-qwen35-122b-watch.service
+# watch.on_failure: run on the head by sh -c when watch.sh finds a failure (empty: none).
+readonly SPARKC_WATCH_ON_FAILURE=''
 
 # The code every script of this deployment shares: lib/ beside this file, as sparkc 0.1.0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=10ad56d06c01f1e54a8d1e2ed15c1812db859cafe7bcf543952b960ffb9c760f
+readonly SPARKC_LIB_SHA256=9f8d6542671f4f871da2f2b3beaa6b406349151684487f19d558808d2f0cc4d5
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
