@@ -336,6 +336,7 @@ class ServicePlan:
     restart_sec: int  # the pause before another start after a failed one
     start_limit_burst: int  # at most this many starts ...
     start_limit_interval: int  # ... in this many seconds; then systemd gives up until told otherwise
+    watch_unit: str = ""  # sparkc-<name>-watch.service: watch.sh, started after the unit above
 
 
 @dataclass(frozen=True)
@@ -425,6 +426,7 @@ class Plan:
     cluster_file_sha256: str = ""
     spec_file_sha256: str = ""
     copy_routes: tuple[CopyRoute, ...] = ()  # distribute.sh's route to each worker; () only in plans built by hand
+    watch_on_failure: str = ""  # watch.on_failure: run on the head by sh -c when watch.sh finds a failure
 
     @property
     def head_node(self) -> NodePlan:

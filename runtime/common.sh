@@ -132,14 +132,18 @@ ssh_node() {
 }
 
 # Run a command, given as words, on a node: directly on the head, over ssh elsewhere, where the
-# remote shell sees exactly these words.
+# remote shell sees exactly these words. Where SPARKC_NODE_TIMEOUT is set (watch.sh), each command,
+# its ssh connection included, is stopped after that many seconds.
+SPARKC_NODE_TIMEOUT=0
 on_node() {
-  local node=$1
+  local node=$1 bound=()
   shift
+  ((SPARKC_NODE_TIMEOUT == 0)) || bound=(timeout -k 5 "$SPARKC_NODE_TIMEOUT")
   if is_local "$node"; then
-    "$@"
+    "${bound[@]}" "$@"
   else
-    ssh_node "$node" -- "$(sh_quote "$@")"
+    # shellcheck disable=SC2029  # the remote command is quoted with sh_quote
+    "${bound[@]}" ssh "${SPARKC_SSH_OPTS[@]}" "${SPARKC_SSH_MUX[@]}" "${SPARKC_TARGET[$node]}" -- "$(sh_quote "$@")"
   fi
 }
 

@@ -461,7 +461,10 @@ def _others(plan: Plan) -> list[Entry]:
                 "The systemd unit beside the scripts, and where install-service.sh links this folder.",
             ),
             Constant("SPARKC_SERVICE_FOLDER", plan.service.folder),
+            Constant("SPARKC_WATCH_UNIT", plan.service.watch_unit, "The unit that runs watch.sh, after the one above."),
         ]
+    why = "watch.on_failure: run on the head by sh -c when watch.sh finds a failure (empty: none)."
+    e.append(Constant("SPARKC_WATCH_ON_FAILURE", plan.watch_on_failure, why))
     return e
 
 

@@ -41,6 +41,7 @@ PARTS = (
     "service.sh",
     "fetch.sh",
     "bench.sh",
+    "watch.sh",
 )
 # A library line that becomes a constant holding a file of runtime/ (the node-side snippets).
 _EMBED = re.compile(r"^# sparkc-embed ([A-Z][A-Z0-9_]*) ([a-z0-9/._-]+)$", re.M)

@@ -41,8 +41,11 @@ FILE_PURPOSES = {
     "image, resumable, after checking the disk has room (`HF_TOKEN` from the environment).",
     "bench.sh": "Run on the head while the deployment serves: the engine's own serving benchmark at concurrencies "
     "1, 4 and 16 with random prompts, one JSON per run and a summary table (`bench/<time>/`).",
-    "install-service.sh": "Run on the head, as root: installs and enables `systemd/`'s unit, which runs "
-    "`launch-cluster.sh` once after every boot (`--dry-run` shows the steps).",
+    "install-service.sh": "Run on the head, as root: installs and enables `systemd/`'s units, which run "
+    "`launch-cluster.sh` once after every boot and then `watch.sh` (`--dry-run` shows the steps).",
+    "watch.sh": "Run on the head (or by its systemd unit): checks every node's container and a one-token "
+    "generation every 30 s, keeps the logs and restarts the deployment on a failure, within a restart budget; "
+    "`--once` for one check.",
     "deployment.sh": "The deployment's constants (nodes, image, ports, each node's `docker run` words) and the "
     "spec's sha256, which every script here reads, then the checked load of `lib/`; not run on its own.",
     "manifest.json": "The resolved plan and the sha256 of the spec and of every file here.",

@@ -47,6 +47,7 @@ SCRIPTS = (
     "fetch-model.sh",
     "bench.sh",
     "install-service.sh",
+    "watch.sh",
 )
 GITATTRIBUTES = ".gitattributes"
 # Review tools (GitHub, GitLab) fold the library: it is sparkc's code, the same for every deployment.
@@ -155,6 +156,8 @@ def render(plan: Plan, scripts: dict[str, str] | None = None) -> dict[str, str]:
     if plan.service is not None:
         unit = environment().get_template("systemd/unit.service.j2").render(plan=plan)
         files[f"{SYSTEMD}/{plan.service.unit}"] = unit
+        watch = environment().get_template("systemd/watch.service.j2").render(plan=plan)
+        files[f"{SYSTEMD}/{plan.service.watch_unit}"] = watch
     files.update(plan.engine_files)  # the engine's own files (TensorRT-LLM's options, mpirun's hostfile)
     files[library.path] = library_text(library.version)
     files[GITATTRIBUTES] = GITATTRIBUTES_TEXT
@@ -219,6 +222,8 @@ def manifest(plan: Plan, files: dict[str, str]) -> str:
     for optional in ("hooks", "host_hooks", "build"):
         if data["plan"][optional] is None:
             del data["plan"][optional]
+    if not data["plan"]["watch_on_failure"]:
+        del data["plan"]["watch_on_failure"]
     if not data["plan"]["model"]["aliases"]:
         del data["plan"]["model"]["aliases"]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

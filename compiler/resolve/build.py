@@ -143,6 +143,7 @@ def build_plan(d: Deployment, spec_path: str, spec_sha256: str) -> Plan:
         metrics_absent=d.engine.metrics_absent,
         engine_api_port_words=engine_port,
         copy_routes=_copy_routes(d),
+        watch_on_failure=d.spec.watch.on_failure or "",
     )
 
 

@@ -21,6 +21,7 @@ def service_plan(d: Deployment) -> ServicePlan:
     start_timeout = d.spec.launch.timeout + START_SLACK
     return ServicePlan(
         unit=f"sparkc-{d.spec.name}.service",
+        watch_unit=f"sparkc-{d.spec.name}-watch.service",
         folder=f"{LINK_ROOT}/{d.spec.name}",
         start_timeout=start_timeout,
         stop_timeout=STOP_TIMEOUT,

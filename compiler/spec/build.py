@@ -34,6 +34,7 @@ from compiler.spec.typed import (
     Spec,
     Ssh,
     Topology,
+    Watch,
 )
 
 
@@ -73,6 +74,7 @@ def build_spec(full: dict[str, Any], given: dict[str, Any]) -> Spec:
             probe=launch.get("probe"),
             mpi_ssh_port=launch["mpi_ssh_port"],
         ),
+        watch=Watch(("watch",), g.keys("watch"), full.get("watch", {}).get("on_failure")),
         given=given,
     )
 

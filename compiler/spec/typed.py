@@ -298,6 +298,13 @@ class Launch(Section):
 
 
 @dataclass(frozen=True)
+class Watch(Section):
+    """watch: what watch.sh runs on the head when it finds a failure, besides restarting."""
+
+    on_failure: str | None  # a command for sh -c on the head; None: none
+
+
+@dataclass(frozen=True)
 class Spec:
     name: str
     cluster: Cluster
@@ -305,5 +312,6 @@ class Spec:
     model: Model
     engine: Engine
     launch: Launch
+    watch: Watch = Watch(("watch",), frozenset(), None)
     # What the user wrote, for a rule that must see every string at its own path (rules_cluster.plain_values).
     given: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

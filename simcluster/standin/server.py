@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from . import log
+from . import log, wedge
 from .metrics import Metrics
 
 
@@ -137,6 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_json()
         if body is None:
             return
+        wedge.hold_if_wedged()
         self._complete(body, chat=path.endswith("chat/completions"))
 
     def _complete(self, body: dict[str, Any], chat: bool) -> None:

@@ -13,11 +13,12 @@ from tests.product import needs
 
 SOLO = "solo-qwen3-32b.yaml"
 UNIT = "sparkc-qwen3-32b.service"
+WATCH_UNIT = "sparkc-qwen3-32b-watch.service"
 SYSTEM_UNITS = Path("/usr/lib/systemd/system")  # the targets the unit names (network-online, docker's)
 
 
-def unit_text(fake: FakeCluster) -> str:
-    return (fake.build / "systemd" / UNIT).read_text()
+def unit_text(fake: FakeCluster, unit: str = UNIT) -> str:
+    return (fake.build / "systemd" / unit).read_text()
 
 
 def verify(root: Path, unit: Path) -> subprocess.CompletedProcess[str]:
@@ -53,7 +54,7 @@ def test_the_unit_runs_the_launch_once_after_network_and_docker_with_bounded_res
     assert "TimeoutStartSec=420" in unit and "StartLimitIntervalSec=1440" in unit
 
 
-def test_install_links_the_folder_installs_a_unit_systemd_accepts_and_uninstall_removes_it(
+def test_install_links_the_folder_installs_both_units_systemd_accepts_and_uninstall_removes_them(
     fake: FakeCluster, tmp_path: Path
 ) -> None:
     fake.prepare(SOLO)
@@ -62,28 +63,33 @@ def test_install_links_the_folder_installs_a_unit_systemd_accepts_and_uninstall_
     env = {"SPARKC_SYSTEM_ROOT": str(root)}
     installed = fake.run("install-service.sh", "--user", "aurora", env=env)
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    assert f"{UNIT} enabled, as aurora" in installed.stdout
+    assert f"{UNIT} {WATCH_UNIT} enabled, as aurora" in installed.stdout
     link = root / "etc/sparkc/deployments/qwen3-32b"
     assert link.is_symlink() and link.resolve() == fake.build.resolve()
-    assert (root / "etc/systemd/system" / UNIT).read_text() == unit_text(fake)
-    assert (root / f"etc/systemd/system/{UNIT}.d/user.conf").read_text() == "[Service]\nUser=aurora\n"
+    for unit in (UNIT, WATCH_UNIT):
+        assert (root / "etc/systemd/system" / unit).read_text() == unit_text(fake, unit)
+        assert (root / f"etc/systemd/system/{unit}.d/user.conf").read_text() == "[Service]\nUser=aurora\n"
     assert [c for c in fake.calls() if c.startswith("systemctl")] == [
         'systemctl ["daemon-reload"]',
-        f'systemctl ["enable", "{UNIT}"]',
+        f'systemctl ["enable", "{UNIT}", "{WATCH_UNIT}"]',
     ]
     # what systemd reads on the head: the unit, its drop-in, the scripts it runs through the link (inside
     # the folder that stands for /, so the link points into it)
     shutil.copytree(fake.build, root / "build")
     link.unlink()
     link.symlink_to("../../../build")
-    checked = verify(root, root / "etc/systemd/system" / UNIT)
-    assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stdout + checked.stderr
+    for unit in (UNIT, WATCH_UNIT):
+        checked = verify(root, root / "etc/systemd/system" / unit)
+        assert checked.returncode == 0 and checked.stdout + checked.stderr == "", checked.stdout + checked.stderr
 
     removed = fake.run("install-service.sh", "--uninstall", env=env)
     assert removed.returncode == 0, removed.stdout + removed.stderr
-    assert not (root / "etc/systemd/system" / UNIT).exists() and not os_lexists(link)
-    assert not (root / f"etc/systemd/system/{UNIT}.d").exists()
-    assert f'systemctl ["disable", "{UNIT}"]' in fake.calls()
+    for unit in (UNIT, WATCH_UNIT):
+        assert (
+            not (root / "etc/systemd/system" / unit).exists() and not (root / f"etc/systemd/system/{unit}.d").exists()
+        )
+    assert not os_lexists(link)
+    assert f'systemctl ["disable", "{UNIT}", "{WATCH_UNIT}"]' in fake.calls()
 
 
 def test_a_broken_unit_is_what_verify_reports(fake: FakeCluster, tmp_path: Path) -> None:
@@ -103,7 +109,7 @@ def test_dry_run_prints_each_step_and_changes_nothing(fake: FakeCluster, tmp_pat
     dry = fake.run("install-service.sh", "--dry-run", "--user", "aurora", env={"SPARKC_SYSTEM_ROOT": str(root)})
     assert dry.returncode == 0, dry.stderr
     assert f"ln -sfn {fake.build} {root}/etc/sparkc/deployments/qwen3-32b" in dry.stdout
-    assert f"systemctl enable {UNIT}" in dry.stdout and "User=aurora" in dry.stdout
+    assert f"systemctl enable {UNIT} {WATCH_UNIT}" in dry.stdout and "User=aurora" in dry.stdout
     assert not root.exists() and not [c for c in fake.calls() if c.startswith("systemctl")]
 
 

@@ -41,9 +41,11 @@ def test_compile_writes_scripts_and_check_passes(runner: CliRunner, tmp_path: Pa
         "manifest.json",
         "status.sh",
         "stop-cluster.sh",
+        "systemd/sparkc-qwen35-122b-watch.service",
         "systemd/sparkc-qwen35-122b.service",
+        "watch.sh",
     ]
-    assert (out / "launch-cluster.sh").stat().st_mode & 0o111
+    assert (out / "launch-cluster.sh").stat().st_mode & 0o111 and (out / "watch.sh").stat().st_mode & 0o111
     assert not (out / "PLAN.md").stat().st_mode & 0o111
     assert runner.invoke(cli, ["compile", str(SEED), "-o", str(out), "--check"]).exit_code == 0
     (out / "status.sh").write_text("#!/bin/sh\n")

@@ -208,6 +208,7 @@ def test_writable_folder_under_a_read_only_parent_compiles(open_tmp: Path) -> No
         "status.sh",
         "stop-cluster.sh",
         "systemd",
+        "watch.sh",
     ]
     assert [p.name for p in parent.iterdir()] == ["out"]
 
@@ -249,6 +250,7 @@ def test_folder_on_another_file_system_compiles(tmp_path: Path) -> None:
         "status.sh",
         "stop-cluster.sh",
         "systemd",
+        "watch.sh",
     ]
 
 
