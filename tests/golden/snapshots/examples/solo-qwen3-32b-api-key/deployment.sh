@@ -124,6 +124,15 @@ declare -rA SPARKC_FABRIC_IP=(
 declare -rA SPARKC_FABRIC_TARGET=(
   [spark-a]=192.168.100.10
 )
+# distribute.sh's routes: each worker receives from this node (the head, or a neighbour that passes the copy on) ...
+declare -rA SPARKC_COPY_FROM=(
+)
+# ... over these ways
+declare -rA SPARKC_COPY_VIA=(
+)
+# 0: no cable path reaches the node, so its copies take the control network (distribute.sh says so).
+declare -rA SPARKC_COPY_CABLED=(
+)
 declare -rA SPARKC_HAS_RDMA=(
   [spark-a]=0
 )
@@ -312,12 +321,16 @@ readonly SPARKC_BENCH_RESULTS=/sparkc-bench
 # The systemd unit beside the scripts, and where install-service.sh links this folder.
 readonly SPARKC_SERVICE_UNIT=sparkc-qwen3-32b-key.service
 readonly SPARKC_SERVICE_FOLDER=/etc/sparkc/deployments/qwen3-32b-key
+# The unit that runs watch.sh, after the one above.
+readonly SPARKC_WATCH_UNIT=sparkc-qwen3-32b-key-watch.service
+# watch.on_failure: run on the head by sh -c when watch.sh finds a failure (empty: none).
+readonly SPARKC_WATCH_ON_FAILURE=''
 
 # The code every script of this deployment shares: lib/ beside this file, as sparkc 0.1.0
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=41be4bb7f47cbb8b8c51c0be6f123a8fdd6437b515ce42294bf66bdad19cd46a
+readonly SPARKC_LIB_SHA256=72f8f13ebc910fe9c86a4ed11beaf4e6f8433cf0c8c21d783c1450d6da410d72
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
