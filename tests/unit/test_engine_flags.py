@@ -272,6 +272,47 @@ def test_sglang_follows_the_same_rule() -> None:
     assert errors == [] and warnings == []
 
 
+def sglang_image(tag: str) -> dict[str, str]:
+    return {"container.image": f"lmsysorg/sglang:{tag}"}
+
+
+def test_an_sglang_image_is_checked_against_its_own_releases_table() -> None:
+    """Spark users run several SGLang releases (the spark tag's 0.5.3.post3, community 0.5.8/0.5.9 images,
+    the pinned -cu130 builds): a flag one of them lacks is an error for an image of that release only."""
+    assert {"0.5.3.post3", "0.5.9", "0.5.23"} <= {t.version for t in tables(EngineKind.SGLANG)}
+    newer = ["--allowed-media-domains", "example.com"]  # in 0.5.23's parser, not in 0.5.9's
+    errors, warnings, _ = diagnostics("sglang-qwen3-30b-2spark", newer, **sglang_image("v0.5.9-cu130"))
+    assert len(errors) == 1 and errors[0].startswith("--allowed-media-domains is not a flag of SGLang 0.5.9")
+    assert "SGLang 0.5.23" in errors[0]  # names the releases that take it
+    errors, warnings, _ = diagnostics("sglang-qwen3-30b-2spark", newer, **SGLANG_IMAGE)
+    assert errors == [] and warnings == []
+    # And the other way: 0.5.23 split --cuda-graph-bs into its -decode/-prefill flags.
+    older = ["--cuda-graph-bs", "1", "2", "4"]
+    errors, warnings, _ = diagnostics("sglang-qwen3-30b-2spark", older, **sglang_image("v0.5.9-cu130"))
+    assert errors == [] and warnings == []
+    errors, _, _ = diagnostics("sglang-qwen3-30b-2spark", older, **SGLANG_IMAGE)
+    assert errors and errors[0].startswith("--cuda-graph-bs is not a flag of SGLang 0.5.23")
+
+
+def test_a_post_release_tag_names_its_own_release() -> None:
+    image = sglang_image("v0.5.3.post3-cu130")
+    errors, _, _ = diagnostics("sglang-qwen3-30b-2spark", ["--admin-api-key", "k"], **image)
+    assert len(errors) == 1 and errors[0].startswith("--admin-api-key is not a flag of SGLang 0.5.3.post3")
+    errors, warnings, _ = diagnostics("sglang-qwen3-30b-2spark", ["--admin-api-key", "k"], **sglang_image("v0.5.9"))
+    assert errors == [] and warnings == []
+
+
+def test_an_sglang_release_between_tables_warns_naming_the_nearest_earlier_table() -> None:
+    between = choose(EngineKind.SGLANG, "0.5.10")
+    assert between.table.version == "0.5.9" and not between.binding
+    image = sglang_image("v0.5.10-cu130")
+    errors, warnings, _ = diagnostics("sglang-qwen3-30b-2spark", ["--allowed-media-domains", "example.com"], **image)
+    assert errors == []
+    assert warnings[0].startswith("sparkc has no flag table of SGLang 0.5.10: engine.args are")
+    assert "SGLang 0.5.9, the nearest earlier release of its line" in warnings[0]
+    assert warnings[1].startswith("--allowed-media-domains is not a flag of SGLang 0.5.9")
+
+
 def test_arity_decides_which_words_are_values() -> None:
     words, problems = read_words(
         newest(EngineKind.VLLM), ("--trust-remote-code", "-tp", "1", "--served-model-name", "a", "b"), VLLM.canonical
