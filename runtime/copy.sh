@@ -123,10 +123,16 @@ readonly SPARKC_STATES_PROGRAM
 # What NODE holds of the lines LENGTH SUM PATH in FILE (paths with @NODE@ for the node's name), one word a
 # line as piece_states writes them, into the array SPARKC_STATES.
 SPARKC_STATES=()
+SPARKC_STATES_ERROR=""
+# SPARKC_STATES_ERROR: why it could not, with the fix where ssh refused a host key.
 node_states() { # NODE FILE
-  local lines
-  lines=$(sed "s/@NODE@/$1/g" "$2" | on_node "$1" bash -c "$SPARKC_STATES_PROGRAM" sparkc-states "$SPARKC_VERIFY") \
-    || return 1
+  local lines err status=0
+  err=$(mktemp) || return 1
+  lines=$(sed "s/@NODE@/$1/g" "$2" | on_node "$1" bash -c "$SPARKC_STATES_PROGRAM" sparkc-states "$SPARKC_VERIFY" \
+    2>"$err") || status=$?
+  SPARKC_STATES_ERROR="$(head -c 300 "$err" | tr '\r\n' '  ')$(key_hint "$1" "$err")"
+  rm -f "$err"
+  ((status == 0)) || return 1
   mapfile -t SPARKC_STATES <<<"$lines"
 }
 
@@ -223,7 +229,7 @@ plan_pieces() { # FILE NEED...
   done
   for node in "${SPARKC_NODES[@]:1}"; do
     [[ -n ${want[$node]:-} ]] || continue
-    node_states "$node" "$file" || { warn "$node: cannot read what it holds already"; return 1; }
+    node_states "$node" "$file" || { warn "$node: cannot read what it holds already: $SPARKC_STATES_ERROR"; return 1; }
     held[$node]=$(printf '%s\n' "${SPARKC_STATES[@]}")
   done
   SPARKC_SEND_OFFSET=()

@@ -64,6 +64,19 @@ host_key_name() { # NODE
   printf '%s' "$name"
 }
 
+# Before stopping for a relayed node's missing host key record: each node the head copies to itself is tried
+# once, so that one run names every host key still to be recorded.
+reach_direct_nodes() {
+  local node err
+  err=$(mktemp) || return 0
+  for node in "${SPARKC_NODES[@]:1}"; do
+    [[ ${SPARKC_ROUTE_FROM[$node]} == "$SPARKC_HEAD" ]] || continue
+    on_node "$node" true >/dev/null 2>"$err" \
+      || warn "$node: cannot be reached: $(head -c 300 "$err" | tr '\r\n' '  ')$(key_hint "$node" "$err")"
+  done
+  rm -f "$err"
+}
+
 # What to do about a copy's ssh errors (FILE) where ssh refused a host key: the fix, not just the symptom.
 key_hint() { # NODE FILE...
   local node=$1
@@ -287,7 +300,7 @@ distribute_model() { # ITEM FOLDER
   LC_ALL=C sort -o "$dir/names" "$dir/names"
   SPARKC_HAS_FILE=()
   for node in "${SPARKC_NODES[@]:1}"; do
-    node_states "$node" "$checks" || { warn "$node: cannot read its $item folder"; need+=("$node"); continue; }
+    node_states "$node" "$checks" || { warn "$node: cannot read its $item folder: $SPARKC_STATES_ERROR"; need+=("$node"); continue; }
     local lacks=0
     for i in "${!SPARKC_STATES[@]}"; do
       if [[ ${SPARKC_STATES[i]} == have ]]; then SPARKC_HAS_FILE[$node|$i]=1; else lacks=$((lacks + 1)); fi
@@ -401,14 +414,19 @@ distribute_main() {
       SPARKC_ROUTE_VIA[$node]=${SPARKC_COPY_VIA[$node]}
     fi
   done
+  local unrecorded=0
   for node in "${SPARKC_NODES[@]:1}"; do
     [[ ${SPARKC_ROUTE_FROM[$node]} == "$SPARKC_HEAD" ]] && continue
     SPARKC_KNOWN[$node]=$(known_lines "$node")
     [[ -n ${SPARKC_KNOWN[$node]} ]] || dry_run || {
       warn "$node: its copies come from ${SPARKC_ROUTE_FROM[$node]}, which checks its host key against this machine's record of it, and there is none under ${SPARKC_KEY_NAME[$node]}: connect once with ssh ${SPARKC_TARGET[$node]} and compare the fingerprint"
-      exit 1
+      unrecorded=1
     }
   done
+  if ((unrecorded)); then
+    reach_direct_nodes
+    exit 1
+  fi
   if ! dry_run; then
     local new
     new=$(fresh_file "$SPARKC_REPORT") || exit 1
