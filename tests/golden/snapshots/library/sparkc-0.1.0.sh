@@ -3889,10 +3889,16 @@ readonly SPARKC_STATES_PROGRAM
 # What NODE holds of the lines LENGTH SUM PATH in FILE (paths with @NODE@ for the node's name), one word a
 # line as piece_states writes them, into the array SPARKC_STATES.
 SPARKC_STATES=()
+SPARKC_STATES_ERROR=""
+# SPARKC_STATES_ERROR: why it could not, with the fix where ssh refused a host key.
 node_states() { # NODE FILE
-  local lines
-  lines=$(sed "s/@NODE@/$1/g" "$2" | on_node "$1" bash -c "$SPARKC_STATES_PROGRAM" sparkc-states "$SPARKC_VERIFY") \
-    || return 1
+  local lines err status=0
+  err=$(mktemp) || return 1
+  lines=$(sed "s/@NODE@/$1/g" "$2" | on_node "$1" bash -c "$SPARKC_STATES_PROGRAM" sparkc-states "$SPARKC_VERIFY" \
+    2>"$err") || status=$?
+  SPARKC_STATES_ERROR="$(head -c 300 "$err" | tr '\r\n' '  ')$(key_hint "$1" "$err")"
+  rm -f "$err"
+  ((status == 0)) || return 1
   mapfile -t SPARKC_STATES <<<"$lines"
 }
 
@@ -3989,7 +3995,7 @@ plan_pieces() { # FILE NEED...
   done
   for node in "${SPARKC_NODES[@]:1}"; do
     [[ -n ${want[$node]:-} ]] || continue
-    node_states "$node" "$file" || { warn "$node: cannot read what it holds already"; return 1; }
+    node_states "$node" "$file" || { warn "$node: cannot read what it holds already: $SPARKC_STATES_ERROR"; return 1; }
     held[$node]=$(printf '%s\n' "${SPARKC_STATES[@]}")
   done
   SPARKC_SEND_OFFSET=()
@@ -4090,6 +4096,19 @@ host_key_name() { # NODE
       else printf "[%s]:%s\n", host, port
     }') || name=${SPARKC_TARGET[$1]#*@}
   printf '%s' "$name"
+}
+
+# Before stopping for a relayed node's missing host key record: each node the head copies to itself is tried
+# once, so that one run names every host key still to be recorded.
+reach_direct_nodes() {
+  local node err
+  err=$(mktemp) || return 0
+  for node in "${SPARKC_NODES[@]:1}"; do
+    [[ ${SPARKC_ROUTE_FROM[$node]} == "$SPARKC_HEAD" ]] || continue
+    on_node "$node" true >/dev/null 2>"$err" \
+      || warn "$node: cannot be reached: $(head -c 300 "$err" | tr '\r\n' '  ')$(key_hint "$node" "$err")"
+  done
+  rm -f "$err"
 }
 
 # What to do about a copy's ssh errors (FILE) where ssh refused a host key: the fix, not just the symptom.
@@ -4315,7 +4334,7 @@ distribute_model() { # ITEM FOLDER
   LC_ALL=C sort -o "$dir/names" "$dir/names"
   SPARKC_HAS_FILE=()
   for node in "${SPARKC_NODES[@]:1}"; do
-    node_states "$node" "$checks" || { warn "$node: cannot read its $item folder"; need+=("$node"); continue; }
+    node_states "$node" "$checks" || { warn "$node: cannot read its $item folder: $SPARKC_STATES_ERROR"; need+=("$node"); continue; }
     local lacks=0
     for i in "${!SPARKC_STATES[@]}"; do
       if [[ ${SPARKC_STATES[i]} == have ]]; then SPARKC_HAS_FILE[$node|$i]=1; else lacks=$((lacks + 1)); fi
@@ -4429,14 +4448,19 @@ distribute_main() {
       SPARKC_ROUTE_VIA[$node]=${SPARKC_COPY_VIA[$node]}
     fi
   done
+  local unrecorded=0
   for node in "${SPARKC_NODES[@]:1}"; do
     [[ ${SPARKC_ROUTE_FROM[$node]} == "$SPARKC_HEAD" ]] && continue
     SPARKC_KNOWN[$node]=$(known_lines "$node")
     [[ -n ${SPARKC_KNOWN[$node]} ]] || dry_run || {
       warn "$node: its copies come from ${SPARKC_ROUTE_FROM[$node]}, which checks its host key against this machine's record of it, and there is none under ${SPARKC_KEY_NAME[$node]}: connect once with ssh ${SPARKC_TARGET[$node]} and compare the fingerprint"
-      exit 1
+      unrecorded=1
     }
   done
+  if ((unrecorded)); then
+    reach_direct_nodes
+    exit 1
+  fi
   if ! dry_run; then
     local new
     new=$(fresh_file "$SPARKC_REPORT") || exit 1
