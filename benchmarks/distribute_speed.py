@@ -51,18 +51,22 @@ def rate_bytes(rate: str) -> float:
 def shape(cluster: SimCluster, rate: str, flow: str) -> None:
     """Each fabric netdev's egress at RATE (htb) and each TCP flow in it at FLOW: the flows are spread by the
     low byte of their source port (u32's hash) over 256 htb classes of FLOW each. (This kernel has no fq, whose
-    maxrate would cap each flow exactly; two flows that share a bucket share its cap, which only slows a copy.)"""
+    maxrate would cap each flow exactly; two flows that share a bucket share its cap, which only slows a copy.)
+    Each class is assured only its 256th of RATE and borrows the rest up to FLOW from the link's class: htb
+    lets a class send its assured rate whatever its parent holds, so assured rates that add up to more than
+    RATE would let the link carry more than RATE."""
+    share = f"{max(8, int(rate_bytes(rate) * 8 / 256 / 1000))}kbit"
     for node in cluster.nodes:
         netdevs = list(cluster.ports(node)) if cluster.links else [node.fabric_netdev]
         for dev in netdevs:
             lines = [
                 f"qdisc add dev {dev} root handle 1: htb default 2 r2q 1000",
                 f"class add dev {dev} parent 1: classid 1:1 htb rate {rate} ceil {rate}",
-                f"class add dev {dev} parent 1:1 classid 1:2 htb rate {flow} ceil {flow}",
+                f"class add dev {dev} parent 1:1 classid 1:2 htb rate {share} ceil {flow}",
                 f"filter add dev {dev} parent 1: prio 1 handle 2: protocol ip u32 divisor 256",
             ]
             for b in range(256):
-                lines.append(f"class add dev {dev} parent 1:1 classid 1:{0x100 + b:x} htb rate {flow} ceil {flow}")
+                lines.append(f"class add dev {dev} parent 1:1 classid 1:{0x100 + b:x} htb rate {share} ceil {flow}")
                 bucket = f"ht 2:{b:x}: match u32 0 0 flowid 1:{0x100 + b:x}"
                 lines.append(f"filter add dev {dev} parent 1: prio 1 protocol ip u32 {bucket}")
             lines.append(
@@ -147,8 +151,13 @@ def run_case(case: str, args: argparse.Namespace, weights: Sequence[int]) -> dic
             shape(cluster, args.rate, args.flow)
             before = mgmt_bytes(cluster)
             start = time.monotonic()
-            run = d.run("distribute.sh", "--streams", str(args.streams), "--progress", "600", timeout=1800)
+            run = d.run(
+                "distribute.sh", "--streams", str(args.streams), "--progress", str(args.progress), timeout=1800
+            )
             seconds = time.monotonic() - start
+            if args.log:
+                with args.log.open("a") as log:
+                    log.write(f"== {case}\n{run.stdout}{run.stderr}")
             if args.keep:  # the build folder too, to run its scripts again by hand
                 subprocess.run(["cp", "-rT", str(d.build), f"/tmp/{cluster.name}-build"], check=False)
             if run.returncode != 0:
@@ -186,6 +195,8 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=8, help="distribute.sh --streams")
     parser.add_argument("--cases", default="direct,mesh,ring")
     parser.add_argument("--json", type=Path, help="write the results there")
+    parser.add_argument("--progress", type=int, default=600, help="distribute.sh --progress")
+    parser.add_argument("--log", type=Path, help="append distribute.sh's output there")
     parser.add_argument("--keep", action="store_true", help="leave the last cluster up (to look into a failure)")
     args = parser.parse_args()
     rate = rate_bytes(args.rate)

@@ -39,7 +39,6 @@ USAGE
 SPARKC_IMAGE_ONLY=0
 SPARKC_MODEL_ONLY=0
 SPARKC_CHAIN=0
-SPARKC_COPIES=()  # the streams running now (process IDs), which copy_progress watches
 SPARKC_PROGRESS_EVERY=30
 [[ -t 1 ]] && SPARKC_PROGRESS_EVERY=5
 SPARKC_REPORT=$SPARKC_SCRIPT_DIR/distribute-report.txt
@@ -113,9 +112,10 @@ sent_bytes() { # FILE
 }
 
 # While any of SPARKC_COPIES (process IDs) runs, every SPARKC_PROGRESS_EVERY seconds: the bytes the head sent
-# so far (one copy: each node it feeds gets the same), of TOTAL. It ends within a second of the copies.
-copy_progress() { # WHAT TOTAL LABEL DIR
-  local what=$1 total=$2 label=$3 dir=$4 start=$SECONDS waited=0 sent percent file pid alive
+# so far (one copy: each node it feeds gets the same), of the total in DIR/size.* (the image's estimated by
+# docker until its archive is saved). It ends within a second of the copies.
+copy_progress() { # WHAT LABEL DIR
+  local what=$1 label=$2 dir=$3 start=$SECONDS waited=0 sent percent pid alive total
   while :; do
     alive=0
     for pid in "${SPARKC_COPIES[@]}"; do
@@ -125,6 +125,7 @@ copy_progress() { # WHAT TOTAL LABEL DIR
     sleep 1
     ((++waited % SPARKC_PROGRESS_EVERY)) && continue
     sent=$(sent_total "$dir")
+    total=$(cat "$dir"/size.* 2>/dev/null | awk '{ n += $1 } END { print n + 0 }')
     # Leave 100% to the line that says it is done.
     percent=$((total > 0 ? (sent * 100 / total > 99 ? 99 : sent * 100 / total) : 0))
     log "$label: $what: $((sent / 1000000)) MB sent of about $((total / 1000000)) MB ($percent%), $(rate "$sent" $((SECONDS - start)))"
@@ -166,39 +167,78 @@ say_routes() { # WHAT NODE...
 }
 
 # A copy's outcome on each node of NEED: recorded, or warned about with the streams' errors.
-report_copies() { # ITEM DIR SECONDS FAILED-NODES... -- NEED...
-  local item=$1 dir=$2 seconds=$3 node action failed=" "
-  shift 3
-  while [[ $1 != -- ]]; do
-    failed+="$1 "
-    shift
-  done
-  shift
-  local status=0
-  for node; do
-    if [[ $failed == *" $node "* ]]; then
-      warn "$node: $item copy failed: $(cat "$dir"/stream.*.err 2>/dev/null | tail -n 3 | tr '\n' ' ')$(key_hint "$node" "$dir"/stream.*.err)"
+report_copies() { # ITEM SECONDS
+  local item=$1 seconds=$2 node action status=0 errs
+  for node in ${SPARKC_NEED[$item]}; do
+    if [[ $(cat "$SPARKC_WORK/finish.$node|$item" 2>/dev/null) != ok ]]; then
+      errs=("$SPARKC_WORK"/stream.*.err "$SPARKC_WORK/finish.$node|$item.err")
+      [[ $item != image ]] || errs+=("$SPARKC_WORK/load.$node.err")
+      warn "$node: $item copy failed: $(cat "${errs[@]}" 2>/dev/null | tail -n 3 | tr '\n' ' ')$(key_hint "$node" "${errs[@]}")"
       status=1
       continue
     fi
+    local got=${SPARKC_RECEIVES[$node|$item]:-0} had=${SPARKC_RESUMED[$node|$item]:-0}
     action=copied
-    ((SPARKC_RESUMED[$node] == 0)) || action=resumed
-    log "$node: $item $action, ${SPARKC_RECEIVES[$node]} bytes in ${seconds}s ($(rate "${SPARKC_RECEIVES[$node]}" "$seconds")) from ${SPARKC_ROUTE_FROM[$node]}$( ((SPARKC_RESUMED[$node] == 0)) || echo ", ${SPARKC_RESUMED[$node]} bytes there already")"
-    record "$node" "$item" "$action" "${SPARKC_RECEIVES[$node]}" "$seconds" "${SPARKC_ROUTE_FROM[$node]}" "${SPARKC_RESUMED[$node]}"
+    ((had == 0)) || action=resumed
+    log "$node: $item $action, $got bytes in ${seconds}s ($(rate "$got" "$seconds")) from ${SPARKC_ROUTE_FROM[$node]}$( ((had == 0)) || echo ", $had bytes there already")"
+    record "$node" "$item" "$action" "$got" "$seconds" "${SPARKC_ROUTE_FROM[$node]}" "$had"
   done
   return "$status"
 }
 
 image_id() { on_node "$1" docker image inspect --format '{{.Id}}' "$SPARKC_IMAGE" 2>/dev/null || true; }
 
-distribute_image() {
-  local head_id node id need=() dir broken=() tar size start seconds i pieces=() list
-  head_id=$(image_id "$SPARKC_HEAD")
-  [[ -n $head_id ]] || { warn "image $SPARKC_IMAGE is not on the head, $SPARKC_HEAD: pull it there first"; return 1; }
+# What one pass copies, found by survey_image and survey_folder (a dry run stops there): per ITEM (image,
+# model, draft) the nodes that lack it (SPARKC_NEED, space-separated) and a folder item's head folder. The
+# pass's files live in SPARKC_WORK on the head: ITEM.plan (the pieces, plan_pieces' PLAN), ITEM.held.NODE
+# (what a node holds of each), and what each step below names.
+SPARKC_ITEMS=()
+declare -A SPARKC_NEED=() SPARKC_FOLDER=()
+SPARKC_WORK=""
+SPARKC_HEAD_ID=""
+
+# Runs `FUNCTION NODE` for each NODE at once, stdin from DIR/NAME.in where there is one: its stdout in
+# DIR/NAME.NODE, stderr in DIR/NAME.NODE.err, exit status in DIR/NAME.NODE.rc. Returns when all ended.
+for_nodes() { # NAME FUNCTION NODE...
+  local name=$1 func=$2 node input pids=()
+  shift 2
+  input=$SPARKC_WORK/$name.in
+  [[ -e $input ]] || input=/dev/null
+  for node; do
+    (
+      status=0
+      "$func" "$node" <"$input" >"$SPARKC_WORK/$name.$node" 2>"$SPARKC_WORK/$name.$node.err" || status=$?
+      echo "$status" >"$SPARKC_WORK/$name.$node.rc"
+    ) &
+    pids+=($!)
+  done
+  for node in "${pids[@]}"; do
+    wait "$node" || true
+  done
+}
+
+# Pieces of about a quarter of what each stream carries: streams that free up take the next, so they end
+# together; at least 1 MiB. A piece is named by its first byte, so one kept from a run that cut otherwise
+# is never taken for another.
+piece_size() { # TOTAL
+  local piece=$((($1 + 4 * SPARKC_STREAMS - 1) / (4 * SPARKC_STREAMS)))
+  ((piece >= 1048576)) || piece=1048576
+  echo "$piece"
+}
+
+image_survey_on() { on_node_copy "$1" image_survey "$SPARKC_IMAGE" "$(stage_dir "$1")"; }
+
+# Which nodes lack the head's image; what each holds in its staging folder (DIR/stage.NODE).
+survey_image() {
+  local node id need=()
+  SPARKC_HEAD_ID=$(image_id "$SPARKC_HEAD")
+  [[ -n $SPARKC_HEAD_ID ]] || { warn "image $SPARKC_IMAGE is not on the head, $SPARKC_HEAD: pull it there first"; return 1; }
+  for_nodes image image_survey_on "${SPARKC_NODES[@]:1}"
   for node in "${SPARKC_NODES[@]:1}"; do
-    id=$(image_id "$node")
-    if [[ $id == "$head_id" ]]; then
-      log "$node: image $SPARKC_IMAGE ${head_id:7:12} already there, skipped"
+    id=$(head -n 1 "$SPARKC_WORK/image.$node")
+    tail -n +2 "$SPARKC_WORK/image.$node" >"$SPARKC_WORK/stage.$node"
+    if [[ $id == "$SPARKC_HEAD_ID" ]]; then
+      log "$node: image $SPARKC_IMAGE ${SPARKC_HEAD_ID:7:12} already there, skipped"
       dry_run || record "$node" image skipped 0 0 - 0
     else
       if [[ -n $id ]]; then log "$node: image ${id:7:12} differs: copy"; else log "$node: image missing: copy"; fi
@@ -207,53 +247,8 @@ distribute_image() {
   done
   ((${#need[@]})) || return 0
   say_routes image "${need[@]}"
-  dry_run && return 0
-  # The archive docker save writes, kept on the head until every node loaded it, so a resumed copy sends
-  # the same bytes.
-  tar=$(stage_dir "$SPARKC_HEAD")/image-${head_id#sha256:}.tar
-  if [[ ! -f $tar ]]; then
-    log "saving $SPARKC_IMAGE to $tar"
-    if ! { mkdir -p -- "${tar%/*}" && docker save -o "$tar.partial" "$SPARKC_IMAGE" && mv -f -- "$tar.partial" "$tar"; }; then
-      warn "cannot save $SPARKC_IMAGE to $tar (disk space?)"
-      rm -f -- "$tar.partial"
-      return 1
-    fi
-  fi
-  size=$(stat -c %s -- "$tar")
-  SPARKC_PIECE_SRC=() SPARKC_PIECE_START=() SPARKC_PIECE_LEN=() SPARKC_PIECE_DEST=() SPARKC_PIECE_FILE=()
-  dir=$(mktemp -d)
-  list=$dir/pieces
-  i=0
-  while read -r start len; do
-    SPARKC_PIECE_SRC[i]=$tar
-    SPARKC_PIECE_START[i]=$start
-    SPARKC_PIECE_LEN[i]=$len
-    SPARKC_PIECE_DEST[i]=$(stage_dir @NODE@)/image-${head_id:7:12}.$i
-    printf '%s - %s\n' "$len" "${SPARKC_PIECE_DEST[i]}" >>"$list"
-    i=$((i + 1))
-  done < <(cut_pieces "$size" "$SPARKC_STREAMS")
-  plan_pieces "$list" "${need[@]}" || { rm -rf "$dir"; return 1; }
-  start=$SECONDS
-  send_pieces "$dir" image "$size" "${need[*]}" || true  # judged by each node's image below
-  for node in "${need[@]}"; do
-    pieces=()
-    for i in "${!SPARKC_PIECE_DEST[@]}"; do
-      pieces+=("${SPARKC_PIECE_DEST[i]//@NODE@/$node}")
-    done
-    # shellcheck disable=SC2016  # expanded by the node's shell
-    on_node "$node" sh -c 'cat "$@" | docker load >/dev/null' sparkc-load "${pieces[@]}" 2>>"$dir/stream.load.err" || true
-    if [[ $(image_id "$node") == "$head_id" ]]; then
-      on_node "$node" rm -f -- "${pieces[@]}" || true
-    else
-      broken+=("$node")
-    fi
-  done
-  seconds=$((SECONDS - start))
-  local status=0
-  report_copies image "$dir" "$seconds" "${broken[@]}" -- "${need[@]}" || status=1
-  ((status)) || rm -f -- "$tar"
-  rm -rf "$dir"
-  return "$status"
+  SPARKC_ITEMS+=(image)
+  SPARKC_NEED[image]=${need[*]}
 }
 
 # The head's files of FOLDER, "SIZE PATH" a line (PATH relative), sorted; a name with a line break is refused.
@@ -261,51 +256,77 @@ folder_files() { # FOLDER
   (cd -- "$1" && find . -type f -printf '%s %P\0') | LC_ALL=C sort -z -k 2 | tr '\0' '\n' | grep -v '\.sparkc-piece-[0-9]*$'
 }
 
-# Files in FOLDER on a node that the head's (sorted relative paths on stdin) lack, but for the pieces and
-# partial files of a copy under way: removed once the copy is whole, as a mirror does.
-# shellcheck disable=SC2016  # expanded by the node's shell
-SPARKC_EXTRAS_PROGRAM='list=$(mktemp) || exit 1
-cat >"$list"
-cd "$1" 2>/dev/null && find . -type f -printf "%P\n" | LC_ALL=C sort | LC_ALL=C comm -23 - "$list" \
-  | grep -v -e "\.partial\$" -e "\.sparkc-piece-[0-9]*\$"
-rm -f "$list"'
+folder_survey_on() { on_node_copy "$1" folder_survey "$SPARKC_VERIFY" "${SPARKC_FOLDER[$SPARKC_SURVEYING]}"; }
+SPARKC_SURVEYING=""
 
-# On a node: each file of NAMES (lines COUNT PATH) put together from its pieces PATH.sparkc-piece-0.. .
-# shellcheck disable=SC2016  # expanded by the node's shell
-SPARKC_JOIN_PROGRAM='while read -r count path; do
-  set --
-  i=0
-  while [ "$i" -lt "$count" ]; do set -- "$@" "$path.sparkc-piece-$i"; i=$((i + 1)); done
-  cat "$@" >"$path.partial" && mv -f "$path.partial" "$path" && rm -f "$@" || exit 1
-done'
-
-# One of the model's folders (ITEM: model, draft) from the head to every node where it differs.
-distribute_model() { # ITEM FOLDER
-  local item=$1 folder=$2 node need=() dir lines=() sizes=() paths=() sums=() i k total=0 checks extras size path
-  lines=()
+# One of the model's folders (ITEM: model, draft): which nodes lack it, and what each holds of its pieces.
+# Writes into SPARKC_WORK: ITEM.files ("SIZE SUM PATH" a line, PATH relative), ITEM.checks (piece_states'
+# lines for the whole files), ITEM.plan (the pieces: a file larger than a piece is cut, and joined on each
+# node after the pass from ITEM.joins' lines "INDEX START,START,... PATH"), ITEM.held.NODE, and
+# ITEM.extras.NODE (files a node has that the head lacks, removed once the copy is whole, as a mirror does).
+survey_folder() { # ITEM FOLDER
+  local item=$1 folder=$2 node need=() lines=() i size path sum total=0 piece count start len starts extras lacks
   [[ -d $folder ]] && mapfile -t lines < <(folder_files "$folder")
   ((${#lines[@]})) || { warn "$item folder $folder is not on the head, $SPARKC_HEAD"; return 1; }
-  dir=$(mktemp -d)
-  checks=$dir/checks
+  SPARKC_FOLDER[$item]=$folder
+  for i in "${!lines[@]}"; do
+    total=$((total + ${lines[i]%% *}))
+  done
+  piece=$(piece_size "$total")
+  local w=$SPARKC_WORK/$item
   for i in "${!lines[@]}"; do
     size=${lines[i]%% *}
     path=${lines[i]#* }
-    sizes[i]=$size
-    paths[i]=$path
-    total=$((total + size))
-    printf '%s\n' "$path" >>"$dir/names"
-    sums[i]=$(file_sum "$SPARKC_VERIFY" "$folder/$path")
-    printf '%s %s %s\n' "$size" "${sums[i]}" "$folder/$path" >>"$checks"
+    sum=$(file_sum "$SPARKC_VERIFY" "$folder/$path")
+    printf '%s %s %s\n' "$size" "$sum" "$path" >>"$w.files"
+    printf '%s %s %s\n' "$size" "$sum" "$folder/$path" >>"$w.checks"
+    printf '%s\n' "$path" >>"$w.names"
+    count=$(((size + piece - 1) / piece))
+    if ((count <= 1)); then
+      printf '0 %s %s %s %s\n' "$size" "$i" "$sum" "$folder/$path" >>"$w.plan"
+      continue
+    fi
+    starts=""
+    while read -r start len; do
+      printf '%s %s %s - %s\n' "$start" "$len" "$i" "$folder/$path.sparkc-piece-$start" >>"$w.plan"
+      printf '%s - %s\n' "$len" "$folder/$path.sparkc-piece-$start" >>"$w.cut"
+      starts+=${starts:+,}$start
+    done < <(cut_pieces "$size" "$count")
+    printf '%s %s %s\n' "$i" "$starts" "$folder/$path" >>"$w.joins"
   done
-  LC_ALL=C sort -o "$dir/names" "$dir/names"
-  SPARKC_HAS_FILE=()
+  echo "$total" >"$SPARKC_WORK/size.$item"
+  LC_ALL=C sort -o "$w.names" "$w.names"
+  cat "$w.checks" "$w.cut" 2>/dev/null >"$SPARKC_WORK/folder.in"
+  SPARKC_SURVEYING=$item
+  for_nodes folder folder_survey_on "${SPARKC_NODES[@]:1}"
+  rm -f "$SPARKC_WORK/folder.in"
   for node in "${SPARKC_NODES[@]:1}"; do
-    node_states "$node" "$checks" || { warn "$node: cannot read its $item folder: $SPARKC_STATES_ERROR"; need+=("$node"); continue; }
-    local lacks=0
-    for i in "${!SPARKC_STATES[@]}"; do
-      if [[ ${SPARKC_STATES[i]} == have ]]; then SPARKC_HAS_FILE[$node|$i]=1; else lacks=$((lacks + 1)); fi
+    local out=$SPARKC_WORK/folder.$node states=()
+    if [[ $(<"$out.rc") != 0 ]]; then
+      warn "$node: cannot read its $item folder: $(head -c 300 "$out.err" | tr '\r\n' '  ')$(key_hint "$node" "$out.err")"
+      : >"$w.extras.$node"
+      need+=("$node")
+      continue
+    fi
+    mapfile -t states < <(sed '/^--$/,$d' "$out")
+    lacks=0
+    for i in "${!lines[@]}"; do
+      if [[ ${states[i]:-} == have ]]; then SPARKC_HAS_FILE[$node|$item|$i]=1; else lacks=$((lacks + 1)); fi
     done
-    extras=$(on_node "$node" bash -c "$SPARKC_EXTRAS_PROGRAM" sparkc-extras "$folder" <"$dir/names" | wc -l)
+    # What the node holds of each piece: a whole file's state, or the cut piece's, in plan order.
+    local k=${#lines[@]}
+    while read -r _ _ i sum _; do
+      if [[ $sum == - ]]; then
+        printf '%s\n' "${states[k]:-0}"
+        k=$((k + 1))
+      else
+        printf '%s\n' "${states[i]:-0}"
+      fi
+    done <"$w.plan" >"$w.held.$node"
+    # The node's files the head lacks, but for a copy's pieces and partial files (and no path that climbs).
+    sed '1,/^--$/d' "$out" | LC_ALL=C sort | LC_ALL=C comm -23 - "$w.names" \
+      | grep -v -e '\.partial$' -e '\.sparkc-piece-[0-9]*$' -e '^/' -e '^\.\./' -e '/\.\./' -e '/\.\.$' >"$w.extras.$node" || true
+    extras=$(wc -l <"$w.extras.$node")
     if ((lacks == 0 && extras == 0)); then
       log "$node: $item folder $folder already matches (file names, sizes and checksums), skipped"
       dry_run || record "$node" "$item" skipped 0 0 - 0
@@ -314,59 +335,169 @@ distribute_model() { # ITEM FOLDER
       need+=("$node")
     fi
   done
-  ((${#need[@]})) || { rm -rf "$dir"; return 0; }
+  ((${#need[@]})) || return 0
   say_routes "$item" "${need[@]}"
-  dry_run && { rm -rf "$dir"; return 0; }
-  # Pieces of about total/streams bytes: a large file is cut into several, so every stream has work.
-  local piece=$(((total + SPARKC_STREAMS - 1) / SPARKC_STREAMS)) count list=$dir/pieces joins=() start len
-  ((piece >= 1048576)) || piece=1048576
-  SPARKC_PIECE_SRC=() SPARKC_PIECE_START=() SPARKC_PIECE_LEN=() SPARKC_PIECE_DEST=() SPARKC_PIECE_FILE=()
-  local j
-  k=0
-  for i in "${!paths[@]}"; do
-    count=$(((sizes[i] + piece - 1) / piece))
-    ((count >= 1)) || count=1
-    ((count == 1)) || joins+=("$count ${paths[i]}")
-    j=0
-    while read -r start len; do
-      SPARKC_PIECE_SRC[k]=$folder/${paths[i]}
-      SPARKC_PIECE_START[k]=$start
-      SPARKC_PIECE_LEN[k]=$len
-      SPARKC_PIECE_FILE[k]=$i
-      if ((count == 1)); then
-        SPARKC_PIECE_DEST[k]=$folder/${paths[i]}
-      else
-        SPARKC_PIECE_DEST[k]=$folder/${paths[i]}.sparkc-piece-$j
-      fi
-      # A file sent whole is its own piece: held only where its checksum matches too.
-      printf '%s %s %s\n' "$len" "$( ((count == 1)) && echo "${sums[i]}" || echo -)" "${SPARKC_PIECE_DEST[k]}" >>"$list"
-      k=$((k + 1))
-      j=$((j + 1))
-    done < <(cut_pieces "${sizes[i]}" "$count")
-  done
-  plan_pieces "$list" "${need[@]}" || { rm -rf "$dir"; return 1; }
-  start=$SECONDS
-  send_pieces "$dir" "$item" "$total" "${need[*]}" || true  # judged by each node's files below
-  local broken=() join
+  SPARKC_ITEMS+=("$item")
+  SPARKC_NEED[$item]=${need[*]}
+}
+
+plan_folder() { # ITEM
+  local item=$1 need=() size sum path
+  read -ra need <<<"${SPARKC_NEED[$item]}"
+  SPARKC_PLAN_SRC=()
+  while read -r size sum path; do
+    SPARKC_PLAN_SRC+=("${SPARKC_FOLDER[$item]}/$path")
+  done <"$SPARKC_WORK/$item.files"
+  plan_pieces "$SPARKC_WORK" queue.files "$item" "$SPARKC_WORK/$item.plan" - "${need[@]}"
+}
+
+# The archive docker save writes, kept on the head until every node loaded it, so a resumed copy sends the
+# same bytes.
+image_archive() { printf '%s/image-%s.tar' "$(stage_dir "$SPARKC_HEAD")" "${SPARKC_HEAD_ID#sha256:}"; }
+
+save_image() {
+  local tar
+  tar=$(image_archive)
+  [[ ! -f $tar ]] || return 0
+  log "saving $SPARKC_IMAGE to $tar"
+  if ! { mkdir -p -- "${tar%/*}" && docker save -o "$tar.partial" "$SPARKC_IMAGE" && mv -f -- "$tar.partial" "$tar"; }; then
+    warn "cannot save $SPARKC_IMAGE to $tar (disk space?)"
+    rm -f -- "$tar.partial"
+    return 1
+  fi
+}
+
+# The image's pieces on a node, in order.
+image_pieces() { # NODE
+  local _ dest
+  while read -r _ _ _ _ dest; do
+    printf '%s\n' "${dest//@NODE@/$1}"
+  done <"$SPARKC_WORK/image.plan"
+}
+
+# Queues the image's pieces, in order (each node loads them while they arrive), with what each node's
+# staging folder holds of them (DIR/stage.NODE: "SIZE NAME" a line).
+plan_image() {
+  local tar size start len name node piece need=()
+  read -ra need <<<"${SPARKC_NEED[image]}"
+  tar=$(image_archive)
+  size=$(stat -c %s -- "$tar") || return 1
+  piece=$(piece_size "$size")
+  while read -r start len; do
+    printf '%s %s - - %s\n' "$start" "$len" "$(stage_dir @NODE@)/image-${SPARKC_HEAD_ID:7:12}.$start" >>"$SPARKC_WORK/image.plan"
+  done < <(cut_pieces "$size" $(((size + piece - 1) / piece)))
   for node in "${need[@]}"; do
-    join=$(for i in "${!paths[@]}"; do
-      [[ -n ${SPARKC_HAS_FILE[$node|$i]:-} || ${#joins[@]} -eq 0 ]] && continue
-      for words in "${joins[@]}"; do
-        [[ ${words#* } == "${paths[i]}" ]] && printf '%s %s\n' "${words%% *}" "$folder/${paths[i]}"
-      done
-    done)
-    [[ -z $join ]] || on_node "$node" sh -c "$SPARKC_JOIN_PROGRAM" <<<"$join" 2>>"$dir/stream.join.err" || true
-    if ! node_states "$node" "$checks" || [[ " ${SPARKC_STATES[*]} " == *[0-9]* ]]; then
-      broken+=("$node")
-      continue
-    fi
-    on_node "$node" bash -c "$SPARKC_EXTRAS_PROGRAM" sparkc-extras "$folder" <"$dir/names" \
-      | while IFS= read -r path; do printf '%s\0' "$folder/$path"; done \
-      | on_node "$node" xargs -0 -r rm -f -- || true
+    local -A has=()
+    while read -r len name; do
+      has[$name]=$len
+    done <"$SPARKC_WORK/stage.$node"
+    while read -r _ len _ _ name; do
+      name=${name##*/}
+      if [[ ${has[$name]:-} == "$len" ]]; then echo have; else echo "${has[$name.partial]:-0}"; fi
+    done <"$SPARKC_WORK/image.plan" >"$SPARKC_WORK/image.held.$node"
+    unset has
   done
-  local status=0
-  report_copies "$item" "$dir" $((SECONDS - start)) "${broken[@]}" -- "${need[@]}" || status=1
-  rm -rf "$dir"
+  echo "$size" >"$SPARKC_WORK/size.image"
+  plan_pieces "$SPARKC_WORK" queue.image image "$SPARKC_WORK/image.plan" "$tar" "${need[@]}"
+}
+
+# Starts each node's loader (its process ID in SPARKC_LOADER, the pipe that keeps it waiting in
+# SPARKC_LOADER_FD): the node loads the image while its pieces arrive.
+declare -A SPARKC_LOADER=() SPARKC_LOADER_FD=()
+start_loaders() {
+  local node fd pieces=()
+  for node in ${SPARKC_NEED[image]}; do
+    mapfile -t pieces < <(image_pieces "$node")
+    mkfifo "$SPARKC_WORK/load.$node"
+    on_node_copy "$node" load_pieces "${pieces[@]}" <"$SPARKC_WORK/load.$node" >/dev/null 2>"$SPARKC_WORK/load.$node.err" &
+    SPARKC_LOADER[$node]=$!
+    exec {fd}>"$SPARKC_WORK/load.$node"
+    SPARKC_LOADER_FD[$node]=$fd
+  done
+}
+
+# Once the streams ended: tells each loader nothing more comes, and waits for it.
+end_loaders() {
+  local node fd
+  for node in "${!SPARKC_LOADER_FD[@]}"; do
+    fd=${SPARKC_LOADER_FD[$node]}
+    exec {fd}>&-
+  done
+  for node in "${!SPARKC_LOADER[@]}"; do
+    wait "${SPARKC_LOADER[$node]}" || true # judged by the node's image ID
+  done
+}
+
+# After the pass, on NODE, ITEM (NODE|ITEM): the image's ID or the folder's files checked (the files cut
+# into pieces joined first), the leftovers removed; "ok" or "broken".
+finish_on() { # NODE|ITEM
+  local node=${1%|*} item=${1#*|} pieces=()
+  if [[ $item == image ]]; then
+    mapfile -t pieces < <(image_pieces "$node")
+    on_node_copy "$node" image_finish "$SPARKC_IMAGE" "$SPARKC_HEAD_ID" "$(stage_dir "$node")" "${pieces[@]}"
+    return
+  fi
+  local w=$SPARKC_WORK/$item states i starts path
+  states=$({
+    while read -r i starts path; do
+      [[ -n ${SPARKC_HAS_FILE[$node|$item|$i]:-} ]] || printf '%s %s\n' "$starts" "$path"
+    done < <(cat "$w.joins" 2>/dev/null)
+    echo --
+    cat "$w.checks"
+    echo --
+    cat "$w.extras.$node"
+  } | on_node_copy "$node" folder_finish "$SPARKC_VERIFY" "${SPARKC_FOLDER[$item]}") || return 1
+  [[ $states != *[0-9]* && $(wc -l <<<"$states") == $(wc -l <"$w.checks") ]] && echo ok || echo broken
+}
+
+# Copies every item of SPARKC_ITEMS in one pass: the folders' pieces start at once while the head saves the
+# image's archive, whose pieces then go first; each node loads the image as its pieces arrive. Then every
+# node and item is checked at once, and each reported.
+copy_pass() {
+  local item node nodes=() saver="" status=0 start seconds roots what checks=()
+  for item in "${SPARKC_ITEMS[@]}"; do
+    for node in ${SPARKC_NEED[$item]}; do
+      [[ " ${nodes[*]} " == *" $node "* ]] || nodes+=("$node")
+      checks+=("$node|$item")
+    done
+  done
+  ((${#nodes[@]})) || return 0
+  roots=$SPARKC_STAGE_ROOT/$SPARKC_DEPLOYMENT
+  for item in "${SPARKC_ITEMS[@]}"; do
+    [[ -z ${SPARKC_FOLDER[$item]:-} ]] || roots+=$'\n'${SPARKC_FOLDER[$item]}
+  done
+  what=$(IFS=,; echo "${SPARKC_ITEMS[*]}")
+  what=${what//,/ and }
+  start=$SECONDS
+  if [[ -n ${SPARKC_NEED[image]:-} ]]; then
+    [[ -f $(image_archive) ]] || docker image inspect --format '{{.Size}}' "$SPARKC_IMAGE" >"$SPARKC_WORK/size.image" 2>/dev/null || true
+    save_image &
+    saver=$!
+  fi
+  for item in "${SPARKC_ITEMS[@]}"; do
+    [[ $item == image ]] || plan_folder "$item"
+  done
+  publish_pieces "$SPARKC_WORK" queue.files
+  start_streams "$SPARKC_WORK" "$roots" "${nodes[@]}"
+  copy_progress "$what" "${nodes[*]}" "$SPARKC_WORK" &
+  local watcher=$!
+  if [[ -n $saver ]] && wait "$saver" && plan_image; then
+    publish_pieces "$SPARKC_WORK" queue.image
+    start_loaders
+  fi
+  publish_pieces "$SPARKC_WORK" queue.files close
+  for node in "${SPARKC_COPIES[@]}"; do
+    wait "$node" || true # judged by each node's checks below
+  done
+  wait "$watcher" || true
+  end_loaders
+  for_nodes finish finish_on "${checks[@]}"
+  seconds=$((SECONDS - start))
+  for item in "${SPARKC_ITEMS[@]}"; do
+    report_copies "$item" "$seconds" || status=1
+  done
+  # The head's archive goes once every node holds the image.
+  [[ -z $saver || $status != 0 ]] || { rm -f -- "$(image_archive)"; rmdir -- "$(stage_dir "$SPARKC_HEAD")" "$(stage_dir "")" 2>/dev/null || true; }
   return "$status"
 }
 
@@ -433,17 +564,23 @@ distribute_main() {
     exec {SPARKC_REPORT_FD}>>"$new"
     place_file "$new" "$SPARKC_REPORT" || exit 1
   fi
+  SPARKC_WORK=$(mktemp -d) || exit 1
+  SPARKC_SCRATCH=$SPARKC_WORK  # removed on exit, however the script ends
   if ((SPARKC_MODEL_ONLY == 0)); then
     log "== image $SPARKC_IMAGE"
-    distribute_image || status=1
+    survey_image || status=1
   fi
   if ((SPARKC_IMAGE_ONLY == 0)); then
     log "== model folder $SPARKC_MODEL_HOST_PATH"
-    distribute_model model "$SPARKC_MODEL_HOST_PATH" || status=1
+    survey_folder model "$SPARKC_MODEL_HOST_PATH" || status=1
     if [[ -n $SPARKC_DRAFT_FOLDER ]]; then
       log "== draft model folder $SPARKC_DRAFT_FOLDER"
-      distribute_model draft "$SPARKC_DRAFT_FOLDER" || status=1
+      survey_folder draft "$SPARKC_DRAFT_FOLDER" || status=1
     fi
+  fi
+  if ! dry_run && ((${#SPARKC_ITEMS[@]})); then
+    log "== copying the $(IFS=,; a="${SPARKC_ITEMS[*]}"; echo "${a//,/, }") in one pass"
+    copy_pass || status=1
   fi
   dry_run || log "report: $SPARKC_REPORT"
   return "$status"

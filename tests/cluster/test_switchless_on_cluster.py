@@ -239,7 +239,7 @@ def test_distribute_goes_round_the_ring_on_the_cables_and_resumes_after_a_kill(
         pieces = "/var/tmp/sparkc-distribute/ringdist/spark3"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            held = cluster.sh(far.name, f"cat {pieces}/*.partial 2>/dev/null | wc -c").stdout.strip()
+            held = cluster.sh(far.name, f"cat {pieces}/* 2>/dev/null | wc -c").stdout.strip()  # whole and partial
             if int(held or 0) > 30_000_000:
                 break
             time.sleep(1)

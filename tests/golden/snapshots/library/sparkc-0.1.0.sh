@@ -3764,13 +3764,16 @@ build_main() {
 }
 
 # -- copy.sh -----------------------------------------------------------------------------------------
-# Copies along the routes deployment.sh compiles (SPARKC_COPY_FROM, SPARKC_COPY_VIA): what is copied is cut
-# into pieces (byte ranges of the image's archive or of a weights file), and each piece goes down the tree of
-# routes as one stream, every node writing it while passing it on to the nodes it feeds. So a node two cables
-# from the head receives at the pace of its neighbour, and the control network carries no copy where a cable
-# path exists. Several streams run at once (--streams), each over one of its route's ways (a cable's twins),
-# because one ssh stream rarely fills a link: its cipher runs on one core. A node keeps a piece's bytes in
-# PIECE.partial and renames it to PIECE once whole, so an interrupted copy resumes where the pieces end.
+# Copies along the routes deployment.sh compiles (SPARKC_COPY_FROM, SPARKC_COPY_VIA), in one pass for the
+# image and the model's folders: what is copied is cut into pieces (byte ranges of the image's archive or of
+# a weights file), and several streams (--streams) each carry piece after piece down the tree of routes, every
+# node writing what it lacks while passing it on to the nodes it feeds. So a node two cables from the head
+# receives at the pace of its neighbour, and the control network carries no copy where a cable path exists.
+# A stream is one ssh connection per hop, kept for the whole pass, over one of its route's ways (a cable's
+# twins), because one ssh stream rarely fills a link: its cipher runs on one core. Streams take the next
+# piece as they free up, the image's first once its archive is saved, so they end together; each node loads
+# the image while its pieces arrive. A node keeps a piece's bytes in PIECE.partial and renames it to PIECE
+# once whole, so an interrupted copy resumes where the pieces end.
 
 # 8 streams: one ssh stream's cipher runs on one core at about 2 GB/s (openssl speed, AES-128-GCM and
 # ChaCha20-Poly1305 alike), and a CX-7 link carries about 14 GB/s (docs/performance.md).
@@ -3795,33 +3798,84 @@ known_lines() { # NODE
     ssh-keygen -F "${SPARKC_KEY_NAME[$1]}" -f "$file" 2>/dev/null | grep -v '^#' || true
   done | base64 -w 0
 }
-# The pieces of one copy, by index: where the bytes come from on the head (file, first byte, length) and
-# where each node keeps them (@NODE@ stands for the node's name).
-SPARKC_PIECE_SRC=()
-SPARKC_PIECE_START=()
-SPARKC_PIECE_LEN=()
-SPARKC_PIECE_DEST=()
-SPARKC_PIECE_FILE=()       # the weights file a piece belongs to (its index), empty for the image's
-declare -A SPARKC_HAS_FILE=() # NODE|FILE-INDEX: set where the node holds that file whole already
 
-# One node's part of a stream (also the head's, which writes nothing): the bytes on stdin, from OFFSET of the
-# piece on, go to the end of DEST.partial here (truncated to OFFSET first; renamed DEST once LENGTH bytes
-# long) and on to each node this one feeds. Its own text arrives as $0 on the nodes (bash -c TEXT TEXT ARGS),
-# so each hop hands the program on. ROUTE: NODE|FROM|WAYS|KEY-NAME|WRITE|KNOWN, WAYS the user@address list
-# (comma-separated) the stream picks from by its number, KEY-NAME the node's HostKeyAlias, WRITE 1 where the
-# node lacks the piece (0: it only passes it on), KNOWN (base64) the head's known_hosts lines for KEY-NAME
-# where another node than the head sends to it.
-relay() { # HERE DEST OFFSET LENGTH STREAM COUNT OPTS... ROUTE...
-  local here=$1 template=$2 offset=$3 length=$4 stream=$5 count=$6
-  shift 6
+# One node's part of a stream: frames on stdin, each a header line "OFFSET LENGTH WRITERS DEST" and then
+# the piece's bytes from OFFSET to LENGTH. A node among WRITERS (comma-separated) appends them to
+# DEST.partial (DEST with @NODE@ for its name; truncated to OFFSET first, renamed DEST once LENGTH bytes
+# long); each node it feeds on the way to a writer gets the frame too. DEST must lie under one of ROOTS
+# (newline-separated folders), so no frame writes anywhere else. The program's own text arrives as $0 on
+# the nodes (bash -c TEXT TEXT ARGS), so each hop hands it on. ROUTE: NODE|FROM|WAYS|KEY-NAME|KNOWN, WAYS
+# the user@address list (comma-separated) the stream picks from by its number, KEY-NAME the node's
+# HostKeyAlias, KNOWN (base64) the head's known_hosts lines for KEY-NAME where another node than the head
+# sends to it.
+relay() { # HERE STREAM COUNT OPTS... ROOTS ROUTE...
+  local here=$1 tmp status=0 children=() pids=()
+  local -A parent=() fd_of=()
+  relay_open "$@" || return 1
+  local roots=${*:4+$3:1}
+  local header offset length writers dest rest root inside targets child n
+  while IFS= read -r header; do
+    offset=${header%% *} rest=${header#* }
+    length=${rest%% *} rest=${rest#* }
+    writers=${rest%% *} dest=${rest#* }
+    inside=0
+    while IFS= read -r root; do
+      [[ -n $root && $dest == "$root"/* ]] && inside=1
+    done <<<"$roots"
+    if ! [[ $offset =~ ^[0-9]+$ && $length =~ ^[0-9]+$ && $writers =~ ^[A-Za-z0-9._,-]+$ ]] \
+      || ((offset > length)) || ((inside == 0)) || [[ $dest == */../* || $dest == */.. ]]; then
+      echo "$here: a frame of the copy does not parse (header: ${header:0:200}): stopped" >&2
+      status=1
+      break
+    fi
+    relay_header "$header" "$writers" || { status=1; break; }
+    n=$((length - offset))
+    if [[ ,$writers, == *,"$here",* ]]; then
+      dest=${dest//@NODE@/$here}
+      if ! { mkdir -p -- "${dest%/*}" && truncate -s "$offset" -- "$dest.partial"; }; then
+        status=1
+        break
+      fi
+      if ((${#targets[@]})); then
+        frame_bytes "$n" | tee -a -- "$dest.partial" "${targets[@]}" >/dev/null || { status=1; break; }
+      else
+        frame_bytes "$n" >>"$dest.partial" || { status=1; break; }
+      fi
+      if ! { [[ $(stat -c %s -- "$dest.partial") == "$length" ]] && mv -f -- "$dest.partial" "$dest"; }; then
+        status=1
+        break
+      fi
+    elif ((${#targets[@]} == 1)); then
+      frame_bytes "$n" >"${targets[0]}" || { status=1; break; }
+    else
+      frame_bytes "$n" | tee -- "${targets[@]}" >/dev/null || { status=1; break; }
+    fi
+  done
+  relay_close || status=1
+  return "$status"
+}
+
+# The next N bytes of stdin, and not one more (the next frame's header follows), in blocks of 1 MiB: the
+# fewer reads and writes, the less CPU a copy takes.
+frame_bytes() { # N
+  dd bs=1M iflag=fullblock,count_bytes count="$1" status=none
+}
+
+# Opens one ssh stream to each node HERE feeds (by the routes), which runs relay there, each fed from a
+# pipe: sets the caller's children, fd_of (by node: the pipe's file descriptor), parent (by node: the node
+# it receives from), pids and tmp.
+relay_open() { # HERE STREAM COUNT OPTS... ROOTS ROUTE...
+  local here=$1 stream=$2 count=$3
+  shift 3
   local opts=("${@:1:count}")
   shift "$count"
-  local program=${SPARKC_RELAY_PROGRAM:-$0} route node from ways key write known mine=0 dest="" tmp ways_list
-  local fifos=() pids=() status=0 pid
+  local roots=$1
+  shift
+  local program=${SPARKC_RELAY_PROGRAM:-$0} route node from ways key known fd ways_list
   tmp=$(mktemp -d) || return 1
   for route; do
-    IFS='|' read -r node from ways key write known <<<"$route"
-    [[ $node == "$here" ]] && mine=$write
+    IFS='|' read -r node from ways key known <<<"$route"
+    parent[$node]=$from
     [[ $from == "$here" ]] || continue
     IFS=, read -ra ways_list <<<"$ways"
     mkfifo "$tmp/$node" || return 1
@@ -3833,30 +3887,57 @@ relay() { # HERE DEST OFFSET LENGTH STREAM COUNT OPTS... ROUTE...
       checked=(-o "UserKnownHostsFile=$tmp/$node.known" -o StrictHostKeyChecking=yes)
     fi
     ssh -o "HostKeyAlias=$key" "${checked[@]}" "${opts[@]}" "${ways_list[stream % ${#ways_list[@]}]}" -- \
-      "$(sh_quote bash -c "$program" "$program" "$node" "$template" "$offset" "$length" "$stream" "$count" \
-        "${opts[@]}" "$@")" <"$tmp/$node" &
+      "$(sh_quote bash -c "$program" "$program" "$node" "$stream" "$count" "${opts[@]}" "$roots" "$@")" \
+      <"$tmp/$node" >/dev/null &
     pids+=($!)
-    fifos+=("$tmp/$node")
+    exec {fd}>"$tmp/$node"
+    fd_of[$node]=$fd
+    children+=("$node")
   done
-  if ((mine)); then
-    dest=${template//@NODE@/$here}
-    mkdir -p -- "${dest%/*}" && truncate -s "$offset" -- "$dest.partial" || status=1
-  fi
-  if ((mine && status == 0)); then
-    tee -a -- "$dest.partial" "${fifos[@]}" >/dev/null || status=1
-  else
-    tee -- "${fifos[@]}" >/dev/null || status=1
-  fi
-  for pid in "${pids[@]}"; do
-    wait "$pid" || status=1
+}
+
+# Sends a frame's HEADER to each child on the way to one of WRITERS; their pipes (as /dev/fd paths) in
+# the caller's targets.
+relay_header() { # HEADER WRITERS
+  local child
+  targets=()
+  for child in "${children[@]}"; do
+    carries "$child" "$2" || continue
+    printf '%s\n' "$1" >&"${fd_of[$child]}" || return 1
+    targets+=("/dev/fd/${fd_of[$child]}")
+  done
+}
+
+# Closes the pipes relay_open made and waits for its ssh streams; fails when one did.
+relay_close() {
+  local child fd status=0
+  for child in "${children[@]}"; do
+    fd=${fd_of[$child]}
+    exec {fd}>&-
+  done
+  for fd in "${pids[@]}"; do
+    wait "$fd" || status=1
   done
   rm -rf "$tmp"
-  if ((mine && status == 0)); then
-    [[ $(stat -c %s -- "$dest.partial") == "$length" ]] && mv -f -- "$dest.partial" "$dest" || status=1
-  fi
   return "$status"
 }
-SPARKC_RELAY_PROGRAM="$(declare -f sh_quote relay)
+
+# Whether CHILD is on the way from the relay's node (here, parent: relay's) to one of WRITERS.
+carries() { # CHILD WRITERS
+  local writer node hops
+  local -a wanted
+  IFS=, read -ra wanted <<<"$2"
+  for writer in "${wanted[@]}"; do
+    node=$writer
+    for ((hops = 0; hops < 64; hops++)); do
+      [[ -n $node && $node != "$here" ]] || break
+      [[ $node == "$1" ]] && return 0
+      node=${parent[$node]:-}
+    done
+  done
+  return 1
+}
+SPARKC_RELAY_PROGRAM="$(declare -f sh_quote relay relay_open relay_header relay_close carries frame_bytes)
 relay \"\$@\""
 readonly SPARKC_RELAY_PROGRAM
 
@@ -3882,30 +3963,104 @@ piece_states() { # MODE
     fi
   done
 }
-SPARKC_STATES_PROGRAM="$(declare -f file_sum piece_states)
-piece_states \"\$@\""
-readonly SPARKC_STATES_PROGRAM
 
-# What NODE holds of the lines LENGTH SUM PATH in FILE (paths with @NODE@ for the node's name), one word a
-# line as piece_states writes them, into the array SPARKC_STATES.
-SPARKC_STATES=()
-SPARKC_STATES_ERROR=""
-# SPARKC_STATES_ERROR: why it could not, with the fix where ssh refused a host key.
-node_states() { # NODE FILE
-  local lines err status=0
-  err=$(mktemp) || return 1
-  lines=$(sed "s/@NODE@/$1/g" "$2" | on_node "$1" bash -c "$SPARKC_STATES_PROGRAM" sparkc-states "$SPARKC_VERIFY" \
-    2>"$err") || status=$?
-  SPARKC_STATES_ERROR="$(head -c 300 "$err" | tr '\r\n' '  ')$(key_hint "$1" "$err")"
-  rm -f "$err"
-  ((status == 0)) || return 1
-  mapfile -t SPARKC_STATES <<<"$lines"
+# The programs distribute.sh runs on the nodes, each a function given as the first word:
+# On a node: the image's ID there (a line, empty where it has none), then "SIZE NAME" for each file in its
+# staging folder.
+image_survey() { # IMAGE STAGE
+  local id
+  id=$(docker image inspect --format '{{.Id}}' "$1" 2>/dev/null) || id=""
+  printf '%s\n' "${id%%$'\n'*}"
+  find "$2" -maxdepth 1 -type f -printf '%s %f\n' 2>/dev/null || true
 }
 
-# The route to NODE as relay reads it (WRITE 1 or 0).
-route_word() { # NODE WRITE
+# On a node: piece_states for the lines on stdin, a line "--", then the files under FOLDER (relative paths).
+folder_survey() { # MODE FOLDER
+  piece_states "$1"
+  echo --
+  if cd -- "$2" 2>/dev/null; then find . -type f -printf '%P\n'; fi
+}
+
+# On a node after the pass: joins each file of the lines "START,START,... PATH" on stdin (up to a line "--")
+# from its pieces PATH.sparkc-piece-START, then writes piece_states for the whole files' lines that follow
+# (up to "--"); where every file is whole, removes the files named by the lines after that (relative to
+# FOLDER: files the head lacks) and the pieces left by earlier runs.
+folder_finish() { # MODE FOLDER
+  local mode=$1 folder=$2 line starts path start states whole
+  local -a firsts pieces
+  while IFS= read -r line && [[ $line != -- ]]; do
+    starts=${line%% *} path=${line#* }
+    IFS=, read -ra firsts <<<"$starts"
+    pieces=()
+    whole=1
+    for start in "${firsts[@]}"; do
+      pieces+=("$path.sparkc-piece-$start")
+      [[ -e $path.sparkc-piece-$start ]] || whole=0
+    done
+    ((whole)) || continue
+    { cat -- "${pieces[@]}" >"$path.partial" && mv -f -- "$path.partial" "$path" && rm -f -- "${pieces[@]}"; } || true
+  done
+  states=$(while IFS= read -r line && [[ $line != -- ]]; do printf '%s\n' "$line"; done | piece_states "$mode")
+  printf '%s\n' "$states"
+  [[ $states != *[0-9]* ]] || return 0
+  while IFS= read -r path; do
+    rm -f -- "$folder/$path"
+  done
+  find "$folder" -type f -name '*.sparkc-piece-*' -delete 2>/dev/null || true
+}
+
+# On a node after the pass: "ok" where the image is HEAD-ID (its pieces, of any cut, and the folders left
+# empty then go), else "broken"; where every piece is whole and still not this image, their bytes are not
+# the archive's (it was saved anew), so they go too and the next run sends them again.
+image_finish() { # IMAGE HEAD-ID STAGE PIECE...
+  local image=$1 want=$2 stage=$3 id piece
+  shift 3
+  id=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null) || id=""
+  if [[ ${id%%$'\n'*} == "$want" ]]; then
+    rm -f -- "$stage/image-${want:7:12}".*
+    rmdir -- "$stage" "${stage%/*}" 2>/dev/null || true
+    echo ok
+    return 0
+  fi
+  for piece; do
+    [[ -e $piece ]] || { echo broken; return 0; }
+  done
+  rm -f -- "$@"
+  echo broken
+}
+
+# On a node: each of the image's pieces in turn, as it arrives, into docker load. Once stdin ends (the
+# head's streams are done), a piece still missing is an error.
+load_pieces() { # PIECE...
+  local piece rc
+  for piece; do
+    while [[ ! -e $piece ]]; do
+      rc=0
+      read -r -t 1 _ || rc=$?
+      if ((rc > 0 && rc <= 128)) && [[ ! -e $piece ]]; then
+        echo "the image's piece $piece did not arrive" >&2
+        return 1
+      fi
+    done
+    cat -- "$piece" || return 1
+  done | docker load >/dev/null
+}
+SPARKC_NODE_PROGRAM="set -o pipefail
+$(declare -f file_sum piece_states image_survey folder_survey folder_finish image_finish load_pieces)
+\"\$@\""
+readonly SPARKC_NODE_PROGRAM
+
+# Runs one of the node programs on NODE (as on_node does: stdin and stdout pass through).
+on_node_copy() { # NODE FUNCTION ARGS...
+  local node=$1
+  shift
+  on_node "$node" bash -c "$SPARKC_NODE_PROGRAM" sparkc-copy "$@"
+}
+
+# The route to NODE as relay reads it.
+route_word() { # NODE
   local ways=${SPARKC_ROUTE_VIA[$1]}
-  printf '%s|%s|%s|%s|%s|%s' "$1" "${SPARKC_ROUTE_FROM[$1]}" "${ways// /,}" "${SPARKC_KEY_NAME[$1]}" "$2" \
+  printf '%s|%s|%s|%s|%s' "$1" "${SPARKC_ROUTE_FROM[$1]}" "${ways// /,}" "${SPARKC_KEY_NAME[$1]}" \
     "${SPARKC_KNOWN[$1]:-}"
 }
 
@@ -3927,108 +4082,178 @@ cut_pieces() { # SIZE N
   done
 }
 
-# Sends the pieces with the offsets and routes given (SPARKC_SEND_OFFSET, SPARKC_SEND_ROUTES: newline-separated
-# route words, both by piece), over SPARKC_STREAMS streams at once, each piece to the least loaded stream,
-# largest first. Progress and errors under DIR (bytes.PIECE, stream.N.err). Fails when a stream did.
-declare -A SPARKC_SEND_OFFSET=() SPARKC_SEND_ROUTES=()
-send_pieces() { # DIR WHAT TOTAL LABEL
-  local dir=$1 what=$2 total=$3 label=$4 i s n=$SPARKC_STREAMS order load=() lists=() status=0
-  for ((s = 0; s < n; s++)); do
-    load[s]=0
-    lists[s]=""
-  done
-  order=$(for i in "${!SPARKC_SEND_ROUTES[@]}"; do
-    printf '%d %d\n' $((SPARKC_PIECE_LEN[i] - SPARKC_SEND_OFFSET[$i])) "$i"
-  done | sort -k1,1nr -k2,2n | cut -d ' ' -f 2)
-  for i in $order; do
-    local least=0
-    for ((s = 1; s < n; s++)); do
-      ((load[s] < load[least])) && least=$s
+# The pass's pieces live in files under the pass's folder (DIR): piece.K holds, a line each, the file the
+# bytes come from on the head, its first byte, the offset the writers resume from, the length, the writers
+# (comma-separated) and where each keeps them (@NODE@ for its name). Two queues of piece numbers, the
+# image's (taken first) and the folders' (queue.image, queue.files), each with the count taken so far
+# (NAME.taken); queue.closed once nothing more will be queued. flock keeps the streams from taking one
+# piece twice.
+SPARKC_PIECE_COUNT=0
+queue_piece() { # DIR QUEUE SRC START OFFSET LENGTH WRITERS DEST
+  local dir=$1 queue=$2
+  shift 2
+  printf '%s\n' "$@" >"$dir/piece.$SPARKC_PIECE_COUNT"
+  printf '%s\n' "$SPARKC_PIECE_COUNT" >>"$dir/$queue.new"
+  SPARKC_PIECE_COUNT=$((SPARKC_PIECE_COUNT + 1))
+}
+
+# Hands the pieces queued since the last call to the streams, largest first (the last to be taken are
+# then the small ones, so the streams end close together); CLOSE: nothing more will come.
+publish_pieces() { # DIR QUEUE [close]
+  local dir=$1 lock
+  exec {lock}>>"$dir/queue.lock"
+  flock "$lock"
+  if [[ -e $dir/$2.new ]]; then
+    while read -r i; do
+      printf '%d %d\n' "$(($(sed -n 4p "$dir/piece.$i") - $(sed -n 3p "$dir/piece.$i")))" "$i"
+    done <"$dir/$2.new" | sort -k1,1nr -k2,2n | cut -d ' ' -f 2 >>"$dir/$2"
+    rm -f "$dir/$2.new"
+  fi
+  [[ ${3:-} != close ]] || : >"$dir/queue.closed"
+  exec {lock}>&-
+}
+
+# The next piece for a stream: the image's first, then the folders'; waits while the queues are open but
+# empty. Fails once every piece is taken.
+take_piece() { # DIR
+  local dir=$1 lock queue taken closed
+  while :; do
+    exec {lock}>>"$dir/queue.lock"
+    flock "$lock"
+    for queue in queue.image queue.files; do
+      [[ -e $dir/$queue ]] || continue
+      taken=$(cat "$dir/$queue.taken" 2>/dev/null || echo 0)
+      if ((taken < $(wc -l <"$dir/$queue"))); then
+        echo $((taken + 1)) >"$dir/$queue.taken"
+        exec {lock}>&-
+        sed -n "$((taken + 1))p" "$dir/$queue"
+        return 0
+      fi
     done
-    load[least]=$((load[least] + SPARKC_PIECE_LEN[i] - SPARKC_SEND_OFFSET[$i]))
-    lists[least]+=" $i"
+    closed=0
+    [[ -e $dir/queue.closed ]] && closed=1
+    exec {lock}>&-
+    ((closed == 0)) || return 1
+    sleep 0.2
+  done
+}
+
+# The bytes of a piece (its file's lines: SRC START OFFSET LENGTH ...) from its offset on; dd counts them
+# into COUNTER.
+piece_bytes() { # COUNTER SRC START OFFSET LENGTH ...
+  LC_ALL=C dd if="$2" bs=1M iflag=skip_bytes,count_bytes skip=$(($3 + $4)) count=$(($5 - $4)) status=progress \
+    2>"$1"
+}
+
+# One stream from the head: piece after piece as it takes them, a frame each (relay's) to the nodes it
+# feeds on the way to the piece's writers, over the routes (ROUTE words as relay reads them). A frame's
+# bytes are exactly what its header says: where the file on the head shrank, zeros follow (which the
+# checks after the copy then find), so no relay reads bytes as a header. dd counts the bytes sent into
+# DIR/bytes.K for the progress.
+send_stream() { # DIR STREAM ROOTS ROUTE...
+  local dir=$1 stream=$2 roots=$3 opts here=$SPARKC_HEAD tmp status=0 children=() pids=() targets=()
+  local -A parent=() fd_of=()
+  shift 3
+  opts=("${SPARKC_SSH_OPTS[@]}" "${SPARKC_COPY_SSH[@]}")
+  relay_open "$SPARKC_HEAD" "$stream" "${#opts[@]}" "${opts[@]}" "$roots" "$@" || return 1
+  local i f n sent
+  while i=$(take_piece "$dir"); do
+    mapfile -t f <"$dir/piece.$i"
+    relay_header "${f[2]} ${f[3]} ${f[4]} ${f[5]}" "${f[4]}" || { status=1; break; }
+    ((${#targets[@]})) || continue
+    n=$((f[3] - f[2]))
+    # Each node fed gets its own read of the file (from the page cache): no tee between them.
+    local target first=1 readers=()
+    for target in "${targets[@]}"; do
+      if ((first)); then
+        piece_bytes "$dir/bytes.$i" "${f[@]}" >"$target" &
+      else
+        piece_bytes /dev/null "${f[@]}" >"$target" &
+      fi
+      readers+=($!)
+      first=0
+    done
+    for target in "${readers[@]}"; do
+      wait "$target" || status=1
+    done
+    ((status == 0)) || break
+    sent=$(sent_bytes "$dir/bytes.$i")
+    if ((sent < n)); then
+      for target in "${targets[@]}"; do
+        head -c $((n - sent)) /dev/zero >"$target" || { status=1; break 2; }
+      done
+    fi
+  done
+  relay_close || status=1
+  return "$status"
+}
+
+# Starts SPARKC_STREAMS streams (their process IDs in SPARKC_COPIES), each down the routes to NODES and the
+# nodes between them and the head; a stream's errors in DIR/stream.N.err.
+SPARKC_COPIES=() # the streams running now (process IDs), which copy_progress watches
+start_streams() { # DIR ROOTS NODE...
+  local dir=$1 roots=$2 node carrier s words=()
+  shift 2
+  for carrier in $(for node; do route_path "$node"; done | LC_ALL=C sort -u); do
+    words+=("$(route_word "$carrier")")
   done
   SPARKC_COPIES=()
-  for ((s = 0; s < n; s++)); do
-    [[ -n ${lists[s]} ]] || continue
-    # shellcheck disable=SC2086  # a list of numbers
-    send_stream "$dir" "$s" ${lists[s]} 2>"$dir/stream.$s.err" &
+  for ((s = 0; s < SPARKC_STREAMS; s++)); do
+    send_stream "$dir" "$s" "$roots" "${words[@]}" 2>"$dir/stream.$s.err" &
     SPARKC_COPIES+=($!)
   done
-  copy_progress "$what" "$total" "$label" "$dir" &
-  local watcher=$!
-  for i in "${SPARKC_COPIES[@]}"; do
-    wait "$i" || status=1
-  done
-  wait "$watcher" || true
-  return "$status"
 }
 
-# One stream: its pieces one after the other, each read from the head's file and relayed down its routes.
-send_stream() { # DIR STREAM PIECE...
-  local dir=$1 stream=$2 i off status=0 routes opts
-  shift 2
-  opts=("${SPARKC_SSH_OPTS[@]}" "${SPARKC_COPY_SSH[@]}")
-  for i; do
-    off=${SPARKC_SEND_OFFSET[$i]}
-    mapfile -t routes <<<"${SPARKC_SEND_ROUTES[$i]}"
-    LC_ALL=C dd if="${SPARKC_PIECE_SRC[i]}" bs=1M iflag=skip_bytes,count_bytes \
-      skip=$((SPARKC_PIECE_START[i] + off)) count=$((SPARKC_PIECE_LEN[i] - off)) status=progress 2>"$dir/bytes.$i" \
-      | relay "$SPARKC_HEAD" "${SPARKC_PIECE_DEST[i]}" "$off" "${SPARKC_PIECE_LEN[i]}" "$stream" "${#opts[@]}" \
-        "${opts[@]}" "${routes[@]}" || status=1
-  done
-  return "$status"
-}
-
-# Plans the pieces of one copy for the nodes NEED (those that lack it): reads what each node of their routes
-# holds of the lines in FILE (piece_states' input, one line a piece, in piece order) and sets, by piece, the
-# offset all its writers resume from and its routes; SPARKC_RESUMED[NODE] the bytes a node already had.
-declare -A SPARKC_RESUMED=() SPARKC_RECEIVES=()
-plan_pieces() { # FILE NEED...
-  local file=$1 node i words state
-  shift
-  declare -A want=() held=()
+# Queues the pieces of one copy (QUEUE: queue.image or queue.files) for the nodes NEED (those that lack
+# it). PLAN: a line a piece, "START LENGTH FILE SUM DEST" (FILE the index of the file it belongs to, - for
+# the image's), its bytes read from SOURCE (where the line's FILE is -) or from the file named by that
+# index in SPARKC_PLAN_SRC; DIR/ITEM.held.NODE: what each node holds of each piece, a word a line
+# (piece_states' words). A piece of a file a node holds whole (SPARKC_HAS_FILE[NODE|ITEM|FILE]) is not
+# wanted there. Each piece is queued with the offset all its writers resume from; adds to
+# SPARKC_RESUMED[NODE|ITEM] the bytes a node had and to SPARKC_RECEIVES[NODE|ITEM] what it is sent.
+SPARKC_PLAN_SRC=()
+declare -A SPARKC_HAS_FILE=() SPARKC_RESUMED=() SPARKC_RECEIVES=()
+plan_pieces() { # DIR QUEUE ITEM PLAN SOURCE NEED...
+  local dir=$1 queue=$2 item=$3 plan=$4 source=$5 node k=0 state start length file dest
+  shift 5
+  local -A held=()
   for node; do
-    want[$node]=1
-    SPARKC_RESUMED[$node]=0
-    SPARKC_RECEIVES[$node]=0
+    SPARKC_RESUMED[$node|$item]=0
+    SPARKC_RECEIVES[$node|$item]=0
+    local states=()
+    mapfile -t states <"$dir/$item.held.$node"
+    for k in "${!states[@]}"; do
+      held[$node|$k]=${states[k]}
+    done
   done
-  for node in "${SPARKC_NODES[@]:1}"; do
-    [[ -n ${want[$node]:-} ]] || continue
-    node_states "$node" "$file" || { warn "$node: cannot read what it holds already: $SPARKC_STATES_ERROR"; return 1; }
-    held[$node]=$(printf '%s\n' "${SPARKC_STATES[@]}")
-  done
-  SPARKC_SEND_OFFSET=()
-  SPARKC_SEND_ROUTES=()
-  for i in "${!SPARKC_PIECE_LEN[@]}"; do
-    local offset="" writers=() lines="" carriers
+  k=0
+  while read -r start length file _ dest; do
+    local offset="" writers=()
     for node; do
-      state=$(sed -n "$((i + 1))p" <<<"${held[$node]}")
-      # A piece of a file the node holds whole already is not wanted there.
-      [[ -n ${SPARKC_PIECE_FILE[i]:-} && -n ${SPARKC_HAS_FILE[$node|${SPARKC_PIECE_FILE[i]}]:-} ]] && continue
+      state=${held[$node|$k]:-0}
+      [[ $file == - || -z ${SPARKC_HAS_FILE[$node|$item|$file]:-} ]] || continue
       if [[ $state == have ]]; then
-        SPARKC_RESUMED[$node]=$((SPARKC_RESUMED[$node] + SPARKC_PIECE_LEN[i]))
+        SPARKC_RESUMED[$node|$item]=$((SPARKC_RESUMED[$node|$item] + length))
         continue
       fi
-      [[ $state =~ ^[0-9]+$ ]] && ((state <= SPARKC_PIECE_LEN[i])) || state=0
+      [[ $state =~ ^[0-9]+$ ]] && ((state <= length)) || state=0
       [[ -n $offset ]] && ((offset <= state)) || offset=$state
       writers+=("$node")
     done
-    ((${#writers[@]})) || continue
-    SPARKC_SEND_OFFSET[$i]=$offset
-    for node in "${writers[@]}"; do
-      SPARKC_RESUMED[$node]=$((SPARKC_RESUMED[$node] + offset))
-      SPARKC_RECEIVES[$node]=$((SPARKC_RECEIVES[$node] + SPARKC_PIECE_LEN[i] - offset))
-    done
-    # Every node on a writer's path carries the piece; those that do not write it pass it on only.
-    carriers=" $(for node in "${writers[@]}"; do route_path "$node"; done | tr '\n' ' ')"
-    for node in "${SPARKC_NODES[@]:1}"; do
-      [[ $carriers == *" $node "* ]] || continue
-      if [[ " ${writers[*]} " == *" $node "* ]]; then words=1; else words=0; fi
-      lines+=$(route_word "$node" "$words")$'\n'
-    done
-    SPARKC_SEND_ROUTES[$i]=${lines%$'\n'}
-  done
+    if ((${#writers[@]})); then
+      for node in "${writers[@]}"; do
+        SPARKC_RESUMED[$node|$item]=$((SPARKC_RESUMED[$node|$item] + offset))
+        SPARKC_RECEIVES[$node|$item]=$((SPARKC_RECEIVES[$node|$item] + length - offset))
+      done
+      node=${writers[*]}
+      if [[ $file == - ]]; then
+        queue_piece "$dir" "$queue" "$source" "$start" "$offset" "$length" "${node// /,}" "$dest"
+      else
+        queue_piece "$dir" "$queue" "${SPARKC_PLAN_SRC[file]}" "$start" "$offset" "$length" "${node// /,}" "$dest"
+      fi
+    fi
+    k=$((k + 1))
+  done <"$plan"
 }
 
 # -- distribute.sh -----------------------------------------------------------------------------------
@@ -4073,7 +4298,6 @@ USAGE
 SPARKC_IMAGE_ONLY=0
 SPARKC_MODEL_ONLY=0
 SPARKC_CHAIN=0
-SPARKC_COPIES=()  # the streams running now (process IDs), which copy_progress watches
 SPARKC_PROGRESS_EVERY=30
 [[ -t 1 ]] && SPARKC_PROGRESS_EVERY=5
 SPARKC_REPORT=$SPARKC_SCRIPT_DIR/distribute-report.txt
@@ -4147,9 +4371,10 @@ sent_bytes() { # FILE
 }
 
 # While any of SPARKC_COPIES (process IDs) runs, every SPARKC_PROGRESS_EVERY seconds: the bytes the head sent
-# so far (one copy: each node it feeds gets the same), of TOTAL. It ends within a second of the copies.
-copy_progress() { # WHAT TOTAL LABEL DIR
-  local what=$1 total=$2 label=$3 dir=$4 start=$SECONDS waited=0 sent percent file pid alive
+# so far (one copy: each node it feeds gets the same), of the total in DIR/size.* (the image's estimated by
+# docker until its archive is saved). It ends within a second of the copies.
+copy_progress() { # WHAT LABEL DIR
+  local what=$1 label=$2 dir=$3 start=$SECONDS waited=0 sent percent pid alive total
   while :; do
     alive=0
     for pid in "${SPARKC_COPIES[@]}"; do
@@ -4159,6 +4384,7 @@ copy_progress() { # WHAT TOTAL LABEL DIR
     sleep 1
     ((++waited % SPARKC_PROGRESS_EVERY)) && continue
     sent=$(sent_total "$dir")
+    total=$(cat "$dir"/size.* 2>/dev/null | awk '{ n += $1 } END { print n + 0 }')
     # Leave 100% to the line that says it is done.
     percent=$((total > 0 ? (sent * 100 / total > 99 ? 99 : sent * 100 / total) : 0))
     log "$label: $what: $((sent / 1000000)) MB sent of about $((total / 1000000)) MB ($percent%), $(rate "$sent" $((SECONDS - start)))"
@@ -4200,39 +4426,78 @@ say_routes() { # WHAT NODE...
 }
 
 # A copy's outcome on each node of NEED: recorded, or warned about with the streams' errors.
-report_copies() { # ITEM DIR SECONDS FAILED-NODES... -- NEED...
-  local item=$1 dir=$2 seconds=$3 node action failed=" "
-  shift 3
-  while [[ $1 != -- ]]; do
-    failed+="$1 "
-    shift
-  done
-  shift
-  local status=0
-  for node; do
-    if [[ $failed == *" $node "* ]]; then
-      warn "$node: $item copy failed: $(cat "$dir"/stream.*.err 2>/dev/null | tail -n 3 | tr '\n' ' ')$(key_hint "$node" "$dir"/stream.*.err)"
+report_copies() { # ITEM SECONDS
+  local item=$1 seconds=$2 node action status=0 errs
+  for node in ${SPARKC_NEED[$item]}; do
+    if [[ $(cat "$SPARKC_WORK/finish.$node|$item" 2>/dev/null) != ok ]]; then
+      errs=("$SPARKC_WORK"/stream.*.err "$SPARKC_WORK/finish.$node|$item.err")
+      [[ $item != image ]] || errs+=("$SPARKC_WORK/load.$node.err")
+      warn "$node: $item copy failed: $(cat "${errs[@]}" 2>/dev/null | tail -n 3 | tr '\n' ' ')$(key_hint "$node" "${errs[@]}")"
       status=1
       continue
     fi
+    local got=${SPARKC_RECEIVES[$node|$item]:-0} had=${SPARKC_RESUMED[$node|$item]:-0}
     action=copied
-    ((SPARKC_RESUMED[$node] == 0)) || action=resumed
-    log "$node: $item $action, ${SPARKC_RECEIVES[$node]} bytes in ${seconds}s ($(rate "${SPARKC_RECEIVES[$node]}" "$seconds")) from ${SPARKC_ROUTE_FROM[$node]}$( ((SPARKC_RESUMED[$node] == 0)) || echo ", ${SPARKC_RESUMED[$node]} bytes there already")"
-    record "$node" "$item" "$action" "${SPARKC_RECEIVES[$node]}" "$seconds" "${SPARKC_ROUTE_FROM[$node]}" "${SPARKC_RESUMED[$node]}"
+    ((had == 0)) || action=resumed
+    log "$node: $item $action, $got bytes in ${seconds}s ($(rate "$got" "$seconds")) from ${SPARKC_ROUTE_FROM[$node]}$( ((had == 0)) || echo ", $had bytes there already")"
+    record "$node" "$item" "$action" "$got" "$seconds" "${SPARKC_ROUTE_FROM[$node]}" "$had"
   done
   return "$status"
 }
 
 image_id() { on_node "$1" docker image inspect --format '{{.Id}}' "$SPARKC_IMAGE" 2>/dev/null || true; }
 
-distribute_image() {
-  local head_id node id need=() dir broken=() tar size start seconds i pieces=() list
-  head_id=$(image_id "$SPARKC_HEAD")
-  [[ -n $head_id ]] || { warn "image $SPARKC_IMAGE is not on the head, $SPARKC_HEAD: pull it there first"; return 1; }
+# What one pass copies, found by survey_image and survey_folder (a dry run stops there): per ITEM (image,
+# model, draft) the nodes that lack it (SPARKC_NEED, space-separated) and a folder item's head folder. The
+# pass's files live in SPARKC_WORK on the head: ITEM.plan (the pieces, plan_pieces' PLAN), ITEM.held.NODE
+# (what a node holds of each), and what each step below names.
+SPARKC_ITEMS=()
+declare -A SPARKC_NEED=() SPARKC_FOLDER=()
+SPARKC_WORK=""
+SPARKC_HEAD_ID=""
+
+# Runs `FUNCTION NODE` for each NODE at once, stdin from DIR/NAME.in where there is one: its stdout in
+# DIR/NAME.NODE, stderr in DIR/NAME.NODE.err, exit status in DIR/NAME.NODE.rc. Returns when all ended.
+for_nodes() { # NAME FUNCTION NODE...
+  local name=$1 func=$2 node input pids=()
+  shift 2
+  input=$SPARKC_WORK/$name.in
+  [[ -e $input ]] || input=/dev/null
+  for node; do
+    (
+      status=0
+      "$func" "$node" <"$input" >"$SPARKC_WORK/$name.$node" 2>"$SPARKC_WORK/$name.$node.err" || status=$?
+      echo "$status" >"$SPARKC_WORK/$name.$node.rc"
+    ) &
+    pids+=($!)
+  done
+  for node in "${pids[@]}"; do
+    wait "$node" || true
+  done
+}
+
+# Pieces of about a quarter of what each stream carries: streams that free up take the next, so they end
+# together; at least 1 MiB. A piece is named by its first byte, so one kept from a run that cut otherwise
+# is never taken for another.
+piece_size() { # TOTAL
+  local piece=$((($1 + 4 * SPARKC_STREAMS - 1) / (4 * SPARKC_STREAMS)))
+  ((piece >= 1048576)) || piece=1048576
+  echo "$piece"
+}
+
+image_survey_on() { on_node_copy "$1" image_survey "$SPARKC_IMAGE" "$(stage_dir "$1")"; }
+
+# Which nodes lack the head's image; what each holds in its staging folder (DIR/stage.NODE).
+survey_image() {
+  local node id need=()
+  SPARKC_HEAD_ID=$(image_id "$SPARKC_HEAD")
+  [[ -n $SPARKC_HEAD_ID ]] || { warn "image $SPARKC_IMAGE is not on the head, $SPARKC_HEAD: pull it there first"; return 1; }
+  for_nodes image image_survey_on "${SPARKC_NODES[@]:1}"
   for node in "${SPARKC_NODES[@]:1}"; do
-    id=$(image_id "$node")
-    if [[ $id == "$head_id" ]]; then
-      log "$node: image $SPARKC_IMAGE ${head_id:7:12} already there, skipped"
+    id=$(head -n 1 "$SPARKC_WORK/image.$node")
+    tail -n +2 "$SPARKC_WORK/image.$node" >"$SPARKC_WORK/stage.$node"
+    if [[ $id == "$SPARKC_HEAD_ID" ]]; then
+      log "$node: image $SPARKC_IMAGE ${SPARKC_HEAD_ID:7:12} already there, skipped"
       dry_run || record "$node" image skipped 0 0 - 0
     else
       if [[ -n $id ]]; then log "$node: image ${id:7:12} differs: copy"; else log "$node: image missing: copy"; fi
@@ -4241,53 +4506,8 @@ distribute_image() {
   done
   ((${#need[@]})) || return 0
   say_routes image "${need[@]}"
-  dry_run && return 0
-  # The archive docker save writes, kept on the head until every node loaded it, so a resumed copy sends
-  # the same bytes.
-  tar=$(stage_dir "$SPARKC_HEAD")/image-${head_id#sha256:}.tar
-  if [[ ! -f $tar ]]; then
-    log "saving $SPARKC_IMAGE to $tar"
-    if ! { mkdir -p -- "${tar%/*}" && docker save -o "$tar.partial" "$SPARKC_IMAGE" && mv -f -- "$tar.partial" "$tar"; }; then
-      warn "cannot save $SPARKC_IMAGE to $tar (disk space?)"
-      rm -f -- "$tar.partial"
-      return 1
-    fi
-  fi
-  size=$(stat -c %s -- "$tar")
-  SPARKC_PIECE_SRC=() SPARKC_PIECE_START=() SPARKC_PIECE_LEN=() SPARKC_PIECE_DEST=() SPARKC_PIECE_FILE=()
-  dir=$(mktemp -d)
-  list=$dir/pieces
-  i=0
-  while read -r start len; do
-    SPARKC_PIECE_SRC[i]=$tar
-    SPARKC_PIECE_START[i]=$start
-    SPARKC_PIECE_LEN[i]=$len
-    SPARKC_PIECE_DEST[i]=$(stage_dir @NODE@)/image-${head_id:7:12}.$i
-    printf '%s - %s\n' "$len" "${SPARKC_PIECE_DEST[i]}" >>"$list"
-    i=$((i + 1))
-  done < <(cut_pieces "$size" "$SPARKC_STREAMS")
-  plan_pieces "$list" "${need[@]}" || { rm -rf "$dir"; return 1; }
-  start=$SECONDS
-  send_pieces "$dir" image "$size" "${need[*]}" || true  # judged by each node's image below
-  for node in "${need[@]}"; do
-    pieces=()
-    for i in "${!SPARKC_PIECE_DEST[@]}"; do
-      pieces+=("${SPARKC_PIECE_DEST[i]//@NODE@/$node}")
-    done
-    # shellcheck disable=SC2016  # expanded by the node's shell
-    on_node "$node" sh -c 'cat "$@" | docker load >/dev/null' sparkc-load "${pieces[@]}" 2>>"$dir/stream.load.err" || true
-    if [[ $(image_id "$node") == "$head_id" ]]; then
-      on_node "$node" rm -f -- "${pieces[@]}" || true
-    else
-      broken+=("$node")
-    fi
-  done
-  seconds=$((SECONDS - start))
-  local status=0
-  report_copies image "$dir" "$seconds" "${broken[@]}" -- "${need[@]}" || status=1
-  ((status)) || rm -f -- "$tar"
-  rm -rf "$dir"
-  return "$status"
+  SPARKC_ITEMS+=(image)
+  SPARKC_NEED[image]=${need[*]}
 }
 
 # The head's files of FOLDER, "SIZE PATH" a line (PATH relative), sorted; a name with a line break is refused.
@@ -4295,51 +4515,77 @@ folder_files() { # FOLDER
   (cd -- "$1" && find . -type f -printf '%s %P\0') | LC_ALL=C sort -z -k 2 | tr '\0' '\n' | grep -v '\.sparkc-piece-[0-9]*$'
 }
 
-# Files in FOLDER on a node that the head's (sorted relative paths on stdin) lack, but for the pieces and
-# partial files of a copy under way: removed once the copy is whole, as a mirror does.
-# shellcheck disable=SC2016  # expanded by the node's shell
-SPARKC_EXTRAS_PROGRAM='list=$(mktemp) || exit 1
-cat >"$list"
-cd "$1" 2>/dev/null && find . -type f -printf "%P\n" | LC_ALL=C sort | LC_ALL=C comm -23 - "$list" \
-  | grep -v -e "\.partial\$" -e "\.sparkc-piece-[0-9]*\$"
-rm -f "$list"'
+folder_survey_on() { on_node_copy "$1" folder_survey "$SPARKC_VERIFY" "${SPARKC_FOLDER[$SPARKC_SURVEYING]}"; }
+SPARKC_SURVEYING=""
 
-# On a node: each file of NAMES (lines COUNT PATH) put together from its pieces PATH.sparkc-piece-0.. .
-# shellcheck disable=SC2016  # expanded by the node's shell
-SPARKC_JOIN_PROGRAM='while read -r count path; do
-  set --
-  i=0
-  while [ "$i" -lt "$count" ]; do set -- "$@" "$path.sparkc-piece-$i"; i=$((i + 1)); done
-  cat "$@" >"$path.partial" && mv -f "$path.partial" "$path" && rm -f "$@" || exit 1
-done'
-
-# One of the model's folders (ITEM: model, draft) from the head to every node where it differs.
-distribute_model() { # ITEM FOLDER
-  local item=$1 folder=$2 node need=() dir lines=() sizes=() paths=() sums=() i k total=0 checks extras size path
-  lines=()
+# One of the model's folders (ITEM: model, draft): which nodes lack it, and what each holds of its pieces.
+# Writes into SPARKC_WORK: ITEM.files ("SIZE SUM PATH" a line, PATH relative), ITEM.checks (piece_states'
+# lines for the whole files), ITEM.plan (the pieces: a file larger than a piece is cut, and joined on each
+# node after the pass from ITEM.joins' lines "INDEX START,START,... PATH"), ITEM.held.NODE, and
+# ITEM.extras.NODE (files a node has that the head lacks, removed once the copy is whole, as a mirror does).
+survey_folder() { # ITEM FOLDER
+  local item=$1 folder=$2 node need=() lines=() i size path sum total=0 piece count start len starts extras lacks
   [[ -d $folder ]] && mapfile -t lines < <(folder_files "$folder")
   ((${#lines[@]})) || { warn "$item folder $folder is not on the head, $SPARKC_HEAD"; return 1; }
-  dir=$(mktemp -d)
-  checks=$dir/checks
+  SPARKC_FOLDER[$item]=$folder
+  for i in "${!lines[@]}"; do
+    total=$((total + ${lines[i]%% *}))
+  done
+  piece=$(piece_size "$total")
+  local w=$SPARKC_WORK/$item
   for i in "${!lines[@]}"; do
     size=${lines[i]%% *}
     path=${lines[i]#* }
-    sizes[i]=$size
-    paths[i]=$path
-    total=$((total + size))
-    printf '%s\n' "$path" >>"$dir/names"
-    sums[i]=$(file_sum "$SPARKC_VERIFY" "$folder/$path")
-    printf '%s %s %s\n' "$size" "${sums[i]}" "$folder/$path" >>"$checks"
+    sum=$(file_sum "$SPARKC_VERIFY" "$folder/$path")
+    printf '%s %s %s\n' "$size" "$sum" "$path" >>"$w.files"
+    printf '%s %s %s\n' "$size" "$sum" "$folder/$path" >>"$w.checks"
+    printf '%s\n' "$path" >>"$w.names"
+    count=$(((size + piece - 1) / piece))
+    if ((count <= 1)); then
+      printf '0 %s %s %s %s\n' "$size" "$i" "$sum" "$folder/$path" >>"$w.plan"
+      continue
+    fi
+    starts=""
+    while read -r start len; do
+      printf '%s %s %s - %s\n' "$start" "$len" "$i" "$folder/$path.sparkc-piece-$start" >>"$w.plan"
+      printf '%s - %s\n' "$len" "$folder/$path.sparkc-piece-$start" >>"$w.cut"
+      starts+=${starts:+,}$start
+    done < <(cut_pieces "$size" "$count")
+    printf '%s %s %s\n' "$i" "$starts" "$folder/$path" >>"$w.joins"
   done
-  LC_ALL=C sort -o "$dir/names" "$dir/names"
-  SPARKC_HAS_FILE=()
+  echo "$total" >"$SPARKC_WORK/size.$item"
+  LC_ALL=C sort -o "$w.names" "$w.names"
+  cat "$w.checks" "$w.cut" 2>/dev/null >"$SPARKC_WORK/folder.in"
+  SPARKC_SURVEYING=$item
+  for_nodes folder folder_survey_on "${SPARKC_NODES[@]:1}"
+  rm -f "$SPARKC_WORK/folder.in"
   for node in "${SPARKC_NODES[@]:1}"; do
-    node_states "$node" "$checks" || { warn "$node: cannot read its $item folder: $SPARKC_STATES_ERROR"; need+=("$node"); continue; }
-    local lacks=0
-    for i in "${!SPARKC_STATES[@]}"; do
-      if [[ ${SPARKC_STATES[i]} == have ]]; then SPARKC_HAS_FILE[$node|$i]=1; else lacks=$((lacks + 1)); fi
+    local out=$SPARKC_WORK/folder.$node states=()
+    if [[ $(<"$out.rc") != 0 ]]; then
+      warn "$node: cannot read its $item folder: $(head -c 300 "$out.err" | tr '\r\n' '  ')$(key_hint "$node" "$out.err")"
+      : >"$w.extras.$node"
+      need+=("$node")
+      continue
+    fi
+    mapfile -t states < <(sed '/^--$/,$d' "$out")
+    lacks=0
+    for i in "${!lines[@]}"; do
+      if [[ ${states[i]:-} == have ]]; then SPARKC_HAS_FILE[$node|$item|$i]=1; else lacks=$((lacks + 1)); fi
     done
-    extras=$(on_node "$node" bash -c "$SPARKC_EXTRAS_PROGRAM" sparkc-extras "$folder" <"$dir/names" | wc -l)
+    # What the node holds of each piece: a whole file's state, or the cut piece's, in plan order.
+    local k=${#lines[@]}
+    while read -r _ _ i sum _; do
+      if [[ $sum == - ]]; then
+        printf '%s\n' "${states[k]:-0}"
+        k=$((k + 1))
+      else
+        printf '%s\n' "${states[i]:-0}"
+      fi
+    done <"$w.plan" >"$w.held.$node"
+    # The node's files the head lacks, but for a copy's pieces and partial files (and no path that climbs).
+    sed '1,/^--$/d' "$out" | LC_ALL=C sort | LC_ALL=C comm -23 - "$w.names" \
+      | grep -v -e '\.partial$' -e '\.sparkc-piece-[0-9]*$' -e '^/' -e '^\.\./' -e '/\.\./' -e '/\.\.$' >"$w.extras.$node" || true
+    extras=$(wc -l <"$w.extras.$node")
     if ((lacks == 0 && extras == 0)); then
       log "$node: $item folder $folder already matches (file names, sizes and checksums), skipped"
       dry_run || record "$node" "$item" skipped 0 0 - 0
@@ -4348,59 +4594,169 @@ distribute_model() { # ITEM FOLDER
       need+=("$node")
     fi
   done
-  ((${#need[@]})) || { rm -rf "$dir"; return 0; }
+  ((${#need[@]})) || return 0
   say_routes "$item" "${need[@]}"
-  dry_run && { rm -rf "$dir"; return 0; }
-  # Pieces of about total/streams bytes: a large file is cut into several, so every stream has work.
-  local piece=$(((total + SPARKC_STREAMS - 1) / SPARKC_STREAMS)) count list=$dir/pieces joins=() start len
-  ((piece >= 1048576)) || piece=1048576
-  SPARKC_PIECE_SRC=() SPARKC_PIECE_START=() SPARKC_PIECE_LEN=() SPARKC_PIECE_DEST=() SPARKC_PIECE_FILE=()
-  local j
-  k=0
-  for i in "${!paths[@]}"; do
-    count=$(((sizes[i] + piece - 1) / piece))
-    ((count >= 1)) || count=1
-    ((count == 1)) || joins+=("$count ${paths[i]}")
-    j=0
-    while read -r start len; do
-      SPARKC_PIECE_SRC[k]=$folder/${paths[i]}
-      SPARKC_PIECE_START[k]=$start
-      SPARKC_PIECE_LEN[k]=$len
-      SPARKC_PIECE_FILE[k]=$i
-      if ((count == 1)); then
-        SPARKC_PIECE_DEST[k]=$folder/${paths[i]}
-      else
-        SPARKC_PIECE_DEST[k]=$folder/${paths[i]}.sparkc-piece-$j
-      fi
-      # A file sent whole is its own piece: held only where its checksum matches too.
-      printf '%s %s %s\n' "$len" "$( ((count == 1)) && echo "${sums[i]}" || echo -)" "${SPARKC_PIECE_DEST[k]}" >>"$list"
-      k=$((k + 1))
-      j=$((j + 1))
-    done < <(cut_pieces "${sizes[i]}" "$count")
-  done
-  plan_pieces "$list" "${need[@]}" || { rm -rf "$dir"; return 1; }
-  start=$SECONDS
-  send_pieces "$dir" "$item" "$total" "${need[*]}" || true  # judged by each node's files below
-  local broken=() join
+  SPARKC_ITEMS+=("$item")
+  SPARKC_NEED[$item]=${need[*]}
+}
+
+plan_folder() { # ITEM
+  local item=$1 need=() size sum path
+  read -ra need <<<"${SPARKC_NEED[$item]}"
+  SPARKC_PLAN_SRC=()
+  while read -r size sum path; do
+    SPARKC_PLAN_SRC+=("${SPARKC_FOLDER[$item]}/$path")
+  done <"$SPARKC_WORK/$item.files"
+  plan_pieces "$SPARKC_WORK" queue.files "$item" "$SPARKC_WORK/$item.plan" - "${need[@]}"
+}
+
+# The archive docker save writes, kept on the head until every node loaded it, so a resumed copy sends the
+# same bytes.
+image_archive() { printf '%s/image-%s.tar' "$(stage_dir "$SPARKC_HEAD")" "${SPARKC_HEAD_ID#sha256:}"; }
+
+save_image() {
+  local tar
+  tar=$(image_archive)
+  [[ ! -f $tar ]] || return 0
+  log "saving $SPARKC_IMAGE to $tar"
+  if ! { mkdir -p -- "${tar%/*}" && docker save -o "$tar.partial" "$SPARKC_IMAGE" && mv -f -- "$tar.partial" "$tar"; }; then
+    warn "cannot save $SPARKC_IMAGE to $tar (disk space?)"
+    rm -f -- "$tar.partial"
+    return 1
+  fi
+}
+
+# The image's pieces on a node, in order.
+image_pieces() { # NODE
+  local _ dest
+  while read -r _ _ _ _ dest; do
+    printf '%s\n' "${dest//@NODE@/$1}"
+  done <"$SPARKC_WORK/image.plan"
+}
+
+# Queues the image's pieces, in order (each node loads them while they arrive), with what each node's
+# staging folder holds of them (DIR/stage.NODE: "SIZE NAME" a line).
+plan_image() {
+  local tar size start len name node piece need=()
+  read -ra need <<<"${SPARKC_NEED[image]}"
+  tar=$(image_archive)
+  size=$(stat -c %s -- "$tar") || return 1
+  piece=$(piece_size "$size")
+  while read -r start len; do
+    printf '%s %s - - %s\n' "$start" "$len" "$(stage_dir @NODE@)/image-${SPARKC_HEAD_ID:7:12}.$start" >>"$SPARKC_WORK/image.plan"
+  done < <(cut_pieces "$size" $(((size + piece - 1) / piece)))
   for node in "${need[@]}"; do
-    join=$(for i in "${!paths[@]}"; do
-      [[ -n ${SPARKC_HAS_FILE[$node|$i]:-} || ${#joins[@]} -eq 0 ]] && continue
-      for words in "${joins[@]}"; do
-        [[ ${words#* } == "${paths[i]}" ]] && printf '%s %s\n' "${words%% *}" "$folder/${paths[i]}"
-      done
-    done)
-    [[ -z $join ]] || on_node "$node" sh -c "$SPARKC_JOIN_PROGRAM" <<<"$join" 2>>"$dir/stream.join.err" || true
-    if ! node_states "$node" "$checks" || [[ " ${SPARKC_STATES[*]} " == *[0-9]* ]]; then
-      broken+=("$node")
-      continue
-    fi
-    on_node "$node" bash -c "$SPARKC_EXTRAS_PROGRAM" sparkc-extras "$folder" <"$dir/names" \
-      | while IFS= read -r path; do printf '%s\0' "$folder/$path"; done \
-      | on_node "$node" xargs -0 -r rm -f -- || true
+    local -A has=()
+    while read -r len name; do
+      has[$name]=$len
+    done <"$SPARKC_WORK/stage.$node"
+    while read -r _ len _ _ name; do
+      name=${name##*/}
+      if [[ ${has[$name]:-} == "$len" ]]; then echo have; else echo "${has[$name.partial]:-0}"; fi
+    done <"$SPARKC_WORK/image.plan" >"$SPARKC_WORK/image.held.$node"
+    unset has
   done
-  local status=0
-  report_copies "$item" "$dir" $((SECONDS - start)) "${broken[@]}" -- "${need[@]}" || status=1
-  rm -rf "$dir"
+  echo "$size" >"$SPARKC_WORK/size.image"
+  plan_pieces "$SPARKC_WORK" queue.image image "$SPARKC_WORK/image.plan" "$tar" "${need[@]}"
+}
+
+# Starts each node's loader (its process ID in SPARKC_LOADER, the pipe that keeps it waiting in
+# SPARKC_LOADER_FD): the node loads the image while its pieces arrive.
+declare -A SPARKC_LOADER=() SPARKC_LOADER_FD=()
+start_loaders() {
+  local node fd pieces=()
+  for node in ${SPARKC_NEED[image]}; do
+    mapfile -t pieces < <(image_pieces "$node")
+    mkfifo "$SPARKC_WORK/load.$node"
+    on_node_copy "$node" load_pieces "${pieces[@]}" <"$SPARKC_WORK/load.$node" >/dev/null 2>"$SPARKC_WORK/load.$node.err" &
+    SPARKC_LOADER[$node]=$!
+    exec {fd}>"$SPARKC_WORK/load.$node"
+    SPARKC_LOADER_FD[$node]=$fd
+  done
+}
+
+# Once the streams ended: tells each loader nothing more comes, and waits for it.
+end_loaders() {
+  local node fd
+  for node in "${!SPARKC_LOADER_FD[@]}"; do
+    fd=${SPARKC_LOADER_FD[$node]}
+    exec {fd}>&-
+  done
+  for node in "${!SPARKC_LOADER[@]}"; do
+    wait "${SPARKC_LOADER[$node]}" || true # judged by the node's image ID
+  done
+}
+
+# After the pass, on NODE, ITEM (NODE|ITEM): the image's ID or the folder's files checked (the files cut
+# into pieces joined first), the leftovers removed; "ok" or "broken".
+finish_on() { # NODE|ITEM
+  local node=${1%|*} item=${1#*|} pieces=()
+  if [[ $item == image ]]; then
+    mapfile -t pieces < <(image_pieces "$node")
+    on_node_copy "$node" image_finish "$SPARKC_IMAGE" "$SPARKC_HEAD_ID" "$(stage_dir "$node")" "${pieces[@]}"
+    return
+  fi
+  local w=$SPARKC_WORK/$item states i starts path
+  states=$({
+    while read -r i starts path; do
+      [[ -n ${SPARKC_HAS_FILE[$node|$item|$i]:-} ]] || printf '%s %s\n' "$starts" "$path"
+    done < <(cat "$w.joins" 2>/dev/null)
+    echo --
+    cat "$w.checks"
+    echo --
+    cat "$w.extras.$node"
+  } | on_node_copy "$node" folder_finish "$SPARKC_VERIFY" "${SPARKC_FOLDER[$item]}") || return 1
+  [[ $states != *[0-9]* && $(wc -l <<<"$states") == $(wc -l <"$w.checks") ]] && echo ok || echo broken
+}
+
+# Copies every item of SPARKC_ITEMS in one pass: the folders' pieces start at once while the head saves the
+# image's archive, whose pieces then go first; each node loads the image as its pieces arrive. Then every
+# node and item is checked at once, and each reported.
+copy_pass() {
+  local item node nodes=() saver="" status=0 start seconds roots what checks=()
+  for item in "${SPARKC_ITEMS[@]}"; do
+    for node in ${SPARKC_NEED[$item]}; do
+      [[ " ${nodes[*]} " == *" $node "* ]] || nodes+=("$node")
+      checks+=("$node|$item")
+    done
+  done
+  ((${#nodes[@]})) || return 0
+  roots=$SPARKC_STAGE_ROOT/$SPARKC_DEPLOYMENT
+  for item in "${SPARKC_ITEMS[@]}"; do
+    [[ -z ${SPARKC_FOLDER[$item]:-} ]] || roots+=$'\n'${SPARKC_FOLDER[$item]}
+  done
+  what=$(IFS=,; echo "${SPARKC_ITEMS[*]}")
+  what=${what//,/ and }
+  start=$SECONDS
+  if [[ -n ${SPARKC_NEED[image]:-} ]]; then
+    [[ -f $(image_archive) ]] || docker image inspect --format '{{.Size}}' "$SPARKC_IMAGE" >"$SPARKC_WORK/size.image" 2>/dev/null || true
+    save_image &
+    saver=$!
+  fi
+  for item in "${SPARKC_ITEMS[@]}"; do
+    [[ $item == image ]] || plan_folder "$item"
+  done
+  publish_pieces "$SPARKC_WORK" queue.files
+  start_streams "$SPARKC_WORK" "$roots" "${nodes[@]}"
+  copy_progress "$what" "${nodes[*]}" "$SPARKC_WORK" &
+  local watcher=$!
+  if [[ -n $saver ]] && wait "$saver" && plan_image; then
+    publish_pieces "$SPARKC_WORK" queue.image
+    start_loaders
+  fi
+  publish_pieces "$SPARKC_WORK" queue.files close
+  for node in "${SPARKC_COPIES[@]}"; do
+    wait "$node" || true # judged by each node's checks below
+  done
+  wait "$watcher" || true
+  end_loaders
+  for_nodes finish finish_on "${checks[@]}"
+  seconds=$((SECONDS - start))
+  for item in "${SPARKC_ITEMS[@]}"; do
+    report_copies "$item" "$seconds" || status=1
+  done
+  # The head's archive goes once every node holds the image.
+  [[ -z $saver || $status != 0 ]] || { rm -f -- "$(image_archive)"; rmdir -- "$(stage_dir "$SPARKC_HEAD")" "$(stage_dir "")" 2>/dev/null || true; }
   return "$status"
 }
 
@@ -4467,17 +4823,23 @@ distribute_main() {
     exec {SPARKC_REPORT_FD}>>"$new"
     place_file "$new" "$SPARKC_REPORT" || exit 1
   fi
+  SPARKC_WORK=$(mktemp -d) || exit 1
+  SPARKC_SCRATCH=$SPARKC_WORK  # removed on exit, however the script ends
   if ((SPARKC_MODEL_ONLY == 0)); then
     log "== image $SPARKC_IMAGE"
-    distribute_image || status=1
+    survey_image || status=1
   fi
   if ((SPARKC_IMAGE_ONLY == 0)); then
     log "== model folder $SPARKC_MODEL_HOST_PATH"
-    distribute_model model "$SPARKC_MODEL_HOST_PATH" || status=1
+    survey_folder model "$SPARKC_MODEL_HOST_PATH" || status=1
     if [[ -n $SPARKC_DRAFT_FOLDER ]]; then
       log "== draft model folder $SPARKC_DRAFT_FOLDER"
-      distribute_model draft "$SPARKC_DRAFT_FOLDER" || status=1
+      survey_folder draft "$SPARKC_DRAFT_FOLDER" || status=1
     fi
+  fi
+  if ! dry_run && ((${#SPARKC_ITEMS[@]})); then
+    log "== copying the $(IFS=,; a="${SPARKC_ITEMS[*]}"; echo "${a//,/, }") in one pass"
+    copy_pass || status=1
   fi
   dry_run || log "report: $SPARKC_REPORT"
   return "$status"
