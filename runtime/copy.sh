@@ -43,10 +43,9 @@ known_lines() { # NODE
 # HostKeyAlias, KNOWN (base64) the head's known_hosts lines for KEY-NAME where another node than the head
 # sends to it.
 relay() { # HERE STREAM COUNT OPTS... ROOTS ROUTE...
-  local here=$1 tmp status=0 children=() pids=()
+  local here=$1 tmp roots status=0 children=() pids=()
   local -A parent=() fd_of=()
   relay_open "$@" || return 1
-  local roots=${*:4+$3:1}
   local header offset length writers dest rest root inside targets child n
   while IFS= read -r header; do
     offset=${header%% *} rest=${header#* }
@@ -97,13 +96,13 @@ frame_bytes() { # N
 
 # Opens one ssh stream to each node HERE feeds (by the routes), which runs relay there, each fed from a
 # pipe: sets the caller's children, fd_of (by node: the pipe's file descriptor), parent (by node: the node
-# it receives from), pids and tmp.
+# it receives from), pids, tmp and roots.
 relay_open() { # HERE STREAM COUNT OPTS... ROOTS ROUTE...
   local here=$1 stream=$2 count=$3
   shift 3
   local opts=("${@:1:count}")
   shift "$count"
-  local roots=$1
+  roots=$1
   shift
   local program=${SPARKC_RELAY_PROGRAM:-$0} route node from ways key known fd ways_list
   tmp=$(mktemp -d) || return 1
@@ -331,18 +330,22 @@ queue_piece() { # DIR QUEUE SRC START OFFSET LENGTH WRITERS DEST
   SPARKC_PIECE_COUNT=$((SPARKC_PIECE_COUNT + 1))
 }
 
-# Hands the pieces queued since the last call to the streams, largest first (the last to be taken are
-# then the small ones, so the streams end close together); CLOSE: nothing more will come.
+# Hands the pieces queued since the last call to the streams: the image's in order (each node loads them
+# as they arrive), the folders' largest first (the last to be taken are then the small ones, so the streams
+# end close together); CLOSE: nothing more will come.
 publish_pieces() { # DIR QUEUE [close]
-  local dir=$1 lock
+  local dir=$1 lock i f
   exec {lock}>>"$dir/queue.lock"
   flock "$lock"
-  if [[ -e $dir/$2.new ]]; then
+  if [[ $2 == queue.image && -e $dir/$2.new ]]; then
+    cat "$dir/$2.new" >>"$dir/$2"
+  elif [[ -e $dir/$2.new ]]; then
     while read -r i; do
-      printf '%d %d\n' "$(($(sed -n 4p "$dir/piece.$i") - $(sed -n 3p "$dir/piece.$i")))" "$i"
+      mapfile -t f <"$dir/piece.$i"
+      printf '%d %d\n' $((f[3] - f[2])) "$i"
     done <"$dir/$2.new" | sort -k1,1nr -k2,2n | cut -d ' ' -f 2 >>"$dir/$2"
-    rm -f "$dir/$2.new"
   fi
+  rm -f "$dir/$2.new"
   [[ ${3:-} != close ]] || : >"$dir/queue.closed"
   exec {lock}>&-
 }
@@ -385,11 +388,11 @@ piece_bytes() { # COUNTER SRC START OFFSET LENGTH ...
 # checks after the copy then find), so no relay reads bytes as a header. dd counts the bytes sent into
 # DIR/bytes.K for the progress.
 send_stream() { # DIR STREAM ROOTS ROUTE...
-  local dir=$1 stream=$2 roots=$3 opts here=$SPARKC_HEAD tmp status=0 children=() pids=() targets=()
+  local dir=$1 stream=$2 opts here=$SPARKC_HEAD tmp roots status=0 children=() pids=() targets=()
   local -A parent=() fd_of=()
-  shift 3
+  shift 2
   opts=("${SPARKC_SSH_OPTS[@]}" "${SPARKC_COPY_SSH[@]}")
-  relay_open "$SPARKC_HEAD" "$stream" "${#opts[@]}" "${opts[@]}" "$roots" "$@" || return 1
+  relay_open "$SPARKC_HEAD" "$stream" "${#opts[@]}" "${opts[@]}" "$@" || return 1
   local i f n sent
   while i=$(take_piece "$dir"); do
     mapfile -t f <"$dir/piece.$i"
@@ -439,17 +442,16 @@ start_streams() { # DIR ROOTS NODE...
 }
 
 # Queues the pieces of one copy (QUEUE: queue.image or queue.files) for the nodes NEED (those that lack
-# it). PLAN: a line a piece, "START LENGTH FILE SUM DEST" (FILE the index of the file it belongs to, - for
-# the image's), its bytes read from SOURCE (where the line's FILE is -) or from the file named by that
-# index in SPARKC_PLAN_SRC; DIR/ITEM.held.NODE: what each node holds of each piece, a word a line
+# it). PLAN: a line a piece, "START LENGTH FILE SUM DEST", its bytes read from the file that FILE indexes
+# in SPARKC_PLAN_SRC; DIR/ITEM.held.NODE: what each node holds of each piece, a word a line
 # (piece_states' words). A piece of a file a node holds whole (SPARKC_HAS_FILE[NODE|ITEM|FILE]) is not
 # wanted there. Each piece is queued with the offset all its writers resume from; adds to
 # SPARKC_RESUMED[NODE|ITEM] the bytes a node had and to SPARKC_RECEIVES[NODE|ITEM] what it is sent.
 SPARKC_PLAN_SRC=()
 declare -A SPARKC_HAS_FILE=() SPARKC_RESUMED=() SPARKC_RECEIVES=()
-plan_pieces() { # DIR QUEUE ITEM PLAN SOURCE NEED...
-  local dir=$1 queue=$2 item=$3 plan=$4 source=$5 node k=0 state start length file dest
-  shift 5
+plan_pieces() { # DIR QUEUE ITEM PLAN NEED...
+  local dir=$1 queue=$2 item=$3 plan=$4 node k=0 state start length file dest
+  shift 4
   local -A held=()
   for node; do
     SPARKC_RESUMED[$node|$item]=0
@@ -465,7 +467,7 @@ plan_pieces() { # DIR QUEUE ITEM PLAN SOURCE NEED...
     local offset="" writers=()
     for node; do
       state=${held[$node|$k]:-0}
-      [[ $file == - || -z ${SPARKC_HAS_FILE[$node|$item|$file]:-} ]] || continue
+      [[ -z ${SPARKC_HAS_FILE[$node|$item|$file]:-} ]] || continue
       if [[ $state == have ]]; then
         SPARKC_RESUMED[$node|$item]=$((SPARKC_RESUMED[$node|$item] + length))
         continue
@@ -480,11 +482,7 @@ plan_pieces() { # DIR QUEUE ITEM PLAN SOURCE NEED...
         SPARKC_RECEIVES[$node|$item]=$((SPARKC_RECEIVES[$node|$item] + length - offset))
       done
       node=${writers[*]}
-      if [[ $file == - ]]; then
-        queue_piece "$dir" "$queue" "$source" "$start" "$offset" "$length" "${node// /,}" "$dest"
-      else
-        queue_piece "$dir" "$queue" "${SPARKC_PLAN_SRC[file]}" "$start" "$offset" "$length" "${node// /,}" "$dest"
-      fi
+      queue_piece "$dir" "$queue" "${SPARKC_PLAN_SRC[file]}" "$start" "$offset" "$length" "${node// /,}" "$dest"
     fi
     k=$((k + 1))
   done <"$plan"

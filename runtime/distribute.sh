@@ -71,9 +71,15 @@ reach_direct_nodes() {
   for node in "${SPARKC_NODES[@]:1}"; do
     [[ ${SPARKC_ROUTE_FROM[$node]} == "$SPARKC_HEAD" ]] || continue
     on_node "$node" true >/dev/null 2>"$err" \
-      || warn "$node: cannot be reached: $(head -c 300 "$err" | tr '\r\n' '  ')$(key_hint "$node" "$err")"
+      || warn "$node: cannot be reached: $(ssh_said "$node" "$err")"
   done
   rm -f "$err"
+}
+
+# What ssh said (the start of FILE, on one line) when it could not run a command on NODE, with the fix where
+# it refused a host key.
+ssh_said() { # NODE FILE
+  printf '%s%s' "$(head -c 300 "$2" | tr '\r\n' '  ')" "$(key_hint "$1" "$2")"
 }
 
 # What to do about a copy's ssh errors (FILE) where ssh refused a host key: the fix, not just the symptom.
@@ -199,6 +205,7 @@ SPARKC_HEAD_ID=""
 
 # Runs `FUNCTION NODE` for each NODE at once, stdin from DIR/NAME.in where there is one: its stdout in
 # DIR/NAME.NODE, stderr in DIR/NAME.NODE.err, exit status in DIR/NAME.NODE.rc. Returns when all ended.
+# (launch.sh's at_once gives no stdin and keeps stderr with stdout, which these answers must not carry.)
 for_nodes() { # NAME FUNCTION NODE...
   local name=$1 func=$2 node input pids=()
   shift 2
@@ -256,8 +263,7 @@ folder_files() { # FOLDER
   (cd -- "$1" && find . -type f -printf '%s %P\0') | LC_ALL=C sort -z -k 2 | tr '\0' '\n' | grep -v '\.sparkc-piece-[0-9]*$'
 }
 
-folder_survey_on() { on_node_copy "$1" folder_survey "$SPARKC_VERIFY" "${SPARKC_FOLDER[$SPARKC_SURVEYING]}"; }
-SPARKC_SURVEYING=""
+folder_survey_on() { on_node_copy "${1%|*}" folder_survey "$SPARKC_VERIFY" "${SPARKC_FOLDER[${1#*|}]}"; } # NODE|ITEM
 
 # One of the model's folders (ITEM: model, draft): which nodes lack it, and what each holds of its pieces.
 # Writes into SPARKC_WORK: ITEM.files ("SIZE SUM PATH" a line, PATH relative), ITEM.checks (piece_states'
@@ -297,13 +303,13 @@ survey_folder() { # ITEM FOLDER
   echo "$total" >"$SPARKC_WORK/size.$item"
   LC_ALL=C sort -o "$w.names" "$w.names"
   cat "$w.checks" "$w.cut" 2>/dev/null >"$SPARKC_WORK/folder.in"
-  SPARKC_SURVEYING=$item
-  for_nodes folder folder_survey_on "${SPARKC_NODES[@]:1}"
+  local workers=("${SPARKC_NODES[@]:1}")
+  for_nodes folder folder_survey_on "${workers[@]/%/|$item}"
   rm -f "$SPARKC_WORK/folder.in"
   for node in "${SPARKC_NODES[@]:1}"; do
-    local out=$SPARKC_WORK/folder.$node states=()
+    local out=$SPARKC_WORK/folder.$node\|$item states=()
     if [[ $(<"$out.rc") != 0 ]]; then
-      warn "$node: cannot read its $item folder: $(head -c 300 "$out.err" | tr '\r\n' '  ')$(key_hint "$node" "$out.err")"
+      warn "$node: cannot read its $item folder: $(ssh_said "$node" "$out.err")"
       : >"$w.extras.$node"
       need+=("$node")
       continue
@@ -348,7 +354,7 @@ plan_folder() { # ITEM
   while read -r size sum path; do
     SPARKC_PLAN_SRC+=("${SPARKC_FOLDER[$item]}/$path")
   done <"$SPARKC_WORK/$item.files"
-  plan_pieces "$SPARKC_WORK" queue.files "$item" "$SPARKC_WORK/$item.plan" - "${need[@]}"
+  plan_pieces "$SPARKC_WORK" queue.files "$item" "$SPARKC_WORK/$item.plan" "${need[@]}"
 }
 
 # The archive docker save writes, kept on the head until every node loaded it, so a resumed copy sends the
@@ -384,7 +390,7 @@ plan_image() {
   size=$(stat -c %s -- "$tar") || return 1
   piece=$(piece_size "$size")
   while read -r start len; do
-    printf '%s %s - - %s\n' "$start" "$len" "$(stage_dir @NODE@)/image-${SPARKC_HEAD_ID:7:12}.$start" >>"$SPARKC_WORK/image.plan"
+    printf '%s %s 0 - %s\n' "$start" "$len" "$(stage_dir @NODE@)/image-${SPARKC_HEAD_ID:7:12}.$start" >>"$SPARKC_WORK/image.plan"
   done < <(cut_pieces "$size" $(((size + piece - 1) / piece)))
   for node in "${need[@]}"; do
     local -A has=()
@@ -398,7 +404,8 @@ plan_image() {
     unset has
   done
   echo "$size" >"$SPARKC_WORK/size.image"
-  plan_pieces "$SPARKC_WORK" queue.image image "$SPARKC_WORK/image.plan" "$tar" "${need[@]}"
+  SPARKC_PLAN_SRC=("$tar")
+  plan_pieces "$SPARKC_WORK" queue.image image "$SPARKC_WORK/image.plan" "${need[@]}"
 }
 
 # Starts each node's loader (its process ID in SPARKC_LOADER, the pipe that keeps it waiting in
@@ -486,8 +493,9 @@ copy_pass() {
     start_loaders
   fi
   publish_pieces "$SPARKC_WORK" queue.files close
-  for node in "${SPARKC_COPIES[@]}"; do
-    wait "$node" || true # judged by each node's checks below
+  local pid
+  for pid in "${SPARKC_COPIES[@]}"; do
+    wait "$pid" || true # judged by each node's checks below
   done
   wait "$watcher" || true
   end_loaders

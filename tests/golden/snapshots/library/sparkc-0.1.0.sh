@@ -3809,10 +3809,9 @@ known_lines() { # NODE
 # HostKeyAlias, KNOWN (base64) the head's known_hosts lines for KEY-NAME where another node than the head
 # sends to it.
 relay() { # HERE STREAM COUNT OPTS... ROOTS ROUTE...
-  local here=$1 tmp status=0 children=() pids=()
+  local here=$1 tmp roots status=0 children=() pids=()
   local -A parent=() fd_of=()
   relay_open "$@" || return 1
-  local roots=${*:4+$3:1}
   local header offset length writers dest rest root inside targets child n
   while IFS= read -r header; do
     offset=${header%% *} rest=${header#* }
@@ -3863,13 +3862,13 @@ frame_bytes() { # N
 
 # Opens one ssh stream to each node HERE feeds (by the routes), which runs relay there, each fed from a
 # pipe: sets the caller's children, fd_of (by node: the pipe's file descriptor), parent (by node: the node
-# it receives from), pids and tmp.
+# it receives from), pids, tmp and roots.
 relay_open() { # HERE STREAM COUNT OPTS... ROOTS ROUTE...
   local here=$1 stream=$2 count=$3
   shift 3
   local opts=("${@:1:count}")
   shift "$count"
-  local roots=$1
+  roots=$1
   shift
   local program=${SPARKC_RELAY_PROGRAM:-$0} route node from ways key known fd ways_list
   tmp=$(mktemp -d) || return 1
@@ -4097,18 +4096,22 @@ queue_piece() { # DIR QUEUE SRC START OFFSET LENGTH WRITERS DEST
   SPARKC_PIECE_COUNT=$((SPARKC_PIECE_COUNT + 1))
 }
 
-# Hands the pieces queued since the last call to the streams, largest first (the last to be taken are
-# then the small ones, so the streams end close together); CLOSE: nothing more will come.
+# Hands the pieces queued since the last call to the streams: the image's in order (each node loads them
+# as they arrive), the folders' largest first (the last to be taken are then the small ones, so the streams
+# end close together); CLOSE: nothing more will come.
 publish_pieces() { # DIR QUEUE [close]
-  local dir=$1 lock
+  local dir=$1 lock i f
   exec {lock}>>"$dir/queue.lock"
   flock "$lock"
-  if [[ -e $dir/$2.new ]]; then
+  if [[ $2 == queue.image && -e $dir/$2.new ]]; then
+    cat "$dir/$2.new" >>"$dir/$2"
+  elif [[ -e $dir/$2.new ]]; then
     while read -r i; do
-      printf '%d %d\n' "$(($(sed -n 4p "$dir/piece.$i") - $(sed -n 3p "$dir/piece.$i")))" "$i"
+      mapfile -t f <"$dir/piece.$i"
+      printf '%d %d\n' $((f[3] - f[2])) "$i"
     done <"$dir/$2.new" | sort -k1,1nr -k2,2n | cut -d ' ' -f 2 >>"$dir/$2"
-    rm -f "$dir/$2.new"
   fi
+  rm -f "$dir/$2.new"
   [[ ${3:-} != close ]] || : >"$dir/queue.closed"
   exec {lock}>&-
 }
@@ -4151,11 +4154,11 @@ piece_bytes() { # COUNTER SRC START OFFSET LENGTH ...
 # checks after the copy then find), so no relay reads bytes as a header. dd counts the bytes sent into
 # DIR/bytes.K for the progress.
 send_stream() { # DIR STREAM ROOTS ROUTE...
-  local dir=$1 stream=$2 roots=$3 opts here=$SPARKC_HEAD tmp status=0 children=() pids=() targets=()
+  local dir=$1 stream=$2 opts here=$SPARKC_HEAD tmp roots status=0 children=() pids=() targets=()
   local -A parent=() fd_of=()
-  shift 3
+  shift 2
   opts=("${SPARKC_SSH_OPTS[@]}" "${SPARKC_COPY_SSH[@]}")
-  relay_open "$SPARKC_HEAD" "$stream" "${#opts[@]}" "${opts[@]}" "$roots" "$@" || return 1
+  relay_open "$SPARKC_HEAD" "$stream" "${#opts[@]}" "${opts[@]}" "$@" || return 1
   local i f n sent
   while i=$(take_piece "$dir"); do
     mapfile -t f <"$dir/piece.$i"
@@ -4205,17 +4208,16 @@ start_streams() { # DIR ROOTS NODE...
 }
 
 # Queues the pieces of one copy (QUEUE: queue.image or queue.files) for the nodes NEED (those that lack
-# it). PLAN: a line a piece, "START LENGTH FILE SUM DEST" (FILE the index of the file it belongs to, - for
-# the image's), its bytes read from SOURCE (where the line's FILE is -) or from the file named by that
-# index in SPARKC_PLAN_SRC; DIR/ITEM.held.NODE: what each node holds of each piece, a word a line
+# it). PLAN: a line a piece, "START LENGTH FILE SUM DEST", its bytes read from the file that FILE indexes
+# in SPARKC_PLAN_SRC; DIR/ITEM.held.NODE: what each node holds of each piece, a word a line
 # (piece_states' words). A piece of a file a node holds whole (SPARKC_HAS_FILE[NODE|ITEM|FILE]) is not
 # wanted there. Each piece is queued with the offset all its writers resume from; adds to
 # SPARKC_RESUMED[NODE|ITEM] the bytes a node had and to SPARKC_RECEIVES[NODE|ITEM] what it is sent.
 SPARKC_PLAN_SRC=()
 declare -A SPARKC_HAS_FILE=() SPARKC_RESUMED=() SPARKC_RECEIVES=()
-plan_pieces() { # DIR QUEUE ITEM PLAN SOURCE NEED...
-  local dir=$1 queue=$2 item=$3 plan=$4 source=$5 node k=0 state start length file dest
-  shift 5
+plan_pieces() { # DIR QUEUE ITEM PLAN NEED...
+  local dir=$1 queue=$2 item=$3 plan=$4 node k=0 state start length file dest
+  shift 4
   local -A held=()
   for node; do
     SPARKC_RESUMED[$node|$item]=0
@@ -4231,7 +4233,7 @@ plan_pieces() { # DIR QUEUE ITEM PLAN SOURCE NEED...
     local offset="" writers=()
     for node; do
       state=${held[$node|$k]:-0}
-      [[ $file == - || -z ${SPARKC_HAS_FILE[$node|$item|$file]:-} ]] || continue
+      [[ -z ${SPARKC_HAS_FILE[$node|$item|$file]:-} ]] || continue
       if [[ $state == have ]]; then
         SPARKC_RESUMED[$node|$item]=$((SPARKC_RESUMED[$node|$item] + length))
         continue
@@ -4246,11 +4248,7 @@ plan_pieces() { # DIR QUEUE ITEM PLAN SOURCE NEED...
         SPARKC_RECEIVES[$node|$item]=$((SPARKC_RECEIVES[$node|$item] + length - offset))
       done
       node=${writers[*]}
-      if [[ $file == - ]]; then
-        queue_piece "$dir" "$queue" "$source" "$start" "$offset" "$length" "${node// /,}" "$dest"
-      else
-        queue_piece "$dir" "$queue" "${SPARKC_PLAN_SRC[file]}" "$start" "$offset" "$length" "${node// /,}" "$dest"
-      fi
+      queue_piece "$dir" "$queue" "${SPARKC_PLAN_SRC[file]}" "$start" "$offset" "$length" "${node// /,}" "$dest"
     fi
     k=$((k + 1))
   done <"$plan"
@@ -4330,9 +4328,15 @@ reach_direct_nodes() {
   for node in "${SPARKC_NODES[@]:1}"; do
     [[ ${SPARKC_ROUTE_FROM[$node]} == "$SPARKC_HEAD" ]] || continue
     on_node "$node" true >/dev/null 2>"$err" \
-      || warn "$node: cannot be reached: $(head -c 300 "$err" | tr '\r\n' '  ')$(key_hint "$node" "$err")"
+      || warn "$node: cannot be reached: $(ssh_said "$node" "$err")"
   done
   rm -f "$err"
+}
+
+# What ssh said (the start of FILE, on one line) when it could not run a command on NODE, with the fix where
+# it refused a host key.
+ssh_said() { # NODE FILE
+  printf '%s%s' "$(head -c 300 "$2" | tr '\r\n' '  ')" "$(key_hint "$1" "$2")"
 }
 
 # What to do about a copy's ssh errors (FILE) where ssh refused a host key: the fix, not just the symptom.
@@ -4458,6 +4462,7 @@ SPARKC_HEAD_ID=""
 
 # Runs `FUNCTION NODE` for each NODE at once, stdin from DIR/NAME.in where there is one: its stdout in
 # DIR/NAME.NODE, stderr in DIR/NAME.NODE.err, exit status in DIR/NAME.NODE.rc. Returns when all ended.
+# (launch.sh's at_once gives no stdin and keeps stderr with stdout, which these answers must not carry.)
 for_nodes() { # NAME FUNCTION NODE...
   local name=$1 func=$2 node input pids=()
   shift 2
@@ -4515,8 +4520,7 @@ folder_files() { # FOLDER
   (cd -- "$1" && find . -type f -printf '%s %P\0') | LC_ALL=C sort -z -k 2 | tr '\0' '\n' | grep -v '\.sparkc-piece-[0-9]*$'
 }
 
-folder_survey_on() { on_node_copy "$1" folder_survey "$SPARKC_VERIFY" "${SPARKC_FOLDER[$SPARKC_SURVEYING]}"; }
-SPARKC_SURVEYING=""
+folder_survey_on() { on_node_copy "${1%|*}" folder_survey "$SPARKC_VERIFY" "${SPARKC_FOLDER[${1#*|}]}"; } # NODE|ITEM
 
 # One of the model's folders (ITEM: model, draft): which nodes lack it, and what each holds of its pieces.
 # Writes into SPARKC_WORK: ITEM.files ("SIZE SUM PATH" a line, PATH relative), ITEM.checks (piece_states'
@@ -4556,13 +4560,13 @@ survey_folder() { # ITEM FOLDER
   echo "$total" >"$SPARKC_WORK/size.$item"
   LC_ALL=C sort -o "$w.names" "$w.names"
   cat "$w.checks" "$w.cut" 2>/dev/null >"$SPARKC_WORK/folder.in"
-  SPARKC_SURVEYING=$item
-  for_nodes folder folder_survey_on "${SPARKC_NODES[@]:1}"
+  local workers=("${SPARKC_NODES[@]:1}")
+  for_nodes folder folder_survey_on "${workers[@]/%/|$item}"
   rm -f "$SPARKC_WORK/folder.in"
   for node in "${SPARKC_NODES[@]:1}"; do
-    local out=$SPARKC_WORK/folder.$node states=()
+    local out=$SPARKC_WORK/folder.$node\|$item states=()
     if [[ $(<"$out.rc") != 0 ]]; then
-      warn "$node: cannot read its $item folder: $(head -c 300 "$out.err" | tr '\r\n' '  ')$(key_hint "$node" "$out.err")"
+      warn "$node: cannot read its $item folder: $(ssh_said "$node" "$out.err")"
       : >"$w.extras.$node"
       need+=("$node")
       continue
@@ -4607,7 +4611,7 @@ plan_folder() { # ITEM
   while read -r size sum path; do
     SPARKC_PLAN_SRC+=("${SPARKC_FOLDER[$item]}/$path")
   done <"$SPARKC_WORK/$item.files"
-  plan_pieces "$SPARKC_WORK" queue.files "$item" "$SPARKC_WORK/$item.plan" - "${need[@]}"
+  plan_pieces "$SPARKC_WORK" queue.files "$item" "$SPARKC_WORK/$item.plan" "${need[@]}"
 }
 
 # The archive docker save writes, kept on the head until every node loaded it, so a resumed copy sends the
@@ -4643,7 +4647,7 @@ plan_image() {
   size=$(stat -c %s -- "$tar") || return 1
   piece=$(piece_size "$size")
   while read -r start len; do
-    printf '%s %s - - %s\n' "$start" "$len" "$(stage_dir @NODE@)/image-${SPARKC_HEAD_ID:7:12}.$start" >>"$SPARKC_WORK/image.plan"
+    printf '%s %s 0 - %s\n' "$start" "$len" "$(stage_dir @NODE@)/image-${SPARKC_HEAD_ID:7:12}.$start" >>"$SPARKC_WORK/image.plan"
   done < <(cut_pieces "$size" $(((size + piece - 1) / piece)))
   for node in "${need[@]}"; do
     local -A has=()
@@ -4657,7 +4661,8 @@ plan_image() {
     unset has
   done
   echo "$size" >"$SPARKC_WORK/size.image"
-  plan_pieces "$SPARKC_WORK" queue.image image "$SPARKC_WORK/image.plan" "$tar" "${need[@]}"
+  SPARKC_PLAN_SRC=("$tar")
+  plan_pieces "$SPARKC_WORK" queue.image image "$SPARKC_WORK/image.plan" "${need[@]}"
 }
 
 # Starts each node's loader (its process ID in SPARKC_LOADER, the pipe that keeps it waiting in
@@ -4745,8 +4750,9 @@ copy_pass() {
     start_loaders
   fi
   publish_pieces "$SPARKC_WORK" queue.files close
-  for node in "${SPARKC_COPIES[@]}"; do
-    wait "$node" || true # judged by each node's checks below
+  local pid
+  for pid in "${SPARKC_COPIES[@]}"; do
+    wait "$pid" || true # judged by each node's checks below
   done
   wait "$watcher" || true
   end_loaders

@@ -332,7 +332,7 @@ readonly SPARKC_WATCH_ON_FAILURE=''
 # wrote it. Its text is read once and checked before it runs: a missing or changed copy stops the
 # script here (exit 2), before any node is touched, and the text checked is the text run.
 readonly SPARKC_LIB=lib/sparkc-0.1.0.sh
-readonly SPARKC_LIB_SHA256=4d5db129d11ad56043ba6e83d5c725a93f542443f9625f5f441bc02214829d32
+readonly SPARKC_LIB_SHA256=93947593b84d6c70dbd944579e032089c01c6e39d0aaab9ea0365753a1f2907e
 SPARKC_LIB_TEXT=$(cat -- "$SPARKC_SCRIPT_DIR/$SPARKC_LIB" 2>/dev/null && echo x) || SPARKC_LIB_TEXT=''
 SPARKC_LIB_SUM=$(printf '%s' "${SPARKC_LIB_TEXT%x}" | { sha256sum || shasum -a 256; } 2>/dev/null) || SPARKC_LIB_SUM=''
 if [[ ${SPARKC_LIB_SUM%% *} != "$SPARKC_LIB_SHA256" ]]; then
